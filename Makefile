@@ -1,0 +1,33 @@
+# Developer entry points. The README's two commands (scripts/run-exporter, scripts/test)
+# do not need make; these targets are shortcuts for working on storpath.
+PY ?= .venv/bin/python
+
+.PHONY: help setup test test-fast golden bench lint run
+help:
+	@echo "make setup      venv with storpath and test deps (plus Debian packages)"
+	@echo "make test-fast  parsers, analysis and fixture machines (no Docker, no QEMU): the inner loop"
+	@echo "make test       the whole suite, as CI runs it (./scripts/test)"
+	@echo "make golden     regenerate golden expositions after an intended change"
+	@echo "make bench      scrape-cost benchmark on synthetic hosts"
+	@echo "make run        run the exporter on this host"
+
+setup:
+	scripts/setup-system
+	scripts/setup-python --test
+
+test:
+	./scripts/test
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not integration and not lab" -x
+
+golden: setup
+	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_golden.py -k exposition
+
+bench: setup
+	$(PY) -m benchmarks.scrape
+
+run:
+	./scripts/run-exporter
+
+-include mk/*.mk

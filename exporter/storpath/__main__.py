@@ -1,0 +1,3 @@
+from storpath.cli import main
+
+raise SystemExit(main())

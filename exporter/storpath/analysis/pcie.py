@@ -1,0 +1,132 @@
+"""What each PCIe link should train to, and where a device's path is limited.
+
+A link joins a downstream-facing port (root port, switch downstream port) and the one
+device below it (an endpoint or a switch's upstream port); the attributes of both ends
+describe that one link. So a link is expected to train to the lower capability of its
+two ends, and that expectation is the same seen from either end.
+
+Two situations are kept apart:
+- trained below expectation (current < expected): a fault of the link (signal, riser,
+  BIOS forcing a lower generation, bifurcation);
+- expectation below the device's own capability (expected < device max): a placement
+  problem, e.g. a Gen4 drive in a Gen3 slot runs at half its speed. Only the device
+  (upstream) end of a link is judged for placement: a Gen4 port above a Gen3 drive is fine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
+from storpath.units import pcie_link_bytes_per_second
+
+
+@dataclass(frozen=True)
+class LinkAnalysis:
+    address: str
+    partner: Optional[str]  # the other end of this device's link, when it is known
+    faces_downstream: bool  # this end is the port side of the link
+    expected_speed: Optional[float]
+    expected_width: Optional[int]
+    current_bandwidth: Optional[float]
+    expected_bandwidth: Optional[float]
+    max_bandwidth: Optional[float]  # what this end alone could carry
+    speed_below_expected: bool
+    width_below_expected: bool
+    link_down: bool  # a partner exists but the link reports width 0
+    placement_speed_limited: bool  # device end only: the port cannot reach the device's speed
+    placement_width_limited: bool
+    bottleneck: Optional[str]  # device end only: the address of the hop with the lowest expected bandwidth on the path to the root
+    bottleneck_bandwidth: Optional[float]
+    root_port: Optional[str]
+
+
+def _min(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def link_partner(device: PciDevice, by_address: Dict[str, PciDevice], children: Dict[str, List[PciDevice]]) -> Optional[PciDevice]:
+    if device.port_type in DOWNSTREAM_FACING:
+        below = [c for c in children.get(device.address, []) if c.static.has_link]
+        return below[0] if below else None  # functions of one device share one link
+    parent = by_address.get(device.static.parent) if device.static.parent else None
+    if parent is not None and parent.static.has_link and parent.port_type in DOWNSTREAM_FACING:
+        return parent
+    return None
+
+
+def analyse(devices: List[PciDevice]) -> Dict[str, LinkAnalysis]:
+    by_address = {d.address: d for d in devices}
+    children: Dict[str, List[PciDevice]] = {}
+    for d in sorted(devices, key=lambda d: d.address):
+        if d.static.parent:
+            children.setdefault(d.static.parent, []).append(d)
+
+    expected: Dict[str, tuple] = {}
+    partners: Dict[str, Optional[PciDevice]] = {}
+    for d in devices:
+        if not d.static.has_link:
+            continue
+        partner = link_partner(d, by_address, children)
+        partners[d.address] = partner
+        if partner is None:
+            expected[d.address] = (None, None)
+            continue
+        expected[d.address] = (
+            _min(d.static.max_link_speed, partner.static.max_link_speed),
+            _min(d.static.max_link_width, partner.static.max_link_width),
+        )
+
+    def root_and_bottleneck(d: PciDevice):
+        """Walk up from a device end; every device end of a link on the way is a hop."""
+        best_addr, best_bw, root, node, hops = None, None, None, d, 0
+        while node is not None and hops < 64:
+            hops += 1
+            if node.port_type == "root_port":
+                root = node.address
+            if node.address in expected and node.port_type not in DOWNSTREAM_FACING:
+                speed, width = expected[node.address]
+                bw = pcie_link_bytes_per_second(speed, width)
+                if bw is not None and (best_bw is None or bw < best_bw):
+                    best_addr, best_bw = node.address, bw
+            node = by_address.get(node.static.parent) if node.static.parent else None
+        return root, best_addr, best_bw
+
+    result: Dict[str, LinkAnalysis] = {}
+    for d in devices:
+        if not d.static.has_link:
+            continue
+        partner = partners[d.address]
+        exp_speed, exp_width = expected[d.address]
+        faces_down = d.port_type in DOWNSTREAM_FACING
+        link_down = partner is not None and d.current_link_width == 0
+        root, bottleneck, bottleneck_bw = root_and_bottleneck(d)
+        device_end = partner is not None and not faces_down
+        result[d.address] = LinkAnalysis(
+            address=d.address,
+            partner=partner.address if partner else None,
+            faces_downstream=faces_down,
+            expected_speed=exp_speed,
+            expected_width=exp_width,
+            current_bandwidth=pcie_link_bytes_per_second(d.current_link_speed, d.current_link_width) if not link_down else 0.0,
+            expected_bandwidth=pcie_link_bytes_per_second(exp_speed, exp_width),
+            max_bandwidth=pcie_link_bytes_per_second(d.static.max_link_speed, d.static.max_link_width),
+            speed_below_expected=(not link_down and exp_speed is not None and d.current_link_speed is not None
+                                  and d.current_link_speed < exp_speed),
+            width_below_expected=(not link_down and exp_width is not None and d.current_link_width is not None
+                                  and 0 < d.current_link_width < exp_width),
+            link_down=link_down,
+            placement_speed_limited=(device_end and exp_speed is not None and d.static.max_link_speed is not None
+                                     and exp_speed < d.static.max_link_speed),
+            placement_width_limited=(device_end and exp_width is not None and d.static.max_link_width is not None
+                                     and exp_width < d.static.max_link_width),
+            bottleneck=bottleneck if device_end else None,
+            bottleneck_bandwidth=bottleneck_bw if device_end else None,
+            root_port=root,
+        )
+    return result

@@ -1,0 +1,92 @@
+"""`storpath` command line: subcommands are the modules in storpath.commands.
+
+Flags follow node_exporter's style (--web.listen-address, --path.sysfs,
+--collector.<name> / --no-collector.<name>, --log.level, --config.file). A flag given
+on the command line overrides the config file; the file overrides the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from typing import Dict, List, Optional
+
+from storpath import __version__, commands, log
+from storpath.collectors import load_all
+from storpath.config import ConfigError, DEFAULT_PORT, load_file, validate
+from storpath.roots import Roots
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """Flags shared by every subcommand that reads a machine."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("machine and config")
+    group.add_argument("--config.file", dest="config_file", metavar="FILE", help="YAML config file.")
+    group.add_argument("--path.sysfs", dest="path_sysfs", metavar="DIR", help="sysfs mount point (default /sys).")
+    group.add_argument("--path.procfs", dest="path_procfs", metavar="DIR", help="procfs mount point (default /proc).")
+    group.add_argument("--path.dev", dest="path_dev", metavar="DIR", help="device nodes (default /dev).")
+    group.add_argument("--log.level", dest="log_level", choices=list(log.LEVELS), help="Log level (default info).")
+    collectors = parser.add_argument_group("collectors")
+    for name, spec in load_all().items():
+        state = "on" if spec.default_enabled else "off"
+        collectors.add_argument(f"--collector.{name}", dest=f"collector_{name}", action="store_const", const=True,
+                                help=f"Enable the {name} collector ({spec.help}). Default {state}.")
+        collectors.add_argument(f"--no-collector.{name}", dest=f"collector_{name}", action="store_const", const=False,
+                                help=argparse.SUPPRESS)
+    return parser
+
+
+def resolve_config(args: argparse.Namespace) -> Dict:
+    """Defaults <- config file <- flags. Raises ConfigError with a readable message."""
+    specs = load_all()
+    raw = load_file(args.config_file) if getattr(args, "config_file", None) else {}
+    config = validate(raw, {name: spec.cls.config_defaults for name, spec in specs.items()})
+    for flag, key in (("path_sysfs", "sysfs"), ("path_procfs", "procfs"), ("path_dev", "dev")):
+        if getattr(args, flag, None):
+            config["paths"][key] = getattr(args, flag)
+    if getattr(args, "log_level", None):
+        config["log"]["level"] = args.log_level
+    if getattr(args, "listen_address", None):
+        config["web"]["listen_address"] = args.listen_address
+    for name in specs:
+        value = getattr(args, f"collector_{name}", None)
+        if value is not None:
+            config["collectors"].setdefault(name, {})["enabled"] = value
+    return config
+
+
+def roots_from(config: Dict) -> Roots:
+    paths = config["paths"]
+    return Roots(sysfs=paths["sysfs"], procfs=paths["procfs"], dev=paths["dev"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="storpath",
+        description="Shows when Linux storage runs below the speed its hardware can deliver.",
+        epilog=f"Default listen port: {DEFAULT_PORT}. See `storpath SUBCOMMAND --help`.")
+    parser.add_argument("--version", action="version", version=f"storpath {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
+    common = common_parser()
+    for module_info in pkgutil.iter_modules(commands.__path__):
+        module = importlib.import_module(f"{commands.__name__}.{module_info.name}")
+        module.add_parser(sub, common)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        config = resolve_config(args)
+    except ConfigError as exc:
+        log.setup("info")
+        print(f"storpath: configuration error: {exc}", file=sys.stderr)
+        return 2
+    log.setup(config["log"]["level"])
+    return args.run(args, config)

@@ -1,0 +1,1 @@
+"""Subcommands: each module defines `add_parser(subparsers, common)` that sets `run`."""

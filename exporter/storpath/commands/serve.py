@@ -1,0 +1,61 @@
+"""`storpath serve`: the exporter."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+from storpath import __version__, log
+from storpath.background import Scheduler
+from storpath.cli import roots_from
+from storpath.config import DEFAULT_PORT
+from storpath.exporter import build_collectors, make_registry
+from storpath.server import make_server, serve_in_thread
+
+LOG = log.get("serve")
+
+
+def add_parser(sub, common):
+    parser = sub.add_parser("serve", parents=[common], help="Serve metrics over HTTP.",
+                            description="Serve storpath's metrics for Prometheus.")
+    parser.add_argument("--web.listen-address", dest="listen_address", metavar="ADDR",
+                        help=f"Address to listen on (default :{DEFAULT_PORT}).")
+    parser.set_defaults(run=run)
+
+
+def run(args, config) -> int:
+    roots = roots_from(config)
+    scheduler = Scheduler()
+    collectors = build_collectors(roots, config, scheduler)
+    names = [c.name for c in collectors]
+    listen = config["web"]["listen_address"]
+    try:
+        server = make_server(listen, make_registry(collectors), names)
+    except (OSError, ValueError) as exc:
+        log.kv(LOG, logging.ERROR, "cannot listen", address=listen, err=str(exc))
+        return 1
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        log.kv(LOG, logging.INFO, "shutting down", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    scheduler.start()
+    serve_in_thread(server)
+    log.kv(LOG, logging.INFO, "storpath listening", address=listen, version=__version__,
+           collectors=",".join(names), sysfs=roots.sysfs, procfs=roots.procfs)
+    stop.wait()
+    server.shutdown()
+    server.server_close()
+    scheduler.stop()
+    for collector in collectors:
+        close = getattr(collector, "close", None)
+        if close:
+            close()
+    log.kv(LOG, logging.INFO, "stopped")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,76 @@
+"""Plain structured logging to stderr (logfmt: ts=... level=... logger=... msg="..." key=value).
+
+Readers report a bad value once per (place, reason) through `once()`, so a broken
+attribute read on every scrape does not flood the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
+_LEVEL_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn", logging.ERROR: "error", logging.CRITICAL: "error"}
+
+
+def _quote(value: object) -> str:
+    text = str(value)
+    if text and not any(c in text for c in ' "=\n\t'):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+class LogfmtFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + ".%03dZ" % record.msecs
+        parts = [
+            f"ts={ts}",
+            f"level={_LEVEL_NAMES.get(record.levelno, 'info')}",
+            f"logger={_quote(record.name)}",
+            f"msg={_quote(record.getMessage())}",
+        ]
+        for key, value in getattr(record, "fields", {}).items():
+            parts.append(f"{key}={_quote(value)}")
+        if record.exc_info:
+            parts.append(f"err={_quote(self.formatException(record.exc_info))}")
+        return " ".join(parts)
+
+
+def setup(level: str = "info", stream=None) -> None:
+    if level not in LEVELS:
+        raise ValueError(f"unknown log level {level!r}, expected one of {', '.join(LEVELS)}")
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(LogfmtFormatter())
+    root = logging.getLogger("storpath")
+    root.handlers[:] = [handler]
+    root.setLevel(LEVELS[level])
+    root.propagate = False
+
+
+def get(name: str) -> logging.Logger:
+    return logging.getLogger(f"storpath.{name}" if not name.startswith("storpath") else name)
+
+
+def kv(logger: logging.Logger, level: int, msg: str, **fields: object) -> None:
+    logger.log(level, msg, extra={"fields": fields})
+
+
+_seen: set = set()
+_seen_lock = threading.Lock()
+
+
+def once(logger: logging.Logger, level: int, key: tuple, msg: str, **fields: object) -> None:
+    """Log `msg` the first time `key` is seen in this process, then stay quiet about it."""
+    with _seen_lock:
+        if key in _seen:
+            return
+        _seen.add(key)
+    kv(logger, level, msg, **fields)
+
+
+def forget_once_keys() -> None:
+    """For tests: make `once` speak again."""
+    with _seen_lock:
+        _seen.clear()

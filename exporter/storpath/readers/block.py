@@ -1,0 +1,74 @@
+"""Block devices and where they hang in the device tree, from /sys/class/block.
+
+/sys/class/block/<dev> links to the device's directory under /sys/devices; walking up
+that path finds the controller (nvme0, host0) and the nearest PCI function, which is
+the join key from a block device to its PCIe link and NUMA node. Partitions (they
+have a `partition` attribute) are left out: they share their disk's path.
+
+With native NVMe multipath (CONFIG_NVME_MULTIPATH, on in Debian's and most distros'
+kernels) the namespace's block device lives under
+/sys/devices/virtual/nvme-subsystem/nvme-subsysN/nvmeXnY and the per-controller paths
+are hidden disks nvmeXcZnY below each controller; the namespace's `multipath/`
+directory links to them, and the first path gives the controller and PCI function.
+The hidden path disks themselves are left out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import List, Optional
+
+from storpath.readers.pci import PCI_ADDRESS
+from storpath.roots import Roots
+from storpath.sysfs import list_dir
+
+_CONTROLLER = re.compile(r"^(nvme\d+|host\d+|ata\d+)$")
+_NVME_PATH_DISK = re.compile(r"^nvme\d+c\d+n\d+$")
+
+
+@dataclass(frozen=True)
+class BlockDevice:
+    name: str  # kernel name: nvme0n1, sda, md0
+    real_path: str
+    pci_address: Optional[str]  # nearest PCI function above, None for virtual devices
+    controller: Optional[str]  # nvme0, host2 ...
+    virtual: bool  # md, dm, loop, zram: under /sys/devices/virtual
+
+
+def locate(name: str, real_path: str) -> BlockDevice:
+    parts = real_path.split(os.sep)
+    pci_address = controller = None
+    for part in parts:
+        if PCI_ADDRESS.match(part):
+            pci_address = part
+        elif _CONTROLLER.match(part) and controller is None:
+            controller = part
+    return BlockDevice(name=name, real_path=real_path, pci_address=pci_address, controller=controller,
+                       virtual="virtual" in parts)
+
+
+def read_block_devices(roots: Roots) -> List[BlockDevice]:
+    base = roots.sys("class", "block")
+    devices = []
+    for name in list_dir(base):
+        path = os.path.join(base, name)
+        if os.path.exists(os.path.join(path, "partition")) or _NVME_PATH_DISK.match(name):
+            continue
+        try:
+            real = os.path.realpath(path)
+        except OSError:
+            continue
+        if not os.path.isdir(real):
+            continue  # vanished
+        if "nvme-subsystem" in real:
+            paths = list_dir(os.path.join(path, "multipath"))
+            if paths:
+                first = os.path.realpath(os.path.join(path, "multipath", paths[0]))
+                located = locate(name, first)
+                devices.append(BlockDevice(name=name, real_path=real, pci_address=located.pci_address,
+                                           controller=located.controller, virtual=False))
+                continue
+        devices.append(locate(name, real))
+    return devices

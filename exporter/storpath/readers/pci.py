@@ -1,0 +1,261 @@
+"""PCI devices and their PCIe links, from /sys/bus/pci/devices/*.
+
+Attributes (Documentation/ABI/testing/sysfs-bus-pci): class, vendor, device,
+subsystem_vendor, subsystem_device (hex), numa_node, current_link_speed,
+max_link_speed ("16.0 GT/s PCIe"), current_link_width, max_link_width (lanes),
+aer_dev_correctable / aer_dev_nonfatal / aer_dev_fatal (one "NAME count" per line,
+with a TOTAL_ERR_* line), config (config space; unprivileged readers get only the
+first 64 bytes, which hold no PCIe capability).
+
+What cannot change while a device is present (ids, class, maximum speed and width,
+port type, place in the tree) is read once per device instance. A device instance is
+recognised by the inode of its sysfs directory, which the kernel allocates anew when
+a device is removed and another appears at the same address.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from storpath import log
+from storpath.roots import Roots
+from storpath.sysfs import link_name, list_dir, read_attr, read_attr_why, read_bytes
+from storpath.units import parse_pcie_speed, parse_pcie_width
+
+LOG = log.get("pcie")
+
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+# PCI Express Capabilities Register, Device/Port Type field (PCIe base spec 7.5.3.2).
+PORT_TYPES = {
+    0x0: "endpoint",
+    0x1: "legacy_endpoint",
+    0x4: "root_port",
+    0x5: "upstream_port",
+    0x6: "downstream_port",
+    0x7: "pcie_to_pci_bridge",
+    0x8: "pci_to_pcie_bridge",
+    0x9: "rc_integrated_endpoint",
+    0xA: "rc_event_collector",
+}
+# Ports whose link leads away from the root complex, to the device below them.
+DOWNSTREAM_FACING = frozenset({"root_port", "downstream_port", "pci_to_pcie_bridge"})
+
+AER_FILES = (("correctable", "aer_dev_correctable"), ("nonfatal", "aer_dev_nonfatal"), ("fatal", "aer_dev_fatal"))
+
+PCI_CLASS_BRIDGE_PCI = 0x0604
+
+
+@dataclass(frozen=True)
+class PciStatic:
+    """What stays true for as long as this device instance exists."""
+
+    address: str
+    parent: Optional[str]  # PCI address of the bridge above, None below a host bridge
+    class_code: Optional[int]  # 24-bit class code, e.g. 0x010802 for NVMe
+    vendor_id: Optional[str]
+    device_id: Optional[str]
+    subsystem_vendor_id: Optional[str]
+    subsystem_device_id: Optional[str]
+    numa_node: Optional[int]  # -1 when the firmware did not say
+    max_link_speed: Optional[float]  # transfers per second
+    max_link_width: Optional[int]
+    has_link: bool  # the device has link attributes at all
+    config_port_type: Optional[str]  # from the PCIe capability, when config space was readable
+    aer_files: Tuple[Tuple[str, str], ...]  # (severity, path) of the AER counters present
+
+
+@dataclass
+class PciDevice:
+    static: PciStatic
+    driver: Optional[str]
+    current_link_speed: Optional[float]
+    current_link_width: Optional[int]
+    aer_totals: Dict[str, int] = field(default_factory=dict)
+    port_type: Optional[str] = None  # filled in by resolve_port_types()
+
+    @property
+    def address(self) -> str:
+        return self.static.address
+
+
+def parse_aer_total(text: Optional[str]) -> Optional[int]:
+    """The TOTAL_ERR_* line of an aer_dev_* file."""
+    if text is None:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith("TOTAL_ERR_"):
+            try:
+                return int(value.strip())
+            except ValueError:
+                return None
+    return None
+
+
+def parse_port_type(config: Optional[bytes]) -> Optional[str]:
+    """Device/Port Type from the PCI Express capability in config space.
+
+    Walks the capability list from the pointer at 0x34. Returns None when the bytes
+    do not reach the capability (an unprivileged read gets 64 bytes only).
+    """
+    if not config or len(config) < 0x40:
+        return None
+    status = config[0x06] | (config[0x07] << 8)
+    if not status & 0x10:  # no capability list
+        return None
+    pointer = config[0x34] & 0xFC
+    seen = set()
+    while pointer and pointer not in seen and pointer + 4 <= len(config):
+        seen.add(pointer)
+        cap_id, next_ptr = config[pointer], config[pointer + 1] & 0xFC
+        if cap_id == 0x10:
+            flags = config[pointer + 2] | (config[pointer + 3] << 8)
+            return PORT_TYPES.get((flags >> 4) & 0xF, "unknown")
+        pointer = next_ptr
+    return None
+
+
+def _parent_address(real_path: str) -> Optional[str]:
+    parent = os.path.basename(os.path.dirname(real_path))
+    return parent if PCI_ADDRESS.match(parent) else None
+
+
+def _hex_id(text: Optional[str]) -> Optional[str]:
+    if text is None:
+        return None
+    try:
+        return "0x%04x" % int(text, 16)
+    except ValueError:
+        return None
+
+
+class PciReader:
+    """Reads every PCI device; keeps the per-instance cache between calls. Thread-safe."""
+
+    def __init__(self, roots: Roots):
+        self.roots = roots
+        self._cache: Dict[str, Tuple[int, PciStatic]] = {}
+        self._lock = threading.Lock()
+
+    def _warn(self, address: str, attr: str, reason: str) -> None:
+        log.once(LOG, log.logging.WARNING, ("pci", address, attr, reason),
+                 "PCI attribute not usable, leaving it out", address=address, attribute=attr, reason=reason)
+
+    def _read_static(self, address: str, path: str) -> PciStatic:
+        real = os.path.realpath(path)
+        class_text = read_attr(os.path.join(path, "class"))
+        try:
+            class_code = int(class_text, 16) if class_text else None
+        except ValueError:
+            class_code = None
+            self._warn(address, "class", f"unparsable {class_text!r}")
+        numa_text = read_attr(os.path.join(path, "numa_node"))
+        try:
+            numa_node = int(numa_text) if numa_text is not None else None
+        except ValueError:
+            numa_node = None
+        speed_text, speed_err = read_attr_why(os.path.join(path, "max_link_speed"))
+        has_link = speed_text is not None or os.path.exists(os.path.join(path, "max_link_width"))
+        max_speed = max_width = None
+        if has_link:
+            max_speed, why = parse_pcie_speed(speed_text)
+            if why:
+                self._warn(address, "max_link_speed", speed_err or why)
+            max_width, why = parse_pcie_width(read_attr(os.path.join(path, "max_link_width")), allow_zero=False)
+            if why:
+                self._warn(address, "max_link_width", why)
+        aer = tuple((sev, os.path.join(path, name)) for sev, name in AER_FILES if os.path.exists(os.path.join(path, name)))
+        return PciStatic(
+            address=address,
+            parent=_parent_address(real),
+            class_code=class_code,
+            vendor_id=_hex_id(read_attr(os.path.join(path, "vendor"))),
+            device_id=_hex_id(read_attr(os.path.join(path, "device"))),
+            subsystem_vendor_id=_hex_id(read_attr(os.path.join(path, "subsystem_vendor"))),
+            subsystem_device_id=_hex_id(read_attr(os.path.join(path, "subsystem_device"))),
+            numa_node=numa_node,
+            max_link_speed=max_speed,
+            max_link_width=max_width,
+            has_link=has_link,
+            config_port_type=parse_port_type(read_bytes(os.path.join(path, "config"), 256)),
+            aer_files=aer,
+        )
+
+    def read(self) -> List[PciDevice]:
+        base = self.roots.sys("bus", "pci", "devices")
+        devices: List[PciDevice] = []
+        with self._lock:
+            present = set()
+            for address in list_dir(base):
+                path = os.path.join(base, address)
+                try:
+                    inode = os.stat(path).st_ino
+                except OSError:
+                    continue  # removed between listing and reading
+                cached = self._cache.get(address)
+                if cached is None or cached[0] != inode:
+                    cached = (inode, self._read_static(address, path))
+                    self._cache[address] = cached
+                present.add(address)
+                static = cached[1]
+                device = PciDevice(static=static, driver=link_name(os.path.join(path, "driver")),
+                                   current_link_speed=None, current_link_width=None)
+                if static.has_link:
+                    speed_text, speed_err = read_attr_why(os.path.join(path, "current_link_speed"))
+                    width_text = read_attr(os.path.join(path, "current_link_width"))
+                    if speed_text is None and width_text is None and not os.path.isdir(path):
+                        self._cache.pop(address, None)
+                        continue  # vanished mid-read
+                    device.current_link_speed, why = parse_pcie_speed(speed_text)
+                    if why:
+                        self._warn(address, "current_link_speed", speed_err or why)
+                    device.current_link_width, why = parse_pcie_width(width_text, allow_zero=True)
+                    if why:
+                        self._warn(address, "current_link_width", why)
+                for severity, aer_path in static.aer_files:
+                    total = parse_aer_total(read_attr(aer_path))
+                    if total is not None:
+                        device.aer_totals[severity] = total
+                devices.append(device)
+            for gone in set(self._cache) - present:
+                del self._cache[gone]
+        resolve_port_types(devices)
+        return devices
+
+
+def resolve_port_types(devices: List[PciDevice]) -> None:
+    """Port type from config space where it was readable, otherwise from the topology:
+    a bridge straight below a host bridge is a root port, a bridge below a
+    downstream-facing port is a switch's upstream port, and a bridge below an upstream
+    port is a switch's downstream port. Everything else is an endpoint."""
+    by_address = {d.address: d for d in devices}
+
+    def depth(d: PciDevice) -> int:
+        n, parent = 0, d.static.parent
+        while parent is not None and n < 64:
+            n += 1
+            parent = by_address[parent].static.parent if parent in by_address else None
+        return n
+
+    for device in sorted(devices, key=depth):
+        static = device.static
+        if static.config_port_type:
+            device.port_type = static.config_port_type
+            continue
+        if static.class_code is not None and static.class_code >> 8 == PCI_CLASS_BRIDGE_PCI:
+            parent = by_address.get(static.parent) if static.parent else None
+            if parent is None:
+                device.port_type = "root_port"
+            elif parent.port_type in DOWNSTREAM_FACING:
+                device.port_type = "upstream_port"
+            elif parent.port_type == "upstream_port":
+                device.port_type = "downstream_port"
+            else:
+                device.port_type = "unknown"
+        else:
+            device.port_type = "endpoint"

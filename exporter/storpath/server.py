@@ -1,0 +1,137 @@
+"""The HTTP side: /metrics, /-/healthy, /-/ready and a landing page."""
+
+from __future__ import annotations
+
+import gzip
+import html
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import List, Tuple
+from urllib.parse import urlsplit
+
+from prometheus_client.exposition import choose_encoder
+
+from storpath import __version__, log
+
+LOG = log.get("web")
+
+
+def parse_listen_address(text: str) -> Tuple[str, int]:
+    """':9866' -> ('', 9866); '127.0.0.1:9866'; '[::1]:9866'."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"listen address {text!r} has no port (expected e.g. :9866 or 127.0.0.1:9866)")
+    host = host.strip("[]")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"listen address {text!r}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"listen address {text!r}: port {number} out of range")
+    return host, number
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, handler, registry, collector_names: List[str]):
+        host = address[0]
+        if ":" in host or host == "":
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler, bind_and_activate=False)
+        if self.address_family == socket.AF_INET6:
+            # Listen on IPv4 too when bound to all addresses (':9866' as node_exporter does).
+            try:
+                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            except OSError:
+                pass
+        try:
+            self.server_bind()
+            self.server_activate()
+        except OSError:
+            self.server_close()
+            raise
+        self.registry = registry
+        self.collector_names = collector_names
+
+
+def _ipv6_available() -> bool:
+    try:
+        socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()
+        return True
+    except OSError:
+        return False
+
+
+LANDING = """<!doctype html>
+<html><head><meta charset="utf-8"><title>storpath exporter</title></head>
+<body>
+<h1>storpath exporter</h1>
+<p>Shows when Linux storage runs below the speed its hardware can deliver: PCIe links, NVMe LBA formats,
+SAS/SATA link rates, NUMA locality, md and ZFS state, read probes.</p>
+<ul><li><a href="metrics">Metrics</a></li><li><a href="-/healthy">Health</a></li></ul>
+<p>Collectors enabled: {collectors}</p>
+<p>Version {version}</p>
+</body></html>
+"""
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: _Server
+    server_version = f"storpath/{__version__}"
+
+    def log_message(self, fmt, *args):  # route http.server's access log to debug
+        LOG.debug(fmt % args)
+
+    def _send(self, code: int, body: bytes, content_type: str, extra=()) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        for key, value in extra:
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        path = urlsplit(self.path).path
+        if path == "/metrics":
+            encoder, content_type = choose_encoder(self.headers.get("Accept"))
+            try:
+                body = encoder(self.server.registry)
+            except Exception as exc:  # never expected: collectors are fenced off in StorpathExporter
+                log.kv(LOG, logging.ERROR, "metrics exposition failed", err=str(exc))
+                self._send(500, b"exposition failed\n", "text/plain; charset=utf-8")
+                return
+            extra = []
+            if "gzip" in (self.headers.get("Accept-Encoding") or ""):
+                body = gzip.compress(body, compresslevel=1)
+                extra.append(("Content-Encoding", "gzip"))
+            self._send(200, body, content_type, extra)
+        elif path in ("/-/healthy", "/-/ready"):
+            self._send(200, b"Healthy\n" if path == "/-/healthy" else b"Ready\n", "text/plain; charset=utf-8")
+        elif path == "/":
+            page = LANDING.format(collectors=html.escape(", ".join(self.server.collector_names) or "none"),
+                                  version=html.escape(__version__))
+            self._send(200, page.encode(), "text/html; charset=utf-8")
+        else:
+            self._send(404, b"Not found. Try /metrics\n", "text/plain; charset=utf-8")
+
+
+def make_server(listen: str, registry, collector_names: List[str]) -> _Server:
+    host, port = parse_listen_address(listen)
+    if host == "" and not _ipv6_available():
+        host = "0.0.0.0"
+    return _Server((host, port), Handler, registry, collector_names)
+
+
+def serve_in_thread(server: _Server) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,75 @@
+"""Small, fast helpers to read sysfs/procfs attributes.
+
+Absence is normal (hardware without the feature, a device removed mid-scrape), so a
+missing file is `None`, never an exception. Other failures (permission, I/O errors a
+driver returns for an attribute) are also `None`, and the caller is told why through
+`last_error` style return values only where it needs to log.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import List, Optional, Tuple
+
+# errno values that mean "the thing is not there (any more)".
+_GONE = {errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.ENXIO}
+
+
+def read_attr(path: str) -> Optional[str]:
+    """The stripped text of a sysfs attribute, or None if it cannot be read."""
+    value, _ = read_attr_why(path)
+    return value
+
+
+def read_attr_why(path: str) -> Tuple[Optional[str], Optional[str]]:
+    """Like read_attr, but also says why a read failed (None reason when the file is absent)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        return None, (None if exc.errno in _GONE else os.strerror(exc.errno or 0))
+    try:
+        data = os.read(fd, 65536)
+    except OSError as exc:
+        return None, (None if exc.errno in _GONE else os.strerror(exc.errno or 0))
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace").strip(), None
+
+
+def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_int(path: str, base: int = 10) -> Optional[int]:
+    text = read_attr(path)
+    if text is None:
+        return None
+    try:
+        return int(text, base)
+    except ValueError:
+        return None
+
+
+def list_dir(path: str) -> List[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def link_name(path: str) -> Optional[str]:
+    """The last component of a symlink's target (a driver's name, a device's name)."""
+    try:
+        return os.path.basename(os.readlink(path))
+    except OSError:
+        return None

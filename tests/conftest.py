@@ -1,0 +1,127 @@
+"""Shared test fixtures: fixture machines built on demand, and a real `storpath serve`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from typing import Iterator, List, Optional
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from tests.fixtures import machines  # noqa: E402
+
+IN_CI = bool(os.environ.get("CI"))
+
+
+def require_tool(name: str, package: str) -> str:
+    """The path of a tool a test needs. Missing in CI is a failure (CI installs it);
+    missing on a developer's machine is a skip that says what to install."""
+    path = shutil.which(name)
+    if path:
+        return path
+    message = f"{name} not found: install Debian's {package} package (scripts/setup-system does)"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def machine_tree(tmp_path_factory):
+    """build(name, variant) -> root folder holding sys/ and proc/ of that fixture machine."""
+    cache = {}
+
+    def build(name: str, variant: str) -> str:
+        key = (name, variant)
+        if key not in cache:
+            root = str(tmp_path_factory.mktemp(f"{name}-{variant}"))
+            machines.load(name).build(root, variant)
+            cache[key] = root
+        return cache[key]
+
+    return build
+
+
+class RunningExporter:
+    def __init__(self, proc: subprocess.Popen, port: int, log_path: str):
+        self.proc = proc
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+
+    def get(self, path: str = "/metrics", headers: Optional[dict] = None):
+        import requests
+
+        return requests.get(self.url + path, headers=headers or {}, timeout=10)
+
+    def metrics(self) -> str:
+        response = self.get("/metrics")
+        response.raise_for_status()
+        return response.text
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+
+
+@contextmanager
+def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None) -> Iterator[RunningExporter]:
+    """Start the real `storpath serve` as a process and wait until it answers."""
+    import requests
+
+    port = free_port()
+    log_path = os.path.join(tmp_dir, f"storpath-{port}.log")
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.path.join(ROOT, "exporter") + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env.update(env or {})
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "storpath", "serve", f"--web.listen-address=127.0.0.1:{port}",
+                                 *args], stdout=log_file, stderr=subprocess.STDOUT, env=full_env)
+    exporter = RunningExporter(proc, port, log_path)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"storpath exited with {proc.returncode}:\n{exporter.log()}")
+            try:
+                if requests.get(exporter.url + "/-/healthy", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"storpath did not answer within 20 s:\n{exporter.log()}")
+            time.sleep(0.05)
+        yield exporter
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def exporter_on(tmp_path, machine_tree):
+    """exporter_on(name, variant, *extra_args) -> context manager of a RunningExporter."""
+
+    def start(name: str, variant: str, *extra: str, env: Optional[dict] = None):
+        root = machine_tree(name, variant)
+        args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", *extra]
+        return run_exporter(args, str(tmp_path), env=env)
+
+    return start

@@ -1,0 +1,62 @@
+"""Tier 2: the real `storpath serve` on every fixture machine, scraped over HTTP and
+compared with the checked-in golden exposition.
+
+Regenerate the golden files after an intended change with
+    STORPATH_UPDATE_GOLDEN=1 python -m pytest tests/e2e/test_golden.py
+(or `make golden`) and review the diff like code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from tests.conftest import require_tool
+from tests.fixtures import machines
+
+CASES = machines.all_cases()
+UPDATE = bool(os.environ.get("STORPATH_UPDATE_GOLDEN"))
+
+# Values that differ from run to run: durations and the Python version.
+_VOLATILE = [
+    (re.compile(r'^(storpath_scrape_collector_duration_seconds\{[^}]*\}) .*$', re.M), r"\1 <duration>"),
+    (re.compile(r'^(storpath_build_info\{)python="[^"]*",'), r'\1python="<python>",'),
+    (re.compile(r'^(storpath_build_info\{)python="[^"]*",', re.M), r'\1python="<python>",'),
+]
+
+
+def normalise(exposition: str) -> str:
+    for pattern, replacement in _VOLATILE:
+        exposition = pattern.sub(replacement, exposition)
+    return exposition
+
+
+@pytest.mark.parametrize("name,variant", CASES, ids=[f"{n}:{v}" for n, v in CASES])
+def test_exposition_matches_golden(name, variant, exporter_on):
+    with exporter_on(name, variant) as exporter:
+        text = normalise(exporter.metrics())
+        log = exporter.log()
+    assert 'storpath_scrape_collector_success{collector="pcie"} 1.0' in text, log
+    golden = machines.load(name).golden(variant)
+    if UPDATE:
+        os.makedirs(os.path.dirname(golden), exist_ok=True)
+        with open(golden, "w") as handle:
+            handle.write(text)
+    assert os.path.exists(golden), f"no golden file {golden}: run `make golden` and review it"
+    with open(golden) as handle:
+        expected = handle.read()
+    assert text == expected, f"exposition of {name}:{variant} differs from {golden}; run `make golden` if intended"
+
+
+@pytest.mark.promtool
+@pytest.mark.parametrize("name,variant", CASES, ids=[f"{n}:{v}" for n, v in CASES])
+def test_golden_passes_promtool_check_metrics(name, variant):
+    promtool = require_tool("promtool", "prometheus")
+    golden = machines.load(name).golden(variant)
+    with open(golden, "rb") as handle:
+        data = handle.read().replace(b"<duration>", b"0.001").replace(b"<python>", b"3")
+    result = subprocess.run([promtool, "check", "metrics"], input=data, capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()

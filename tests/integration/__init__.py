@@ -1,0 +1,1 @@
+"""Integration tier: real Prometheus, Alertmanager, node_exporter and the storpath exporter."""

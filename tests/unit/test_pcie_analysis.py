@@ -1,0 +1,108 @@
+"""The link analysis on small hand-built topologies."""
+
+import pytest
+
+from storpath.analysis.pcie import analyse
+from storpath.readers.pci import PciReader
+from storpath.roots import Roots
+from tests.fixtures.sysfs_builder import MachineBuilder
+
+
+def _analyse(b):
+    return analyse(PciReader(Roots(sysfs=b.sys)).read())
+
+
+def _drive(b, port, address, speed, width, cur_speed=None, cur_width=None):
+    b.nvme(port, address, model="M", serial=address, firmware="F", vendor=1, device=2, speed=speed, width=width,
+           cur_speed=cur_speed, cur_width=cur_width)
+
+
+@pytest.fixture
+def b(tmp_path):
+    builder = MachineBuilder(str(tmp_path))
+    builder.host = builder.host_bridge("0000:00")
+    return builder
+
+
+def test_healthy_gen4_link_is_expected_at_gen4_on_both_ends(b):
+    b.root_port(b.host, "0000:00:01.0", speed=16.0, width=4)
+    _drive(b, "0000:00:01.0", "0000:01:00.0", 16.0, 4)
+    links = _analyse(b)
+    for end in ("0000:00:01.0", "0000:01:00.0"):
+        assert links[end].expected_speed == 16e9 and links[end].expected_width == 4
+        assert not links[end].speed_below_expected and not links[end].width_below_expected
+    assert links["0000:01:00.0"].partner == "0000:00:01.0"
+    assert links["0000:00:01.0"].partner == "0000:01:00.0"
+    assert links["0000:01:00.0"].expected_bandwidth == pytest.approx(7.877e9, rel=1e-3)
+    assert not links["0000:01:00.0"].placement_speed_limited
+
+
+def test_gen4_drive_in_gen3_slot_is_placement_not_a_link_fault(b):
+    b.root_port(b.host, "0000:00:01.0", speed=8.0, width=4)
+    _drive(b, "0000:00:01.0", "0000:01:00.0", 16.0, 4)
+    drive = _analyse(b)["0000:01:00.0"]
+    assert drive.expected_speed == 8e9
+    assert not drive.speed_below_expected
+    assert drive.placement_speed_limited
+
+
+def test_gen4_port_above_gen3_drive_is_fine(b):
+    b.root_port(b.host, "0000:00:01.0", speed=16.0, width=8)
+    _drive(b, "0000:00:01.0", "0000:01:00.0", 8.0, 4)
+    links = _analyse(b)
+    port, drive = links["0000:00:01.0"], links["0000:01:00.0"]
+    assert port.expected_speed == 8e9 and port.expected_width == 4
+    assert not port.speed_below_expected and not port.width_below_expected
+    assert not port.placement_speed_limited and not port.placement_width_limited
+    assert not drive.placement_speed_limited and not drive.placement_width_limited
+
+
+def test_link_trained_low_is_a_fault_on_both_ends(b):
+    b.root_port(b.host, "0000:00:01.0", speed=16.0, width=4)
+    _drive(b, "0000:00:01.0", "0000:01:00.0", 16.0, 4, cur_speed=8.0, cur_width=2)
+    for link in _analyse(b).values():
+        assert link.speed_below_expected and link.width_below_expected
+        assert link.current_bandwidth == pytest.approx(1.969e9, rel=1e-3)
+
+
+def test_empty_slot_has_no_expectation(b):
+    b.root_port(b.host, "0000:00:01.0", speed=16.0, width=16)
+    port = _analyse(b)["0000:00:01.0"]
+    assert port.partner is None and port.expected_speed is None
+    assert not port.link_down and not port.width_below_expected
+
+
+def test_device_present_but_link_down(b):
+    b.root_port(b.host, "0000:00:01.0", speed=16.0, width=4)
+    _drive(b, "0000:00:01.0", "0000:01:00.0", 16.0, 4)
+    b.set_link("0000:01:00.0", cur_width=0)
+    drive = _analyse(b)["0000:01:00.0"]
+    assert drive.link_down and not drive.width_below_expected and drive.current_bandwidth == 0.0
+
+
+def test_switch_uplink_is_the_bottleneck_hop_for_a_device_behind_it(b):
+    b.root_port(b.host, "0000:00:01.0", speed=8.0, width=8)
+    b.attach("0000:00:01.0", 8.0, 8, cur_width=2)
+    b.switch("0000:00:01.0", "0000:01:00.0", ["0000:02:00.0", "0000:02:01.0"], speed=8.0, up_width=8,
+             down_width=4, up_cur_width=2)
+    _drive(b, "0000:02:00.0", "0000:03:00.0", 8.0, 4)
+    links = _analyse(b)
+    uplink = links["0000:01:00.0"]
+    assert uplink.partner == "0000:00:01.0" and uplink.expected_width == 8 and uplink.width_below_expected
+    drive = links["0000:03:00.0"]
+    assert drive.root_port == "0000:00:01.0"
+    assert not drive.width_below_expected
+    # The drive's own link (x4) is below the uplink's expected x8: the drive's hop limits it.
+    assert drive.bottleneck == "0000:03:00.0"
+    # The empty downstream port expects nothing.
+    assert links["0000:02:01.0"].expected_width is None
+
+
+def test_narrow_uplink_limits_the_path(b):
+    b.root_port(b.host, "0000:00:01.0", speed=8.0, width=1)
+    b.attach("0000:00:01.0", 8.0, 8)
+    b.switch("0000:00:01.0", "0000:01:00.0", ["0000:02:00.0"], speed=8.0, up_width=8, down_width=4)
+    _drive(b, "0000:02:00.0", "0000:03:00.0", 8.0, 4)
+    drive = _analyse(b)["0000:03:00.0"]
+    assert drive.bottleneck == "0000:01:00.0"
+    assert drive.bottleneck_bandwidth == pytest.approx(0.9846e9, rel=1e-3)
