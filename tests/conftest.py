@@ -121,7 +121,7 @@ def exporter_on(tmp_path, machine_tree):
 
     def start(name: str, variant: str, *extra: str, env: Optional[dict] = None):
         root = machine_tree(name, variant)
-        args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", *extra]
+        args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={root}/captured", *extra]
         return run_exporter(args, str(tmp_path), env=env)
 
     return start

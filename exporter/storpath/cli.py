@@ -27,6 +27,9 @@ def common_parser() -> argparse.ArgumentParser:
     group.add_argument("--path.sysfs", dest="path_sysfs", metavar="DIR", help="sysfs mount point (default /sys).")
     group.add_argument("--path.procfs", dest="path_procfs", metavar="DIR", help="procfs mount point (default /proc).")
     group.add_argument("--path.dev", dest="path_dev", metavar="DIR", help="device nodes (default /dev).")
+    group.add_argument("--path.captured", dest="path_captured", metavar="DIR",
+                       help="Folder of captured command outputs (NVMe Identify, zpool) to read instead of running "
+                            "the commands; `storpath capture` writes one.")
     group.add_argument("--log.level", dest="log_level", choices=list(log.LEVELS), help="Log level (default info).")
     collectors = parser.add_argument_group("collectors")
     for name, spec in load_all().items():
@@ -43,7 +46,8 @@ def resolve_config(args: argparse.Namespace) -> Dict:
     specs = load_all()
     raw = load_file(args.config_file) if getattr(args, "config_file", None) else {}
     config = validate(raw, {name: spec.cls.config_defaults for name, spec in specs.items()})
-    for flag, key in (("path_sysfs", "sysfs"), ("path_procfs", "procfs"), ("path_dev", "dev")):
+    for flag, key in (("path_sysfs", "sysfs"), ("path_procfs", "procfs"), ("path_dev", "dev"),
+                      ("path_captured", "captured")):
         if getattr(args, flag, None):
             config["paths"][key] = getattr(args, flag)
     if getattr(args, "log_level", None):
@@ -59,7 +63,7 @@ def resolve_config(args: argparse.Namespace) -> Dict:
 
 def roots_from(config: Dict) -> Roots:
     paths = config["paths"]
-    return Roots(sysfs=paths["sysfs"], procfs=paths["procfs"], dev=paths["dev"])
+    return Roots(sysfs=paths["sysfs"], procfs=paths["procfs"], dev=paths["dev"], captured=paths["captured"] or None)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,7 +27,7 @@ DEFAULT_PORT = 9866
 
 DEFAULTS: Dict[str, Any] = {
     "web": {"listen_address": f":{DEFAULT_PORT}"},
-    "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev"},
+    "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev", "captured": ""},
     "log": {"level": "info"},
     "collectors": {},
 }

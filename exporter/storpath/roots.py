@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -12,6 +13,10 @@ class Roots:
     sysfs: str = "/sys"
     procfs: str = "/proc"
     dev: str = "/dev"
+    # Outputs of privileged or slow commands (NVMe Identify data, zpool status) saved by
+    # `storpath capture` or shipped with a fixture machine. When set, readers take their
+    # data from here instead of running the command: a captured machine replays whole.
+    captured: Optional[str] = None
 
     def sys(self, *parts: str) -> str:
         return os.path.join(self.sysfs, *parts)
@@ -21,3 +26,6 @@ class Roots:
 
     def devpath(self, *parts: str) -> str:
         return os.path.join(self.dev, *parts)
+
+    def captured_path(self, *parts: str) -> Optional[str]:
+        return os.path.join(self.captured, *parts) if self.captured else None
