@@ -11,9 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import List, Tuple
 from urllib.parse import urlsplit
 
-from prometheus_client.exposition import choose_encoder
-
-from storpath import __version__, log
+from storpath import __version__, exposition, log
 
 LOG = log.get("web")
 
@@ -102,9 +100,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         path = urlsplit(self.path).path
         if path == "/metrics":
-            encoder, content_type = choose_encoder(self.headers.get("Accept"))
+            # Always the text format 0.0.4 (as node_exporter serves by default); Prometheus
+            # accepts it whatever it asks for first.
+            content_type = exposition.CONTENT_TYPE
             try:
-                body = encoder(self.server.registry)
+                body = exposition.generate(self.server.registry.collect())
             except Exception as exc:  # never expected: collectors are fenced off in StorpathExporter
                 log.kv(LOG, logging.ERROR, "metrics exposition failed", err=str(exc))
                 self._send(500, b"exposition failed\n", "text/plain; charset=utf-8")

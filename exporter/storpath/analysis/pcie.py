@@ -23,23 +23,35 @@ from storpath.units import pcie_link_bytes_per_second
 
 
 @dataclass(frozen=True)
-class LinkAnalysis:
+class LinkExpectation:
+    """What a link should be: depends only on what cannot change while devices exist."""
+
     address: str
     partner: Optional[str]  # the other end of this device's link, when it is known
     faces_downstream: bool  # this end is the port side of the link
     expected_speed: Optional[float]
     expected_width: Optional[int]
-    current_bandwidth: Optional[float]
     expected_bandwidth: Optional[float]
     max_bandwidth: Optional[float]  # what this end alone could carry
+    placement_speed_limited: bool  # device end only: the port cannot reach the device's speed
+    placement_width_limited: bool
+    bottleneck: Optional[str]  # device end only: the device end of the hop with the lowest expected bandwidth up to the root
+    bottleneck_bandwidth: Optional[float]
+    root_port: Optional[str]
+
+
+@dataclass(frozen=True)
+class LinkAnalysis:
+    """A link's expectation together with how it is doing now."""
+
+    expectation: LinkExpectation
+    current_bandwidth: Optional[float]
     speed_below_expected: bool
     width_below_expected: bool
     link_down: bool  # a partner exists but the link reports width 0
-    placement_speed_limited: bool  # device end only: the port cannot reach the device's speed
-    placement_width_limited: bool
-    bottleneck: Optional[str]  # device end only: the address of the hop with the lowest expected bandwidth on the path to the root
-    bottleneck_bandwidth: Optional[float]
-    root_port: Optional[str]
+
+    def __getattr__(self, name):  # address, expected_speed, bottleneck ... read through
+        return getattr(self.expectation, name)
 
 
 def _min(a, b):
@@ -60,7 +72,7 @@ def link_partner(device: PciDevice, by_address: Dict[str, PciDevice], children: 
     return None
 
 
-def analyse(devices: List[PciDevice]) -> Dict[str, LinkAnalysis]:
+def expectations(devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
     by_address = {d.address: d for d in devices}
     children: Dict[str, List[PciDevice]] = {}
     for d in sorted(devices, key=lambda d: d.address):
@@ -97,30 +109,23 @@ def analyse(devices: List[PciDevice]) -> Dict[str, LinkAnalysis]:
             node = by_address.get(node.static.parent) if node.static.parent else None
         return root, best_addr, best_bw
 
-    result: Dict[str, LinkAnalysis] = {}
+    result: Dict[str, LinkExpectation] = {}
     for d in devices:
         if not d.static.has_link:
             continue
         partner = partners[d.address]
         exp_speed, exp_width = expected[d.address]
         faces_down = d.port_type in DOWNSTREAM_FACING
-        link_down = partner is not None and d.current_link_width == 0
         root, bottleneck, bottleneck_bw = root_and_bottleneck(d)
         device_end = partner is not None and not faces_down
-        result[d.address] = LinkAnalysis(
+        result[d.address] = LinkExpectation(
             address=d.address,
             partner=partner.address if partner else None,
             faces_downstream=faces_down,
             expected_speed=exp_speed,
             expected_width=exp_width,
-            current_bandwidth=pcie_link_bytes_per_second(d.current_link_speed, d.current_link_width) if not link_down else 0.0,
             expected_bandwidth=pcie_link_bytes_per_second(exp_speed, exp_width),
             max_bandwidth=pcie_link_bytes_per_second(d.static.max_link_speed, d.static.max_link_width),
-            speed_below_expected=(not link_down and exp_speed is not None and d.current_link_speed is not None
-                                  and d.current_link_speed < exp_speed),
-            width_below_expected=(not link_down and exp_width is not None and d.current_link_width is not None
-                                  and 0 < d.current_link_width < exp_width),
-            link_down=link_down,
             placement_speed_limited=(device_end and exp_speed is not None and d.static.max_link_speed is not None
                                      and exp_speed < d.static.max_link_speed),
             placement_width_limited=(device_end and exp_width is not None and d.static.max_link_width is not None
@@ -130,3 +135,42 @@ def analyse(devices: List[PciDevice]) -> Dict[str, LinkAnalysis]:
             root_port=root,
         )
     return result
+
+
+def judge(device: PciDevice, exp: LinkExpectation) -> LinkAnalysis:
+    link_down = exp.partner is not None and device.current_link_width == 0
+    return LinkAnalysis(
+        expectation=exp,
+        current_bandwidth=0.0 if link_down else pcie_link_bytes_per_second(device.current_link_speed,
+                                                                           device.current_link_width),
+        speed_below_expected=(not link_down and exp.expected_speed is not None
+                              and device.current_link_speed is not None
+                              and device.current_link_speed < exp.expected_speed),
+        width_below_expected=(not link_down and exp.expected_width is not None
+                              and device.current_link_width is not None
+                              and 0 < device.current_link_width < exp.expected_width),
+        link_down=link_down,
+    )
+
+
+class ExpectationCache:
+    """Keeps the expectations while the same device instances are present: the
+    readers hand out the same static records for unchanged devices, so identity of
+    those records tells whether the topology changed."""
+
+    def __init__(self) -> None:
+        self._statics: List[object] = []
+        self._result: Dict[str, LinkExpectation] = {}
+
+    def get(self, devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
+        statics = [d.static for d in devices]
+        same = len(statics) == len(self._statics) and all(a is b for a, b in zip(statics, self._statics))
+        if not same:
+            self._result = expectations(devices)
+            self._statics = statics
+        return self._result
+
+
+def analyse(devices: List[PciDevice], cache: Optional[ExpectationCache] = None) -> Dict[str, LinkAnalysis]:
+    expected = cache.get(devices) if cache is not None else expectations(devices)
+    return {d.address: judge(d, expected[d.address]) for d in devices if d.address in expected}

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
 
-from storpath.analysis.pcie import analyse
+from storpath.analysis.pcie import ExpectationCache, analyse
 from storpath.collectors import Collector, register
 from storpath.readers.pci import PciReader
 
@@ -22,10 +23,11 @@ class PcieCollector(Collector):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.reader = PciReader(self.roots)
+        self.expectations = ExpectationCache()
 
     def collect(self) -> Iterable[Metric]:
         devices = self.reader.read()
-        links = analyse(devices)
+        links = analyse(devices, self.expectations)
 
         def gauge(name, doc, labels=("address",)):
             return GaugeMetricFamily(f"storpath_pcie_{name}", doc, labels=list(labels))
@@ -52,33 +54,42 @@ class PcieCollector(Collector):
             labels=["address", "upstream", "root_port", "port_type", "class", "vendor_id", "device_id",
                     "subsystem_vendor_id", "subsystem_device_id", "driver"])
 
+        # Thousands of devices: samples are appended directly, sharing one label dict per
+        # device, instead of add_metric() building a new dict for every sample.
+        def put(family, labels, value):
+            if value is not None:
+                family.samples.append(Sample(family.name, labels, value, None))
+
+        aer_name = aer.name + "_total"
         for device in devices:
             static = device.static
             is_storage = static.class_code is not None and static.class_code >> 16 == 0x01
             if not static.has_link and not is_storage:
                 continue
-            addr = [device.address]
+            addr = {"address": device.address}
             link = links.get(device.address)
-            info.add_metric([
-                device.address, static.parent or "", (link.root_port if link else None) or "", device.port_type or "",
-                _fmt_class(static.class_code), static.vendor_id or "", static.device_id or "",
-                static.subsystem_vendor_id or "", static.subsystem_device_id or "", device.driver or "",
-            ], 1)
+            put(info, {
+                "address": device.address, "upstream": static.parent or "",
+                "root_port": (link.root_port if link else None) or "", "port_type": device.port_type or "",
+                "class": _fmt_class(static.class_code), "vendor_id": static.vendor_id or "",
+                "device_id": static.device_id or "", "subsystem_vendor_id": static.subsystem_vendor_id or "",
+                "subsystem_device_id": static.subsystem_device_id or "", "driver": device.driver or "",
+            }, 1.0)
             for severity, total in device.aer_totals.items():
-                aer.add_metric([device.address, severity], total)
+                aer.samples.append(Sample(aer_name, {"address": device.address, "severity": severity}, total, None))
             if not static.has_link:
                 continue
-            for family, value in ((cur_speed, device.current_link_speed), (max_speed, static.max_link_speed),
-                                  (cur_width, device.current_link_width), (max_width, static.max_link_width)):
-                if value is not None:
-                    family.add_metric(addr, value)
+            put(cur_speed, addr, device.current_link_speed)
+            put(max_speed, addr, static.max_link_speed)
+            put(cur_width, addr, device.current_link_width)
+            put(max_width, addr, static.max_link_width)
             if link is None:
                 continue
-            for family, value in ((exp_speed, link.expected_speed), (exp_width, link.expected_width),
-                                  (cur_bw, link.current_bandwidth), (exp_bw, link.expected_bandwidth)):
-                if value is not None:
-                    family.add_metric(addr, value)
-            if link.bottleneck is not None and link.bottleneck_bandwidth is not None:
-                bottleneck.add_metric([device.address, link.bottleneck], link.bottleneck_bandwidth)
+            put(exp_speed, addr, link.expected_speed)
+            put(exp_width, addr, link.expected_width)
+            put(cur_bw, addr, link.current_bandwidth)
+            put(exp_bw, addr, link.expected_bandwidth)
+            if link.bottleneck is not None:
+                put(bottleneck, {"address": device.address, "bottleneck": link.bottleneck}, link.bottleneck_bandwidth)
 
         return [cur_speed, max_speed, exp_speed, cur_width, max_width, exp_width, cur_bw, exp_bw, bottleneck, aer, info]

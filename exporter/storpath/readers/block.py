@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
@@ -49,26 +50,61 @@ def locate(name: str, real_path: str) -> BlockDevice:
                        virtual="virtual" in parts)
 
 
+class BlockReader:
+    """Reads the block devices, remembering where each device instance sits: the place
+    of a device in the tree cannot change while it exists, and resolving it (realpath)
+    is the expensive part. A device instance is known by its sysfs directory's inode."""
+
+    def __init__(self, roots: Roots):
+        self.roots = roots
+        self._cache: Dict[str, Tuple[int, Optional[BlockDevice]]] = {}
+        self._lock = threading.Lock()
+
+    def read(self) -> List[BlockDevice]:
+        base = self.roots.sys("class", "block")
+        devices = []
+        with self._lock:
+            seen = set()
+            for name in list_dir(base):
+                if _NVME_PATH_DISK.match(name):
+                    continue
+                path = os.path.join(base, name)
+                try:
+                    inode = os.stat(path).st_ino
+                except OSError:
+                    continue  # vanished
+                cached = self._cache.get(name)
+                if cached is None or cached[0] != inode:
+                    cached = (inode, _locate_path(name, path))
+                    self._cache[name] = cached
+                seen.add(name)
+                if cached[1] is not None:
+                    devices.append(cached[1])
+            for gone in set(self._cache) - seen:
+                del self._cache[gone]
+        return devices
+
+
 def read_block_devices(roots: Roots) -> List[BlockDevice]:
-    base = roots.sys("class", "block")
-    devices = []
-    for name in list_dir(base):
-        path = os.path.join(base, name)
-        if os.path.exists(os.path.join(path, "partition")) or _NVME_PATH_DISK.match(name):
-            continue
-        try:
-            real = os.path.realpath(path)
-        except OSError:
-            continue
-        if not os.path.isdir(real):
-            continue  # vanished
-        if "nvme-subsystem" in real:
-            paths = list_dir(os.path.join(path, "multipath"))
-            if paths:
-                first = os.path.realpath(os.path.join(path, "multipath", paths[0]))
-                located = locate(name, first)
-                devices.append(BlockDevice(name=name, real_path=real, pci_address=located.pci_address,
-                                           controller=located.controller, virtual=False))
-                continue
-        devices.append(locate(name, real))
-    return devices
+    """One-shot read (no cache), for commands that read a machine once."""
+    return BlockReader(roots).read()
+
+
+def _locate_path(name: str, path: str) -> Optional[BlockDevice]:
+    """None for partitions and devices that vanish while being resolved."""
+    if os.path.exists(os.path.join(path, "partition")):
+        return None
+    try:
+        real = os.path.realpath(path)
+    except OSError:
+        return None
+    if not os.path.isdir(real):
+        return None
+    if "nvme-subsystem" in real:
+        paths = list_dir(os.path.join(path, "multipath"))
+        if paths:
+            first = os.path.realpath(os.path.join(path, "multipath", paths[0]))
+            located = locate(name, first)
+            return BlockDevice(name=name, real_path=real, pci_address=located.pci_address,
+                               controller=located.controller, virtual=False)
+    return locate(name, real)

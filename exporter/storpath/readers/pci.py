@@ -67,6 +67,7 @@ class PciStatic:
     has_link: bool  # the device has link attributes at all
     config_port_type: Optional[str]  # from the PCIe capability, when config space was readable
     aer_files: Tuple[Tuple[str, str], ...]  # (severity, path) of the AER counters present
+    path: str = ""  # /sys/bus/pci/devices/<address>, for the attributes read every scrape
 
 
 @dataclass
@@ -77,24 +78,24 @@ class PciDevice:
     current_link_width: Optional[int]
     aer_totals: Dict[str, int] = field(default_factory=dict)
     port_type: Optional[str] = None  # filled in by resolve_port_types()
+    address: str = ""
 
-    @property
-    def address(self) -> str:
-        return self.static.address
+    def __post_init__(self) -> None:
+        self.address = self.static.address
 
 
 def parse_aer_total(text: Optional[str]) -> Optional[int]:
     """The TOTAL_ERR_* line of an aer_dev_* file."""
     if text is None:
         return None
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name.startswith("TOTAL_ERR_"):
-            try:
-                return int(value.strip())
-            except ValueError:
-                return None
-    return None
+    start = text.rfind("TOTAL_ERR_")
+    if start < 0:
+        return None
+    _, _, rest = text[start:].partition(" ")
+    try:
+        return int(rest.split("\n", 1)[0])
+    except ValueError:
+        return None
 
 
 def parse_port_type(config: Optional[bytes]) -> Optional[str]:
@@ -141,6 +142,25 @@ class PciReader:
         self.roots = roots
         self._cache: Dict[str, Tuple[int, PciStatic]] = {}
         self._lock = threading.Lock()
+        # The same few spellings recur on every device and scrape: parse each once.
+        self._speeds: Dict[bytes, Tuple[Optional[float], Optional[str]]] = {}
+        self._widths: Dict[bytes, Tuple[Optional[int], Optional[str]]] = {}
+
+    def _speed(self, raw: Optional[bytes]) -> Tuple[Optional[float], Optional[str]]:
+        if raw is None:
+            return None, "missing"
+        parsed = self._speeds.get(raw)
+        if parsed is None:
+            parsed = self._speeds[raw] = parse_pcie_speed(raw.decode("utf-8", "replace").strip())
+        return parsed
+
+    def _width(self, raw: Optional[bytes]) -> Tuple[Optional[int], Optional[str]]:
+        if raw is None:
+            return None, "missing"
+        parsed = self._widths.get(raw)
+        if parsed is None:
+            parsed = self._widths[raw] = parse_pcie_width(raw.decode("utf-8", "replace").strip(), allow_zero=True)
+        return parsed
 
     def _warn(self, address: str, attr: str, reason: str) -> None:
         log.once(LOG, log.logging.WARNING, ("pci", address, attr, reason),
@@ -184,6 +204,7 @@ class PciReader:
             has_link=has_link,
             config_port_type=parse_port_type(read_bytes(os.path.join(path, "config"), 256)),
             aer_files=aer,
+            path=path,
         )
 
     def read(self) -> List[PciDevice]:
@@ -203,22 +224,23 @@ class PciReader:
                     self._cache[address] = cached
                 present.add(address)
                 static = cached[1]
-                device = PciDevice(static=static, driver=link_name(os.path.join(path, "driver")),
+                device = PciDevice(static=static, driver=link_name(static.path + "/driver"),
                                    current_link_speed=None, current_link_width=None)
                 if static.has_link:
-                    speed_text, speed_err = read_attr_why(os.path.join(path, "current_link_speed"))
-                    width_text = read_attr(os.path.join(path, "current_link_width"))
-                    if speed_text is None and width_text is None and not os.path.isdir(path):
+                    speed_raw = read_bytes(static.path + "/current_link_speed", 64)
+                    width_raw = read_bytes(static.path + "/current_link_width", 64)
+                    if speed_raw is None and width_raw is None and not os.path.isdir(path):
                         self._cache.pop(address, None)
                         continue  # vanished mid-read
-                    device.current_link_speed, why = parse_pcie_speed(speed_text)
+                    device.current_link_speed, why = self._speed(speed_raw)
                     if why:
-                        self._warn(address, "current_link_speed", speed_err or why)
-                    device.current_link_width, why = parse_pcie_width(width_text, allow_zero=True)
+                        self._warn(address, "current_link_speed", why)
+                    device.current_link_width, why = self._width(width_raw)
                     if why:
                         self._warn(address, "current_link_width", why)
                 for severity, aer_path in static.aer_files:
-                    total = parse_aer_total(read_attr(aer_path))
+                    raw = read_bytes(aer_path, 4096)
+                    total = parse_aer_total(raw.decode("ascii", "replace")) if raw is not None else None
                     if total is not None:
                         device.aer_totals[severity] = total
                 devices.append(device)

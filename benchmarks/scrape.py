@@ -1,0 +1,145 @@
+"""Scrape cost of the exporter on synthetic hosts (a benchmark, not a test).
+
+Builds a sysfs tree with N NVMe endpoints, half of them behind their own root port and
+half behind PCIe switches (one switch of four downstream ports per four drives), each
+device with the full attribute set and the native-multipath block layout; starts the
+real `storpath serve` on it; scrapes it repeatedly over HTTP; and reports scrape
+latency (p50, p95), CPU seconds per scrape and peak RSS of the exporter process.
+
+    python -m benchmarks.scrape [--sizes 64,256,1024] [--scrapes 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from tests.conftest import run_exporter  # noqa: E402
+from tests.fixtures.sysfs_builder import MachineBuilder, Namespace  # noqa: E402
+
+
+def build_host(root: str, n: int) -> int:
+    """N drives; returns the number of PCI devices in the tree."""
+    b = MachineBuilder(root)
+    b.cpus(sockets=2, cores_per_socket=8, threads_per_core=2, numa_nodes=2)
+    drive = 0
+    domain = 0
+    while drive < n:
+        host = b.host_bridge(f"{domain:04x}:00")
+        node = domain % 2
+        bus = 1
+        for rp in range(1, 32):
+            if drive >= n or bus > 250:
+                break
+            port = f"{domain:04x}:00:{rp:02x}.0"
+            if rp % 2:  # a drive straight below a root port
+                b.root_port(host, port, speed=16.0, width=4, numa_node=node)
+                _drive(b, port, f"{domain:04x}:{bus:02x}:00.0", drive)
+                drive += 1
+                bus += 1
+            else:  # a switch with four drives
+                b.root_port(host, port, speed=16.0, width=16, numa_node=node)
+                b.attach(port, 16.0, 16)
+                up = f"{domain:04x}:{bus:02x}:00.0"
+                downs = [f"{domain:04x}:{bus + 1:02x}:{i:02x}.0" for i in range(4)]
+                b.switch(port, up, downs, speed=16.0, up_width=16, down_width=4, numa_node=node)
+                bus += 2
+                for down in downs:
+                    if drive >= n:
+                        break
+                    _drive(b, down, f"{domain:04x}:{bus:02x}:00.0", drive)
+                    drive += 1
+                    bus += 1
+        domain += 1
+    return len(b.nodes)
+
+
+def _drive(b, port, address, index):
+    b.nvme(port, address, model="Bench NVMe 3.84TB", serial=f"BENCH{index:08d}", firmware="1.0", vendor=0x144d,
+           device=0xa824, speed=16.0, width=4, namespaces=[Namespace(size_bytes=3_840_755_982_336, lba_bytes=4096)])
+
+
+def _proc_cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+
+def _peak_rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def measure(n: int, scrapes: int, workdir: str) -> dict:
+    root = os.path.join(workdir, f"host-{n}")
+    if not os.path.isdir(root):
+        t0 = time.monotonic()
+        devices = build_host(root, n)
+        print(f"  built host of {n} drives ({devices} PCI devices) in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    else:
+        devices = len(os.listdir(os.path.join(root, "sys", "bus", "pci", "devices")))
+    args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc"]
+    with run_exporter(args, workdir) as exporter:
+        import requests
+
+        session = requests.Session()
+        url = exporter.url + "/metrics"
+        first = session.get(url).text  # warm the per-device cache, as a running exporter has
+        series = sum(1 for line in first.splitlines() if line and not line.startswith("#"))
+        cpu_before = _proc_cpu_seconds(exporter.proc.pid)
+        latencies = []
+        for _ in range(scrapes):
+            start = time.perf_counter()
+            response = session.get(url)
+            latencies.append(time.perf_counter() - start)
+            response.raise_for_status()
+        cpu = (_proc_cpu_seconds(exporter.proc.pid) - cpu_before) / scrapes
+        rss = _peak_rss_bytes(exporter.proc.pid)
+    latencies.sort()
+    return {
+        "drives": n,
+        "pci_devices": devices,
+        "series": series,
+        "scrapes": scrapes,
+        "p50_ms": round(statistics.median(latencies) * 1000, 1),
+        "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))] * 1000, 1),
+        "cpu_ms_per_scrape": round(cpu * 1000, 1),
+        "peak_rss_mb": round(rss / 1e6, 1),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="64,256,1024", help="drive counts, comma-separated")
+    parser.add_argument("--scrapes", type=int, default=60)
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "storpath-bench"))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    os.makedirs(args.workdir, exist_ok=True)
+    results = []
+    for n in [int(x) for x in args.sizes.split(",")]:
+        results.append(measure(n, args.scrapes, args.workdir))
+        if not args.json:
+            r = results[-1]
+            print(f"{r['drives']:>5} drives {r['pci_devices']:>5} PCI devices {r['series']:>6} series  "
+                  f"p50 {r['p50_ms']:>6.1f} ms  p95 {r['p95_ms']:>6.1f} ms  "
+                  f"CPU {r['cpu_ms_per_scrape']:>6.1f} ms/scrape  peak RSS {r['peak_rss_mb']:>5.1f} MB", flush=True)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
