@@ -16,28 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from . import harness
 from .conftest import missing
 
 COMPOSE_DIR = harness.REPO / "deploy" / "compose"
-
-# Stand-in until rules/ has an alert for a PCIe link trained below its capability.
-# REPLACE-ME: once rules/ has such an alert, this rule is no longer used (see pick_rules below).
-TEST_LOCAL_RULES = {
-    "groups": [{
-        "name": "storpath-integration-test-local",
-        "rules": [{
-            "alert": "StorpathTestLinkSpeedBelowExpected",
-            "expr": "storpath_pcie_current_link_speed_transfers_per_second"
-                    " < storpath_pcie_expected_link_speed_transfers_per_second",
-            "labels": {"severity": "warning", "test_local": "true"},
-            "annotations": {"summary": "test-local stand-in for the rules/ PCIe link alert"},
-        }],
-    }],
-}
-
 
 def compose_command() -> list[str]:
     if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
@@ -46,31 +29,6 @@ def compose_command() -> list[str]:
         return ["docker-compose"]
     missing("no compose implementation: neither the `docker compose` plugin nor `docker-compose` "
             "(Debian package docker-compose)")
-
-
-def pick_rules(dest: Path) -> set[str]:
-    """Copy rules/*.yml to ``dest`` with every `for:` removed (alerts fire on the first evaluation).
-
-    Returns the alert names the fixture fault must raise: the repository's alerts on PCIe link speed
-    or width when there are any, else the test-local stand-in (written to ``dest`` too).
-    """
-    dest.mkdir(parents=True, exist_ok=True)
-    expected: set[str] = set()
-    for src in sorted(list((harness.REPO / "rules").glob("*.yml")) + list((harness.REPO / "rules").glob("*.yaml"))):
-        doc = yaml.safe_load(src.read_text()) or {}
-        for group in doc.get("groups", []):
-            for rule in group.get("rules", []):
-                rule.pop("for", None)
-                rule.pop("keep_firing_for", None)
-                expr = str(rule.get("expr", ""))
-                if "alert" in rule and "storpath_pcie_" in expr and ("link_speed" in expr or "link_width" in expr):
-                    expected.add(rule["alert"])
-        (dest / src.name).write_text(yaml.safe_dump(doc, sort_keys=False))
-    if not expected:
-        (dest / "zz-test-local.yml").write_text(yaml.safe_dump(TEST_LOCAL_RULES, sort_keys=False))
-        expected = {TEST_LOCAL_RULES["groups"][0]["rules"][0]["alert"]}
-    harness.make_world_readable(dest)
-    return expected
 
 
 def running_services(project: str) -> list[str]:
@@ -84,7 +42,7 @@ def running_services(project: str) -> list[str]:
 def stack(built_images, require_exporter, sysfs_tree, tmp_path):
     compose = compose_command()
     rules = tmp_path / "rules"
-    expected_alerts = pick_rules(rules)
+    expected_alerts = harness.copy_rules(rules)
     ports = {k: harness.free_port() for k in ("STORPATH_PORT", "PROMETHEUS_PORT", "ALERTMANAGER_PORT", "GRAFANA_PORT")}
     env = dict(os.environ, COMPOSE_PROJECT_NAME=f"storpath-it-{os.getpid()}",
                STORPATH_SYSFS=str(sysfs_tree), STORPATH_RULES_DIR=str(rules),

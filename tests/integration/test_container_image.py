@@ -49,7 +49,12 @@ def test_image_has_probe_tools(container_backend, built_images):
     import docker
 
     client = docker.from_env()
-    out = client.containers.run(
-        built_images["storpath"], remove=True, entrypoint=["sh", "-c"],
+    container = client.containers.run(
+        built_images["storpath"], detach=True, entrypoint=["sh", "-c"],
         command=["fio --version && nvme version && python3 -c 'import prometheus_client, yaml, storpath' && echo ok"])
-    assert out.decode().strip().endswith("ok"), out
+    try:
+        status = container.wait(timeout=60)
+        out = container.logs().decode()
+    finally:
+        container.remove(force=True, v=True)  # v: the image's /var/lib/storpath volume too
+    assert status["StatusCode"] == 0 and out.strip().endswith("ok"), out
