@@ -1,0 +1,46 @@
+"""Which LBA format a namespace should use (pure functions, no I/O).
+
+A namespace can only be reformatted to a format with the same metadata size without
+changing what the host stores per block (protection information, an application's
+per-block tags), so the candidates are the formats with the metadata size in use. Among
+them the drive's own Relative Performance field ranks first (0 Best .. 3 Degraded), then
+the larger data size breaks ties: the same data in 4 KiB blocks takes eight times fewer
+LBAs (mapping entries, DMA descriptors) than in 512 B blocks. The FireCuda 530 story: it
+ships at 512 B while its 4 KiB format is rated better.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from storpath.readers.nvme import IdentifyNamespace, LbaFormat
+
+
+def best_format(formats: Iterable[LbaFormat], in_use: LbaFormat) -> LbaFormat:
+    """The best format with the metadata size of `in_use`; `in_use` itself when none beats it.
+    Ties (same performance and data size) keep the format in use, else the lowest index."""
+    candidates = [f for f in formats if f.metadata_size == in_use.metadata_size]
+    best = in_use
+    for fmt in sorted(candidates, key=lambda f: f.index):
+        if (fmt.relative_performance, -fmt.data_size) < (best.relative_performance, -best.data_size):
+            best = fmt
+    return best
+
+
+@dataclass(frozen=True)
+class FormatVerdict:
+    in_use: LbaFormat
+    best: LbaFormat
+
+    @property
+    def improvable(self) -> bool:
+        """A better format exists: reformatting (which erases the namespace) would help."""
+        return self.best.index != self.in_use.index
+
+
+def judge(identify: IdentifyNamespace) -> Optional[FormatVerdict]:
+    in_use = identify.in_use
+    if in_use is None:
+        return None
+    return FormatVerdict(in_use=in_use, best=best_format(identify.formats, in_use))

@@ -1,0 +1,172 @@
+"""NVMe namespaces: the LBA format in use against the best one the namespace supports.
+
+sysfs gives the block sizes in use on every scrape. The supported formats need Identify
+Namespace, which is privileged and may be slow: it runs in the background task
+`nvme-identify` at start, again whenever a namespace appears, disappears or changes size
+or block size (seen on a scrape, which only compares cheap sysfs values), and on a long
+interval. A scrape serves the latest Identify data, never Identify data older than the
+namespace's current format.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from storpath import log
+from storpath.analysis.nvme import judge
+from storpath.collectors import Collector, register
+from storpath.config import Duration
+from storpath.readers.nvme import (IdentifyResult, NvmeNamespace, identify_namespace, read_controllers,
+                                   read_namespaces)
+
+TASK = "nvme-identify"
+
+
+@register("nvme", default=True)
+class NvmeCollector(Collector):
+    """NVMe namespaces: LBA format in use against the best supported one (Identify Namespace), and controllers."""
+
+    config_defaults = {
+        # Formats only change with `nvme format`, which changes sysfs and triggers a read
+        # anyway: the interval is a backstop.
+        "identify_interval": Duration(6 * 3600),
+        # A drive that does not answer Identify must not hold the task for long.
+        "identify_timeout": Duration(10),
+        "nvme_cli": "nvme",
+        # How long the first scrapes after start wait for the first Identify pass.
+        "startup_wait": Duration(5),
+    }
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        cfg = {**self.config_defaults, **(ctx.config or {})}
+        self.timeout = float(cfg["identify_timeout"])
+        self.nvme_cli = str(cfg["nvme_cli"])
+        self.startup_wait = float(cfg["startup_wait"])
+        interval = float(cfg["identify_interval"])
+        self._lock = threading.Lock()
+        # device -> (fingerprint of the namespace when read, result)
+        self._results: Dict[str, Tuple[Tuple, IdentifyResult]] = {}
+        self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
+        self._triggered_for: Optional[Dict[str, Tuple]] = None
+        self._first_pass = threading.Event()
+        self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
+
+    # ---- background ------------------------------------------------------------
+    def identify_all(self) -> None:
+        try:
+            namespaces = read_namespaces(self.roots)
+            results: Dict[str, Tuple[Tuple, IdentifyResult]] = {}
+            for ns in namespaces:
+                if ns.controller is None or ns.nsid is None:
+                    continue
+                result = identify_namespace(self.roots, ns.controller, ns.nsid, self.nvme_cli, self.timeout)
+                results[ns.device] = (ns.fingerprint, result)
+                if result.error is None:
+                    log.kv(self.log, logging.DEBUG, "Identify Namespace read", device=ns.device, source=result.source)
+            with self._lock:
+                self._results = results
+                self._fingerprints_read = {ns.device: ns.fingerprint for ns in namespaces}
+        finally:
+            self._first_pass.set()
+
+    def _maybe_trigger(self, namespaces: List[NvmeNamespace]) -> None:
+        current = {ns.device: ns.fingerprint for ns in namespaces}
+        with self._lock:
+            seen = self._fingerprints_read
+            if seen is None or current == seen or current == self._triggered_for:
+                return
+            self._triggered_for = current
+        log.kv(self.log, logging.INFO, "NVMe namespaces changed, reading Identify Namespace again",
+               devices=",".join(sorted(set(current) ^ set(seen) | {d for d in current if current[d] != seen.get(d)})))
+        self.task.trigger()
+
+    # ---- scrape ------------------------------------------------------------------
+    def collect(self) -> Iterable[Metric]:
+        controllers = read_controllers(self.roots)
+        namespaces = read_namespaces(self.roots)
+        if self.ctx.scheduler.started and not self._first_pass.is_set():
+            self._first_pass.wait(self.startup_wait)
+        self._maybe_trigger(namespaces)
+        with self._lock:
+            results = dict(self._results)
+
+        def gauge(name: str, doc: str, labels=("device",)) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"storpath_nvme_{name}", doc, labels=list(labels))
+
+        ctrl_info = gauge("controller_info", "An NVMe controller: its PCI function (empty for fabrics), identity and "
+                          "transport; always 1.", ("controller", "address", "model", "serial", "firmware", "transport"))
+        ns_info = gauge("namespace_info", "An NVMe namespace's block device, the controller Identify is sent to, and "
+                        "its namespace ID; always 1.", ("device", "controller", "nsid"))
+        lba = gauge("namespace_lba_size_bytes", "Data size of the LBA format in use (queue/logical_block_size).")
+        physical = gauge("namespace_physical_block_size_bytes", "Physical block size the drive reports "
+                         "(queue/physical_block_size).")
+        optimal = gauge("namespace_optimal_io_size_bytes", "Optimal I/O size the drive reports "
+                        "(queue/optimal_io_size); absent when the drive states none.")
+        best = gauge("namespace_best_lba_size_bytes", "Data size of the best LBA format the namespace supports with "
+                     "the metadata size in use, ranked by Relative Performance, then data size (Identify Namespace).")
+        formats = gauge("namespace_lba_format_info", "One LBA format the namespace supports (Identify Namespace); "
+                        "always 1.", ("device", "index", "data_size_bytes", "metadata_size_bytes",
+                                      "relative_performance", "in_use"))
+        available = gauge("identify_available", "1 if the LBA formats of every namespace of this controller are "
+                          "known (Identify Namespace read), 0 if not; the reason is logged.", ("controller",))
+        read_at = gauge("identify_timestamp_seconds", "When the Identify Namespace data served for this controller "
+                        "was read (captured data: when it was captured); the oldest of its namespaces.",
+                        ("controller",))
+
+        for ctrl in controllers:
+            ctrl_info.add_metric([ctrl.name, ctrl.address or "", ctrl.model or "", ctrl.serial or "",
+                                  ctrl.firmware or "", ctrl.transport or ""], 1)
+
+        per_controller: Dict[str, List[Optional[IdentifyResult]]] = {}
+        for ns in namespaces:
+            dev = [ns.device]
+            ns_info.add_metric([ns.device, ns.controller or "", str(ns.nsid) if ns.nsid is not None else ""], 1)
+            for family, value in ((lba, ns.logical_block_size), (physical, ns.physical_block_size)):
+                if value:
+                    family.add_metric(dev, value)
+            if ns.optimal_io_size:
+                optimal.add_metric(dev, ns.optimal_io_size)
+            if ns.controller is None:
+                continue
+            entry = results.get(ns.device)
+            fresh = entry is not None and entry[0] == ns.fingerprint
+            result = entry[1] if fresh else None
+            per_controller.setdefault(ns.controller, []).append(result)
+            if result is None or result.identify is None:
+                continue
+            verdict = judge(result.identify)
+            if verdict is None:
+                continue
+            if ns.logical_block_size and verdict.in_use.data_size != ns.logical_block_size:
+                # Identify and the block layer disagree: the data is from before a format.
+                log.once(self.log, logging.WARNING, ("stale", ns.device, verdict.in_use.data_size),
+                         "Identify Namespace data disagrees with sysfs: leaving the formats out until read again",
+                         device=ns.device, identify_lba_bytes=verdict.in_use.data_size,
+                         sysfs_lba_bytes=ns.logical_block_size)
+                continue
+            best.add_metric(dev, verdict.best.data_size)
+            for fmt in result.identify.formats:
+                formats.add_metric([ns.device, str(fmt.index), str(fmt.data_size), str(fmt.metadata_size),
+                                    fmt.relative_performance_name, "true" if fmt.index == verdict.in_use.index
+                                    else "false"], 1)
+
+        for controller, ctrl_results in sorted(per_controller.items()):
+            known = [r for r in ctrl_results if r is not None]
+            if not known:
+                continue  # not read yet: neither known nor unknown
+            failed = [r for r in known if r.identify is None]
+            for r in failed:
+                log.once(self.log, logging.WARNING, ("identify", controller, r.error),
+                         "NVMe LBA formats unknown: Identify Namespace could not be read; exporting what sysfs gives",
+                         controller=controller, reason=r.error)
+            available.add_metric([controller], 0 if failed or len(known) < len(ctrl_results) else 1)
+            read = [r.read_at for r in known if r.identify is not None]
+            if read:
+                read_at.add_metric([controller], min(read))
+
+        return [ctrl_info, ns_info, lba, physical, optimal, best, formats, available, read_at]
