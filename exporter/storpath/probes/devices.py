@@ -1,0 +1,234 @@
+"""Where a probe's reads land: the kernel block device behind a target, an md array's
+members, how busy a device is (/proc/diskstats), and the file target itself.
+
+Sources:
+- /sys/dev/block/<major>:<minor> links to the block device of a device number
+  (Documentation/ABI/testing/sysfs-dev); a device node's st_rdev, and a file's st_dev
+  (its filesystem's device), give that number. A partition's directory lies inside
+  its disk's, and has a `partition` attribute.
+- md arrays through storpath.readers.md (/sys/block/mdX/md/level and dev-*/).
+- /proc/diskstats (Documentation/admin-guide/iostats.rst): after major, minor and name,
+  field 10 is "time spent doing I/Os" in ms (io_ticks), which grows at 1000 per
+  second while at least one request is in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+from storpath import log
+from storpath.analysis.throughput import MdShape
+from storpath.readers import md as md_reader
+from storpath.roots import Roots
+from storpath.sysfs import list_dir, read_attr
+
+LOG = log.get("probes")
+
+
+# ---- /proc/diskstats ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DiskStat:
+    name: str
+    sectors_read: int  # 512-byte sectors, whatever the device's block size
+    io_ticks_ms: int  # time with at least one request in flight
+
+
+def parse_diskstats(text: str) -> Dict[str, DiskStat]:
+    """Lines of /proc/diskstats by device name; malformed lines are left out."""
+    stats: Dict[str, DiskStat] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 14:
+            continue
+        try:
+            stats[fields[2]] = DiskStat(name=fields[2], sectors_read=int(fields[5]), io_ticks_ms=int(fields[12]))
+        except ValueError:
+            continue
+    return stats
+
+
+def read_diskstats(roots: Roots) -> Optional[Dict[str, DiskStat]]:
+    text = read_attr(roots.proc("diskstats"))
+    return parse_diskstats(text) if text is not None else None
+
+
+def busy_ratio(before: DiskStat, after: DiskStat, seconds: float) -> Optional[float]:
+    """Fraction of `seconds` the device had I/O in flight; None when the counter went back
+    (the device was replaced meanwhile) or no time passed."""
+    if seconds <= 0 or after.io_ticks_ms < before.io_ticks_ms:
+        return None
+    return (after.io_ticks_ms - before.io_ticks_ms) / (seconds * 1000.0)
+
+
+def sample_busy(roots: Roots, devices: List[str], seconds: float,
+                sleep: Callable[[float], None] = time.sleep) -> Dict[str, Optional[float]]:
+    """Busy fraction of each device over `seconds`; None for a device diskstats lacks."""
+    start = time.monotonic()
+    before = read_diskstats(roots)
+    sleep(seconds)
+    after = read_diskstats(roots)
+    elapsed = max(time.monotonic() - start, seconds)
+    result: Dict[str, Optional[float]] = {}
+    for name in devices:
+        if before is None or after is None or name not in before or name not in after:
+            result[name] = None
+        else:
+            result[name] = busy_ratio(before[name], after[name], elapsed)
+    return result
+
+
+# ---- block devices ------------------------------------------------------------------
+
+def device_of_number(roots: Roots, major: int, minor: int) -> Optional[str]:
+    """Kernel name of the block device with this number, via /sys/dev/block/M:m."""
+    path = roots.sys("dev", "block", f"{major}:{minor}")
+    if not os.path.lexists(path):
+        return None
+    return os.path.basename(os.path.realpath(path))
+
+
+def whole_disk(roots: Roots, name: str) -> str:
+    """nvme0n1p2 -> nvme0n1, sda1 -> sda; a disk is its own."""
+    path = os.path.realpath(roots.sys("class", "block", name))
+    if os.path.exists(os.path.join(path, "partition")):
+        return os.path.basename(os.path.dirname(path))
+    return name
+
+
+def read_md(roots: Roots, name: str) -> Optional[MdShape]:
+    """Level and member disks of an md array (storpath.readers.md), None when `name` is
+    no md array. Members that are partitions are given as their disks (the PCIe path is
+    the disk's); spares and failed members carry no reads and are left out."""
+    array = md_reader.read_md_array(roots, name)
+    if array is None or not array.level:
+        return None
+    members = tuple(m.disk for m in array.members if m.slot is not None and "faulty" not in m.state)
+    return MdShape(name=name, level=array.level, members=members)
+
+
+def read_md_arrays(roots: Roots) -> Dict[str, MdShape]:
+    arrays = {}
+    for name in list_dir(roots.sys("block")):
+        if name.startswith("md"):
+            shape = read_md(roots, name)
+            if shape is not None:
+                arrays[name] = shape
+    return arrays
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a target is on this machine right now."""
+    fio_path: str  # what fio opens
+    device: Optional[str]  # kernel name the reads go to (nvme0n1p2, md0, loop3), None when unknown (ZFS, tmpfs)
+    disk: Optional[str]  # whole disk or array of `device`
+    problem: Optional[str] = None  # why the target cannot be probed now
+
+
+def _host_path(roots: Roots, path: str) -> str:
+    """A /dev path of the config, under --path.dev (so a fixture machine can be replayed)."""
+    if path.startswith("/dev/") and roots.dev != "/dev":
+        return roots.devpath(os.path.relpath(path, "/dev"))
+    return path
+
+
+def resolve(roots: Roots, kind: str, path: str, device_name: Optional[str] = None) -> Resolved:
+    fio_path = _host_path(roots, path)
+    if kind == "device":
+        try:
+            info = os.stat(fio_path)
+        except OSError as exc:
+            return Resolved(fio_path, device_name, device_name, problem=f"cannot open {path}: {exc.strerror}")
+        if not stat.S_ISBLK(info.st_mode):
+            return Resolved(fio_path, device_name, device_name, problem=f"{path} is not a block device")
+        name = device_name or device_of_number(roots, os.major(info.st_rdev), os.minor(info.st_rdev))
+        if name is None:
+            name = os.path.basename(os.path.realpath(fio_path))
+        return Resolved(fio_path, name, whole_disk(roots, name))
+    # A file target: the filesystem's device (or the folder's, before the file exists).
+    probe = fio_path if os.path.lexists(fio_path) else os.path.dirname(fio_path)
+    try:
+        info = os.lstat(probe)
+    except OSError as exc:
+        return Resolved(fio_path, device_name, device_name, problem=f"cannot reach {probe}: {exc.strerror}")
+    if probe == fio_path and not stat.S_ISREG(info.st_mode):
+        return Resolved(fio_path, device_name, device_name,
+                        problem=f"{path} is not a regular file (a file target is never a device node or a link)")
+    if device_name:
+        return Resolved(fio_path, device_name, whole_disk(roots, device_name))
+    # Anonymous device numbers (major 0: ZFS, btrfs subvolumes, tmpfs, overlay) have no block device.
+    name = device_of_number(roots, os.major(info.st_dev), os.minor(info.st_dev)) if os.major(info.st_dev) else None
+    return Resolved(fio_path, name, whole_disk(roots, name) if name else None)
+
+
+def device_node_size(path: str) -> Optional[int]:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+# ---- the file target ----------------------------------------------------------------
+
+_CHUNK = 1 << 20
+
+
+def ensure_file(path: str, size: int) -> Tuple[int, Optional[str]]:
+    """Create the file target once, filled with random (incompressible) data so that a
+    compressing filesystem (ZFS with compression=lz4) cannot answer from a few blocks.
+    An existing regular file is reused as it is. Returns (size, problem)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        return 0, f"cannot reach {path}: {exc.strerror}"
+    if info is not None:
+        if not stat.S_ISREG(info.st_mode):
+            return 0, f"{path} is not a regular file (a file target is never a device node or a link)"
+        if info.st_size == 0:
+            return 0, f"{path} is empty"
+        return info.st_size, None
+    tmp = f"{path}.storpath-tmp"
+    log.kv(LOG, logging.INFO, "creating probe file", path=path, size=size)
+    try:
+        # O_EXCL|O_NOFOLLOW: never write through a link someone placed there.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        try:
+            os.unlink(tmp)  # left over from an interrupted creation
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            return 0, f"cannot create {tmp}: {exc.strerror}"
+    except OSError as exc:
+        return 0, f"cannot create {tmp}: {exc.strerror}"
+    try:
+        written = 0
+        while written < size:
+            written += os.write(fd, os.urandom(min(_CHUNK, size - written)))
+        os.fsync(fd)
+    except OSError as exc:
+        os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return 0, f"cannot write {tmp}: {exc.strerror}"
+    os.close(fd)
+    try:
+        os.rename(tmp, path)
+    except OSError as exc:
+        return 0, f"cannot rename {tmp} to {path}: {exc.strerror}"
+    return size, None

@@ -1,0 +1,190 @@
+"""fio, out of process: the command line, a run under a hard timeout, and its JSON.
+
+fio's JSON (--output-format=json, fio 3.x): `jobs[0].read` holds `io_bytes`,
+`bw_bytes` (bytes per second), `iops`, `runtime` (ms) and `clat_ns.percentile` with
+keys such as "50.000000", "99.000000", "99.900000" (completion latency in ns).
+`jobs[0].error` is the job's errno (0 when it ran). fio prints its own error lines
+("fio: ...") on stdout before the JSON, so the JSON starts at the first line that is "{".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from storpath.probes.config import Profile
+
+# fio's io_size when no budget limits it: runtime ends the probe long before this.
+_UNLIMITED = 1 << 50
+_PRIO_CLASS = {"idle": "3", "best-effort": "2"}
+QUANTILES = (("0.5", "50.000000"), ("0.99", "99.000000"), ("0.999", "99.900000"))
+
+
+@dataclass(frozen=True)
+class FioResult:
+    read_bytes_per_second: float
+    read_iops: float
+    io_bytes: int  # bytes the probe read
+    runtime_seconds: float  # fio's own measure of the run
+    latency_seconds: Tuple[Tuple[str, float], ...]  # (quantile, seconds) for 0.5, 0.99, 0.999 when fio gave them
+    written_bytes: int = 0  # always 0 with --readonly; checked all the same
+
+
+class FioError(Exception):
+    """A probe that did not give a result. `reason` is the bounded label value."""
+
+    def __init__(self, reason: str, message: str, io_bytes: Optional[int] = None):
+        super().__init__(message)
+        self.reason = reason
+        self.io_bytes = io_bytes
+
+
+def build_command(fio: str, path: str, profile: Profile, runtime: float, io_limit: Optional[int],
+                  io_priority: str = "idle", size: Optional[int] = None) -> List[str]:
+    """The fio argv. The profile's options come first and storpath's safety options last,
+    so nothing in a profile can override them (profiles are checked at load as well)."""
+    options = dict(profile.options)
+    # --thread: jobs as threads of one process. Forked job processes call setsid() and
+    # would escape the process group a timeout kills.
+    cmd = [fio, "--output-format=json", "--readonly", "--thread", f"--name={profile.name}", f"--filename={path}"]
+    if "ioengine" not in options:
+        cmd.append("--ioengine=libaio")
+    cmd.extend(f"--{key}={value}" for key, value in profile.options)
+    if size is not None:
+        cmd.append(f"--size={size}")
+    # No time_based: the run ends at runtime or once io_size bytes are read, whichever
+    # comes first, and io_size larger than the file makes fio wrap around.
+    cmd.extend([
+        "--direct=1",
+        f"--runtime={max(1, int(round(runtime)))}s",
+        f"--io_size={io_limit if io_limit is not None else _UNLIMITED}",
+        f"--prioclass={_PRIO_CLASS[io_priority]}",
+        "--prio=7" if io_priority == "best-effort" else "--prio=0",
+        "--group_reporting",
+    ])
+    return cmd
+
+
+def _json_start(text: str) -> int:
+    if text.startswith("{"):
+        return 0
+    pos = text.find("\n{")
+    return pos + 1 if pos >= 0 else -1
+
+
+def parse_output(text: str) -> FioResult:
+    """fio's JSON output -> FioResult; raises FioError('bad_output' or 'fio_error')."""
+    start = _json_start(text)
+    if start < 0:
+        raise FioError("bad_output", f"no JSON in fio's output: {text.strip()[:200]!r}")
+    try:
+        data = json.loads(text[start:])
+    except json.JSONDecodeError as exc:
+        raise FioError("bad_output", f"fio's JSON does not parse: {exc}") from None
+    try:
+        job: Dict[str, Any] = data["jobs"][0]
+        read = job["read"]
+        error = int(job.get("error", 0))
+        io_bytes = int(read["io_bytes"])
+        written = int(job.get("write", {}).get("io_bytes", 0))
+        if error:
+            raise FioError("fio_error", f"fio job failed: {os.strerror(error)} (errno {error})", io_bytes)
+        bw = float(read["bw_bytes"])
+        iops = float(read["iops"])
+        runtime = float(read["runtime"]) / 1000.0
+        percentiles = read.get("clat_ns", {}).get("percentile", {})
+    except FioError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise FioError("bad_output", f"fio's JSON lacks the read results ({type(exc).__name__}: {exc})") from None
+    if io_bytes <= 0 or runtime <= 0:
+        raise FioError("fio_error", "fio read nothing", io_bytes)
+    latency = []
+    for quantile, key in QUANTILES:
+        if key in percentiles:
+            try:
+                latency.append((quantile, float(percentiles[key]) / 1e9))
+            except (TypeError, ValueError):
+                pass
+    return FioResult(read_bytes_per_second=bw, read_iops=iops, io_bytes=io_bytes, runtime_seconds=runtime,
+                     latency_seconds=tuple(latency), written_bytes=written)
+
+
+def find_fio(name: str) -> Optional[str]:
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) and os.path.isfile(name) else None
+    return shutil.which(name)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """fio forks a process per job: kill the whole group it leads."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(2.0)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(cmd: List[str], timeout: float, tick: Optional[Callable[[float], None]] = None,
+        started: Optional[Callable[[subprocess.Popen], None]] = None) -> Tuple[FioResult, float]:
+    """Run fio; returns (result, wall seconds). Raises FioError with reason fio_missing,
+    timeout (hung: the process group was killed), crashed (killed by a signal),
+    fio_error (non-zero exit) or bad_output. `tick(elapsed)` is called about four times
+    a second while fio runs; `started(proc)` once it runs (to stop it on shutdown)."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    except FileNotFoundError:
+        raise FioError("fio_missing", f"fio not found: {cmd[0]}") from None
+    except PermissionError as exc:
+        raise FioError("fio_missing", f"cannot run {cmd[0]}: {exc.strerror}") from None
+    if started:
+        started(proc)
+    deadline = start + timeout
+    while True:
+        try:
+            out, err = proc.communicate(timeout=max(0.01, min(0.25, deadline - time.monotonic())))
+            break
+        except subprocess.TimeoutExpired:
+            if proc.poll() is not None:
+                # fio itself is gone but its job processes still hold the pipes: stop them.
+                kill_group(proc)
+                out, err = proc.communicate()
+                break
+            if time.monotonic() >= deadline:
+                kill_group(proc)
+                proc.communicate()
+                raise FioError("timeout", f"fio still running after {timeout:g}s: killed") from None
+            if tick:
+                tick(time.monotonic() - start)
+    elapsed = time.monotonic() - start
+    text = out.decode("utf-8", "replace")
+    stderr = err.decode("utf-8", "replace").strip()
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        kill_group(proc)  # fio's job processes must not read on without it
+        raise FioError("crashed", f"fio was killed by {name} after {elapsed:.1f}s")
+    if proc.returncode != 0:
+        detail = (stderr or text.split("\n{", 1)[0]).strip().splitlines()
+        message = f"fio exited with status {proc.returncode}: {detail[-1] if detail else 'no message'}"
+        try:
+            result = parse_output(text)
+        except FioError as exc:
+            raise FioError("fio_error", message, exc.io_bytes) from None
+        raise FioError("fio_error", message, result.io_bytes)
+    return parse_output(text), elapsed

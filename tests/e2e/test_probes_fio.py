@@ -1,0 +1,270 @@
+"""Probes against the real fio on this machine (and stand-in fio scripts where fio must
+misbehave): a file target, a loop device opened read-only, fio killed mid-run, fio
+hanging past the timeout, fio missing, output that does not parse, the I/O budget, the
+busy skip (diskstats from a fixture procfs), one probe per device at a time, and the
+state kept for the next start."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from storpath.probes import devices
+from storpath.probes.config import check
+from storpath.probes.engine import ProbeEngine
+from storpath.roots import Roots
+from tests.conftest import require_tool
+
+MIB = 1 << 20
+
+
+def probes_config(tmp_path, targets, **settings):
+    section = {"runtime": "1s", "jitter": 0, "busy_threshold": None, "file_size": "16MiB",
+               "state_file": str(tmp_path / "state" / "probes.json"), "targets": targets}
+    section.update(settings)
+    return check(section)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def fake_fio(tmp_path, body: str, name: str = "fake-fio") -> str:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+GOOD_JSON = json.dumps({"fio version": "fio-3.33", "jobs": [{"jobname": "seqread", "error": 0, "read": {
+    "io_bytes": 8 * MIB, "bw_bytes": 8 * MIB, "iops": 8.0, "runtime": 1000,
+    "clat_ns": {"percentile": {"50.000000": 1000000, "99.000000": 2000000, "99.900000": 3000000}}},
+    "write": {"io_bytes": 0}}]})
+
+
+@pytest.fixture(scope="module")
+def real_fio():
+    return require_tool("fio", "fio")
+
+
+def test_file_target_with_real_fio(tmp_path, real_fio):
+    target_path = tmp_path / "data" / "probe.dat"
+    target_path.parent.mkdir()
+    cfg = probes_config(tmp_path, [{"file": str(target_path)}])
+    engine = ProbeEngine(cfg, Roots())
+    outcomes = engine.run_target(cfg.targets[0])
+    assert [(o.profile, o.status) for o in outcomes] == [("seqread", "ok"), ("randread", "ok")], outcomes
+    assert os.path.getsize(target_path) == 16 * MIB  # created once at file_size
+    for outcome in outcomes:
+        result = outcome.result
+        assert result.read_bytes_per_second > 0 and result.read_iops > 0
+        assert result.io_bytes > 0 and result.written_bytes == 0
+        latency = dict(result.latency_seconds)
+        assert sorted(latency) == ["0.5", "0.99", "0.999"]
+        assert 0 < latency["0.5"] <= latency["0.99"] <= latency["0.999"]
+        # bw_bytes is fio's bytes over its own runtime
+        assert result.read_bytes_per_second == pytest.approx(result.io_bytes / result.runtime_seconds, rel=0.05)
+    seq = outcomes[0].result
+    assert seq.read_iops == pytest.approx(seq.read_bytes_per_second / MIB, rel=0.05)  # 1 MiB reads
+    rand = outcomes[1].result
+    assert rand.read_iops == pytest.approx(rand.read_bytes_per_second / 4096, rel=0.05)  # 4 KiB reads
+    mtime = os.stat(target_path).st_mtime_ns
+    again = engine.run_probe(cfg.targets[0], "seqread")
+    assert again.status == "ok" and os.stat(target_path).st_mtime_ns == mtime  # reused, not rewritten
+    snapshot = engine.snapshot()
+    assert snapshot[(cfg.targets[0].name, "seqread")].runs == 2
+    with open(cfg.state_file) as handle:
+        saved = json.load(handle)
+    assert saved["probes"][cfg.targets[0].name]["randread"]["result"]["io_bytes"] == rand.io_bytes
+
+
+def test_loop_device_opened_read_only(tmp_path, real_fio):
+    losetup = require_tool("losetup", "mount")
+    if os.geteuid() != 0:
+        pytest.skip("attaching a loop device needs root")
+    backing = tmp_path / "backing.img"
+    with open(backing, "wb") as handle:
+        for _ in range(32):
+            handle.write(os.urandom(MIB))
+    digest = hashlib.sha256(backing.read_bytes()).hexdigest()
+    loop = subprocess.run([losetup, "--read-only", "--find", "--show", str(backing)], capture_output=True, text=True,
+                          check=True, timeout=30).stdout.strip()
+    try:
+        name = os.path.basename(loop)
+        with open(f"/sys/block/{name}/ro") as handle:
+            assert handle.read().strip() == "1"
+        cfg = probes_config(tmp_path, [{"device": loop}])
+        engine = ProbeEngine(cfg, Roots())
+        outcomes = engine.run_target(cfg.targets[0])
+        assert [o.status for o in outcomes] == ["ok", "ok"], outcomes
+        assert {o.device for o in outcomes} == {name}
+        assert all(o.result.io_bytes > 0 for o in outcomes)
+        assert engine.state.io[name]  # charged to the loop device's budget
+    finally:
+        subprocess.run([losetup, "--detach", loop], check=False, timeout=30)
+    assert hashlib.sha256(backing.read_bytes()).hexdigest() == digest
+
+
+def test_fio_killed_mid_run(tmp_path, real_fio):
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}], runtime="5s")
+    engine = ProbeEngine(cfg, Roots())
+    killed = []
+
+    def kill_after_a_second(elapsed):
+        if elapsed > 1.0 and not killed:
+            for proc in list(engine._running.values()):
+                killed.append(proc.pid)
+                os.kill(proc.pid, signal.SIGKILL)
+
+    outcome = engine.run_probe(cfg.targets[0], "seqread", tick=kill_after_a_second)
+    assert killed
+    assert (outcome.status, outcome.reason) == ("failed", "crashed"), outcome
+    assert "SIGKILL" in outcome.message
+    assert outcome.duration < 4.0  # noticed at once, not at the end of the 5 s run
+    assert not alive(killed[0])
+    rec = engine.snapshot()[(cfg.targets[0].name, "seqread")]
+    assert (rec.runs, rec.failures, rec.result, rec.last_success) == (1, {"crashed": 1}, None, None)
+
+
+def test_fio_that_hangs_is_killed_at_the_timeout(tmp_path):
+    pids = tmp_path / "pids"
+    hung = fake_fio(tmp_path, f"sleep 300 &\necho $$ $! > {pids}\nwait\n")
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}], fio=hung,
+                        timeout="2s", io_budget_per_hour="1GiB")
+    engine = ProbeEngine(cfg, Roots())
+    started = time.monotonic()
+    outcome = engine.run_probe(cfg.targets[0], "seqread")
+    assert (outcome.status, outcome.reason) == ("failed", "timeout"), outcome
+    assert 2.0 <= time.monotonic() - started < 8.0
+    shell, child = (int(p) for p in pids.read_text().split())
+    assert not alive(shell) and not alive(child)  # the whole process group, not just fio
+    # What a killed fio read is unknown: it is charged all it was allowed.
+    assert engine.budget_used(outcome.device or f"file:{cfg.targets[0].path}", time.time()) == 1 << 30
+
+
+def test_missing_fio(tmp_path):
+    for missing in (str(tmp_path / "no" / "fio"), "fio-that-is-not-installed"):
+        cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}], fio=missing)
+        outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
+        assert (outcome.status, outcome.reason) == ("failed", "fio_missing"), outcome
+        assert missing in outcome.message
+
+
+@pytest.mark.parametrize("body,reason,text", [
+    ("echo 'this is not json'\n", "bad_output", "no JSON"),
+    ("echo '{\"jobs\": [{\"read\": '\n", "bad_output", "does not parse"),
+    ("echo 'fio: engine libaio not loadable' >&2\nexit 1\n", "fio_error", "engine libaio not loadable"),
+    ("kill -SEGV $$\n", "crashed", "SIGSEGV"),
+])
+def test_fio_output_and_exit_failures(tmp_path, body, reason, text):
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}],
+                        fio=fake_fio(tmp_path, body))
+    engine = ProbeEngine(cfg, Roots())
+    outcome = engine.run_probe(cfg.targets[0], "seqread")
+    assert (outcome.status, outcome.reason) == ("failed", reason), outcome
+    assert text in outcome.message
+    assert engine.snapshot()[(cfg.targets[0].name, "seqread")].failures == {reason: 1}
+
+
+def test_io_budget_caps_and_then_skips(tmp_path, real_fio):
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}],
+                        io_budget_per_hour="48MiB", runtime="3s")
+    engine = ProbeEngine(cfg, Roots())
+    first = engine.run_probe(cfg.targets[0], "seqread")
+    assert first.status == "ok", first
+    assert first.result.io_bytes <= 48 * MIB  # fio stopped at the budget left (io_size), not at the runtime
+    second = engine.run_probe(cfg.targets[0], "seqread")
+    assert (second.status, second.reason) == ("skipped", "budget")
+    rec = engine.snapshot()[(cfg.targets[0].name, "seqread")]
+    assert (rec.runs, rec.skipped) == (1, {"budget": 1})
+    # An hour later the budget is back.
+    later = ProbeEngine(cfg, Roots(), clock=lambda: time.time() + 3601)
+    assert later.run_probe(cfg.targets[0], "seqread").status == "ok"
+
+
+def test_busy_device_is_skipped(tmp_path):
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    line = " 259       0 fixturedisk0 1000 0 80000 900 0 0 0 0 0 {ticks} 900 0 0 0 0 0 0\n"
+    (proc / "diskstats").write_text(line.format(ticks=5000))
+    good = fake_fio(tmp_path, f"cat <<'EOF'\n{GOOD_JSON}\nEOF\n")
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "device_name": "fixturedisk0",
+                                    "profiles": ["seqread"]}], fio=good, busy_threshold=0.5, busy_sample="1s")
+    ticks = [5000]
+
+    def kernel_meanwhile(busy_ms):
+        def sleep(seconds):
+            ticks[0] += busy_ms
+            (proc / "diskstats").write_text(line.format(ticks=ticks[0]))
+        return sleep
+
+    busy = ProbeEngine(cfg, Roots(procfs=str(proc)), sleep=kernel_meanwhile(900))
+    outcome = busy.run_probe(cfg.targets[0], "seqread")
+    assert (outcome.status, outcome.reason) == ("skipped", "busy"), outcome
+    assert "fixturedisk0 busy 90%" in outcome.message
+    quiet = ProbeEngine(cfg, Roots(procfs=str(proc)), sleep=kernel_meanwhile(100))
+    assert quiet.run_probe(cfg.targets[0], "seqread").status == "ok"
+    rec = quiet.snapshot()[(cfg.targets[0].name, "seqread")]
+    assert (rec.runs, rec.skipped) == (1, {"busy": 1})  # the skip was kept in the state file
+
+
+def test_one_probe_per_device_at_a_time(tmp_path):
+    log = tmp_path / "runs.log"
+    slow = fake_fio(tmp_path, f"echo start $(date +%s.%N) >> {log}\nsleep 1\necho end $(date +%s.%N) >> {log}\n"
+                              f"cat <<'EOF'\n{GOOD_JSON}\nEOF\n")
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / f"p{i}.dat"), "device_name": "sharedisk",
+                                    "profiles": ["seqread"]} for i in range(3)], fio=slow)
+    engine = ProbeEngine(cfg, Roots())
+    threads = [threading.Thread(target=engine.run_target, args=(t,)) for t in cfg.targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    events = [line.split() for line in log.read_text().splitlines()]
+    assert [kind for kind, _ in events] == ["start", "end"] * 3  # never two starts in a row
+    assert all(engine.snapshot()[(t.name, "seqread")].runs == 1 for t in cfg.targets)
+
+
+def test_results_survive_a_new_engine(tmp_path, real_fio):
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}], interval="1h")
+    first = ProbeEngine(cfg, Roots())
+    outcome = first.run_probe(cfg.targets[0], "seqread")
+    assert outcome.status == "ok"
+    second = ProbeEngine(cfg, Roots())
+    rec = second.snapshot()[(cfg.targets[0].name, "seqread")]
+    assert rec.result == outcome.result and rec.last_success == outcome.started
+    # The next probe waits out the interval from the last one rather than running at start.
+    assert 3500 < second.initial_delay(cfg.targets[0]) <= 3600
+    assert second.budget_used(outcome.device or f"file:{cfg.targets[0].path}", time.time()) == outcome.result.io_bytes
+
+
+def test_file_target_that_is_a_device_node_at_run_time(tmp_path):
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}])
+    os.symlink("/dev/zero", tmp_path / "probe.dat")  # appeared after the config was loaded
+    outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
+    assert (outcome.status, outcome.reason) == ("failed", "target_unusable")
+    assert "not a regular file" in outcome.message
+
+
+def test_busy_check_skips_devices_missing_from_diskstats(tmp_path):
+    # A device diskstats does not list cannot be judged busy: the probe runs.
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "diskstats").write_text("")
+    good = fake_fio(tmp_path, f"cat <<'EOF'\n{GOOD_JSON}\nEOF\n")
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "device_name": "ghost",
+                                    "profiles": ["seqread"]}], fio=good, busy_threshold=0.1)
+    engine = ProbeEngine(cfg, Roots(procfs=str(proc)), sleep=lambda s: None)
+    assert engine.run_probe(cfg.targets[0], "seqread").status == "ok"
+    assert devices.read_diskstats(Roots(procfs=str(proc))) == {}
