@@ -91,6 +91,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ConfigError as exc:
         log.setup("info")
         print(f"storpath: configuration error: {exc}", file=sys.stderr)
-        return 2
+        # A command whose exit status carries a verdict (check: 2 = critical findings)
+        # names its own status for "could not run".
+        return getattr(args, "config_error_status", 2)
     log.setup(config["log"]["level"])
     return args.run(args, config)

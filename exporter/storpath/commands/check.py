@@ -1,0 +1,274 @@
+"""`storpath check`: the exporter's analysis as a report for a person at a terminal.
+
+Reads the machine (or a captured tree given with --path.sysfs/--path.procfs/
+--path.captured), runs every findings subsystem (storpath.findings) and prints the
+findings grouped by device, then a summary line. Exit status: 0 clean (info findings
+only), 1 warnings, 2 critical findings; 3 when the machine could not be read at all.
+Usage and configuration errors exit 2 before any check runs, as for every storpath
+command: scripts that must tell them apart use --json (no JSON is printed then).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import textwrap
+import threading
+import time
+from typing import Any, Dict, List, Optional, TextIO
+
+from storpath import __version__, log
+from storpath.cli import roots_from
+from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
+                               run_checks, severity_rank, worst)
+
+EXIT_UNREADABLE = 3
+
+
+def add_parser(sub, common):
+    parser = sub.add_parser(
+        "check", parents=[common], help="Check this machine's storage paths and print what is wrong.",
+        description="Check the machine's storage paths (PCIe links, NVMe formats, SAS/SATA rates, NUMA "
+                    "placement, arrays) with the exporter's own analysis and print the findings by device. "
+                    "Exit status: 0 clean, 1 warnings, 2 critical findings, 3 machine not readable.")
+    parser.add_argument("--json", action="store_true", help="Print the findings as JSON (for scripts).")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="Colour the report: auto (default) colours only on a terminal and honours NO_COLOR.")
+    if _probes_available():
+        parser.add_argument("--probe", action="store_true",
+                            help="Also run the configured read-only fio probes now and include their results "
+                                 "(takes the probes' runtime; progress goes to stderr).")
+    parser.set_defaults(run=run, config_error_status=3)
+
+
+def _probes_available() -> bool:
+    try:
+        from storpath.findings import _probes
+    except ImportError:
+        return False
+    return _probes.available()
+
+
+class _NoteCollector(logging.Handler):
+    """Warnings the readers log while the check runs ('PCI attribute not usable...'),
+    kept for the report's notes instead of interleaving logfmt lines with it."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.notes: List[Dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = dict(getattr(record, "fields", {}) or {})
+        self.notes.append({"message": record.getMessage(), **{k: str(v) for k, v in fields.items()}})
+
+
+def run(args, config) -> int:
+    roots = roots_from(config)
+    collector: Optional[_NoteCollector] = None
+    if not getattr(args, "log_level", None):
+        collector = _NoteCollector()
+        logger = logging.getLogger("storpath")
+        logger.handlers[:] = [collector]
+        logger.setLevel(logging.WARNING)
+    if not os.path.isdir(roots.sysfs):
+        print(f"storpath check: {roots.sysfs} is not a folder: nothing to check (see --path.sysfs)", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if not os.path.isdir(roots.sys("bus")) and not os.path.isdir(roots.sys("class")):
+        print(f"storpath check: {roots.sysfs} does not look like sysfs (no bus/ or class/ in it)", file=sys.stderr)
+        return EXIT_UNREADABLE
+    facts = Facts(roots, config)
+    result = run_checks(facts)
+    probes = None
+    if getattr(args, "probe", False):
+        from storpath.findings import _probes
+
+        probes = _probes.run_probes(facts, config, result, progress=sys.stderr)
+        result.findings.sort(key=lambda f: (severity_rank(f.severity), natural_key(f.subject), f.kind))
+    notes = collector.notes if collector else []
+    groups = {f.subject: facts.group_of(f.subject) for f in result.findings}
+    subjects = {key: facts.describe(key) for key in set(groups) | set(groups.values())}
+    if args.json:
+        json.dump(as_json(result, subjects, groups, notes, probes, roots), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        stream = sys.stdout
+        colour = use_colour(args.color, stream)
+        width = report_width(stream)
+        stream.write(render(result, subjects, notes, width=width, colour=colour, probes=probes, groups=groups))
+    stream_flush()
+    return result.exit_code()
+
+
+def stream_flush() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # `storpath check | head`
+        pass
+
+
+def use_colour(mode: str, stream: TextIO) -> bool:
+    """Colour on a terminal only, never with NO_COLOR set (no-color.org) or TERM=dumb."""
+    if mode == "never":
+        return False
+    if mode == "always":
+        return True
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("TERM") == "dumb":
+        return False
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def report_width(stream: TextIO) -> int:
+    """The terminal's width (COLUMNS wins), 80 when not a terminal; kept between 60 and 100
+    so that long lines stay readable on a wide screen."""
+    columns = 80
+    if os.environ.get("COLUMNS", "").isdigit():
+        columns = int(os.environ["COLUMNS"])
+    elif hasattr(stream, "isatty") and stream.isatty():
+        columns = shutil.get_terminal_size((80, 24)).columns
+    return max(60, min(columns, 100))
+
+
+# ---- text report --------------------------------------------------------------
+
+_SGR = {CRITICAL: "1;31", WARNING: "1;33", INFO: "36", "bold": "1", "dim": "2", "ok": "1;32"}
+_LABEL = {CRITICAL: "CRITICAL", WARNING: "WARNING", INFO: "INFO"}
+# Keep a number and its unit on one line: "16 GT/s", "7.88 GB/s", "3.0 Gbit/s", "50 %".
+_UNIT = re.compile(r"(\d) (?=(?:GT/s|GB/s|MB/s|kB/s|B/s|Gbit/s|Gbit\b|GiB|MiB|KiB|TB|GB|bytes|lanes|%|\(Gen\d\)))")
+_NBSP = "\u00a0"
+
+
+def _paint(text: str, style: str, colour: bool) -> str:
+    return f"\033[{_SGR[style]}m{text}\033[0m" if colour else text
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> List[str]:
+    text = _UNIT.sub(lambda m: m.group(1) + _NBSP, text)
+    text = text.replace("GT/s (Gen", "GT/s" + _NBSP + "(Gen")
+    # A command in backticks stays on one line when it fits one: it is meant to be copied.
+    room = width - len(rest)
+    text = re.sub(r"`[^`]+`", lambda m: m.group(0).replace(" ", _NBSP) if len(m.group(0)) <= room else m.group(0),
+                  text)
+    text = re.sub(r"\(Gen(\d)\) x", "(Gen\\1)" + _NBSP + "x", text)
+    lines = textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=rest,
+                          break_on_hyphens=False, break_long_words=False)
+    return [line.replace(_NBSP, " ") for line in lines] or [first.rstrip()]
+
+
+def render(result: CheckResult, subjects: Dict[str, str], notes: List[Dict[str, Any]], width: int = 80,
+           colour: bool = False, probes: Optional[List[Dict[str, Any]]] = None,
+           groups: Optional[Dict[str, str]] = None) -> str:
+    """The report: findings grouped by the hardware they concern (worst group first),
+    then probe results, notes, what was not checked, and the summary line."""
+    out: List[str] = []
+    group_of = groups or {}
+    groups: Dict[str, List[Finding]] = {}
+    for finding in result.findings:
+        groups.setdefault(group_of.get(finding.subject, finding.subject), []).append(finding)
+    order = sorted(groups, key=lambda s: (severity_rank(worst(f.severity for f in groups[s])), natural_key(s)))
+    seen: Dict[tuple, str] = {}  # a finding repeated on several devices is spelled out once
+    for subject in order:
+        heading = subject + (f"  {subjects[subject]}" if subjects.get(subject) else "")
+        for i, line in enumerate(_wrap(heading, width, "", " " * (len(subject) + 2))):
+            out.append(_paint(line, "bold", colour) if i == 0 else line)
+        for finding in sorted(groups[subject], key=lambda f: severity_rank(f.severity)):
+            label = _LABEL[finding.severity]
+            title = finding.title if finding.subject == subject else f"{finding.subject}: {finding.title}"
+            title_lines = _wrap(title, width, " " * 12, " " * 12)
+            out.append("  " + _paint(label.ljust(9), finding.severity, colour) + " " + title_lines[0][12:])
+            out.extend(title_lines[1:])
+            key = _repeat_key(finding)
+            first = seen.setdefault(key, finding.subject)
+            fields = ("evidence", "impact", "remedy")
+            if first != finding.subject:
+                out.extend(_wrap(f"as for {first} above", width, "    " + " " * 10, " " * 14))
+                fields = ("remedy",) if _names_in(finding.remedy, finding) else ()
+            for name in fields:
+                value = getattr(finding, name)
+                if value:
+                    out.extend(_wrap(value, width, f"    {name:<9} ", " " * 14))
+        out.append("")
+    if probes:
+        out.extend(_render_probes(probes, width))
+        out.append("")
+    if notes:
+        out.append(_paint("notes (values storpath could not read, left out):", "dim", colour))
+        for note in notes:
+            fields = ", ".join(f"{k}={v}" for k, v in note.items() if k != "message")
+            out.extend(_wrap(f"{note['message']}" + (f" ({fields})" if fields else ""), width, "  - ", "    "))
+        out.append("")
+    skipped = [f"{name} ({reason})" for name, reason in sorted(result.skipped.items())]
+    if skipped:
+        out.extend(_wrap("not checked: " + "; ".join(skipped), width, "", "  "))
+    out.extend(_summary(result, width, colour))
+    return "\n".join(out) + "\n"
+
+
+def _names_in(text: str, finding: Finding) -> bool:
+    return any(name and name in text for name in (finding.subject, *finding.related))
+
+
+def _repeat_key(finding: Finding) -> tuple:
+    """What a finding says with its own device names taken out: equal keys are repeats."""
+    def strip(text: str) -> str:
+        for name in sorted({finding.subject, *finding.related}, key=len, reverse=True):
+            if name:
+                text = text.replace(name, "<>")
+        return text
+
+    return (finding.kind, finding.severity, strip(finding.title), strip(finding.evidence), strip(finding.impact),
+            strip(finding.remedy))
+
+
+def _summary(result: CheckResult, width: int, colour: bool) -> List[str]:
+    counts = result.counts()
+    checked = ", ".join(counted(n, what) for n, what in result.checked) or "nothing"
+    status = result.status()
+    if status == "clean":
+        head = _paint("clean", "ok", colour)
+        tail = f": no problems found" + (f" ({counts[INFO]} info)" if counts[INFO] else "")
+    else:
+        head = _paint(status.upper(), status, colour)
+        parts = [f"{counts[CRITICAL]} critical", f"{counts[WARNING]} warning" + ("s" if counts[WARNING] != 1 else ""),
+                 f"{counts[INFO]} info"]
+        tail = ": " + ", ".join(parts)
+    plain = f"summary: {status.upper() if status != 'clean' else 'clean'}{tail}; checked {checked}."
+    lines = _wrap(plain, width, "", "  ")
+    lines[0] = lines[0].replace(status.upper() if status != "clean" else "clean", head, 1)
+    return lines
+
+
+def _render_probes(probes: List[Dict[str, Any]], width: int) -> List[str]:
+    from storpath.findings import _probes
+
+    return _probes.render(probes, width)
+
+
+# ---- JSON ---------------------------------------------------------------------
+
+def as_json(result: CheckResult, subjects: Dict[str, str], groups: Dict[str, str], notes: List[Dict[str, Any]],
+            probes: Optional[List[Dict[str, Any]]], roots) -> Dict[str, Any]:
+    data: Dict[str, Any] = {
+        "storpath_version": __version__,
+        "status": result.status(),
+        "exit_code": result.exit_code(),
+        "counts": result.counts(),
+        "checked": [{"count": n, "what": what} for n, what in result.checked],
+        "subsystems": result.ran,
+        "skipped": result.skipped,
+        "findings": [dict(f.as_dict(), subject_description=subjects.get(f.subject, ""),
+                          group=groups.get(f.subject, f.subject)) for f in result.findings],
+        "notes": notes,
+        "paths": {"sysfs": roots.sysfs, "procfs": roots.procfs, "captured": roots.captured},
+    }
+    if probes is not None:
+        data["probes"] = probes
+    return data
+
+
+__all__ = ["add_parser", "run", "render", "as_json", "use_colour", "report_width", "EXIT_UNREADABLE"]

@@ -1,0 +1,73 @@
+"""md RAID findings: arrays running degraded, faulty members, a resync, recovery or
+check in progress, mismatches found by the last check, and arrays whose members sit on
+different NUMA nodes. Verdicts as in rules/md.yml and rules/numa.yml."""
+
+from __future__ import annotations
+
+from storpath.analysis.md import member_placement
+from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
+from storpath.readers.md import read_md_arrays
+from storpath.readers.numa import read_pci_numa
+
+
+@register("md", collector="md", order=50)
+def check(facts: Facts, out: Outcome) -> None:
+    arrays = read_md_arrays(facts.roots)
+    disk_address = {b.name: b.pci_address for b in facts.block_devices()}
+    address_node = {d.address: d.numa_node for d in read_pci_numa(facts.roots)}
+    placement = member_placement(arrays, disk_address, address_node)
+    for array in sorted(arrays, key=lambda a: natural_key(a.name)):
+        members = sorted(array.members, key=lambda m: (m.slot is None, m.slot or 0, m.name))
+        listing = ", ".join(f"{m.name} [{','.join(m.state) or '?'}]" for m in members) or "none listed"
+        level = array.level or "not started"
+        if array.degraded:
+            out.add(Finding(
+                subject=array.name, severity=CRITICAL, kind="md.degraded",
+                title=f"{level} array degraded: {array.degraded} of {array.raid_disks} members missing",
+                evidence=f"degraded {array.degraded}, raid_disks {array.raid_disks}; members: {listing}",
+                impact="it runs without (part of) its redundancy, and reads that needed the missing member "
+                       "are rebuilt from the others: slower, and one more failure loses data",
+                remedy=f"Replace the failed disk and add it: `mdadm --manage /dev/{array.name} --add /dev/NEW` "
+                       "(after `--remove` of the faulty one); watch the recovery in /proc/mdstat.",
+                related=tuple(m.disk for m in members)))
+        for member in members:
+            if "faulty" in member.state:
+                out.add(Finding(
+                    subject=array.name, severity=WARNING, kind="md.member_faulty",
+                    title=f"member {member.name} is marked faulty",
+                    evidence=f"{member.name}: state {','.join(member.state)}",
+                    impact="it carries no I/O; the array runs on the others",
+                    remedy=f"`mdadm --manage /dev/{array.name} --remove /dev/{member.name}`, check or replace "
+                           "the disk (smartctl -a), then --add it back.",
+                    related=(member.disk,)))
+        action = array.sync_action
+        if action and action not in ("idle", "frozen"):
+            done = ""
+            if array.sync_completed:
+                finished, total = array.sync_completed
+                done = f", {finished / total:.1%} done" if total else ""
+            out.add(Finding(
+                subject=array.name, severity=INFO, kind="md.sync_running",
+                title=f"{action} in progress{done}",
+                evidence=f"sync_action {action}" + (f", sync_completed {array.sync_completed[0]} / "
+                                                    f"{array.sync_completed[1]} sectors" if array.sync_completed else ""),
+                impact="the array's throughput is shared with the sync until it finishes",
+                remedy="Let it finish; measure performance afterwards."))
+        elif array.mismatch_count:
+            out.add(Finding(
+                subject=array.name, severity=WARNING, kind="md.mismatches",
+                title=f"the last check found {array.mismatch_count} mismatched sectors",
+                evidence=f"mismatch_cnt {array.mismatch_count} (512-byte sectors)",
+                impact="copies or parity disagree: a read may return either version",
+                remedy=f"Find the cause (a failing disk, a crash during writes) and run "
+                       f"`echo repair > /sys/block/{array.name}/md/sync_action`; raid1 holding swap can show a "
+                       "few benign ones."))
+        place = placement.get(array.name)
+        if place is not None and len(place.numa_nodes) > 1:
+            out.add(Finding(
+                subject=array.name, severity=INFO, kind="md.spans_numa_nodes",
+                title=f"members on {len(place.numa_nodes)} NUMA nodes",
+                evidence=f"member nodes {', '.join(str(n) for n in sorted(place.numa_nodes))}; members: {listing}",
+                impact="every stripe crosses the inter-socket link for part of its I/O",
+                remedy="Build arrays from drives on one node where throughput matters."))
+    out.count(len(arrays), "md arrays")

@@ -1,0 +1,149 @@
+"""`storpath capture`: an archive of exactly what storpath reads, replayed elsewhere
+gives the same `storpath check` report and the same /metrics as the machine itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from tests.conftest import ROOT, run_exporter
+from tests.e2e.test_golden import normalise
+from tests.fixtures import machines
+
+CASES = machines.all_cases()
+ENV = {"PYTHONPATH": os.path.join(ROOT, "exporter")}
+
+
+def storpath(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "storpath", *args], capture_output=True, text=True,
+                          env=dict(os.environ, **ENV), timeout=120, cwd=cwd)
+
+
+def paths(root):
+    return [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={root}/captured"]
+
+
+def capture(root, out_dir, *extra, name="machine"):
+    archive = os.path.join(out_dir, f"{name}.tar.gz")
+    result = storpath("capture", *paths(root), "-o", archive, *extra)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    # Extract with the real tar, as the archive's README tells a user to.
+    subprocess.run(["tar", "xzf", archive], cwd=out_dir, check=True)
+    return archive, os.path.join(out_dir, name)
+
+
+@pytest.mark.parametrize("name,variant", CASES, ids=[f"{n}:{v}" for n, v in CASES])
+def test_replayed_capture_gives_the_same_check_and_metrics(name, variant, machine_tree, tmp_path):
+    root = machine_tree(name, variant)
+    _, replay = capture(root, str(tmp_path))
+    for fmt in ([], ["--json"]):
+        original, replayed = storpath("check", *fmt, *paths(root)), storpath("check", *fmt, *paths(replay))
+        if fmt:  # the paths differ, by design
+            a, b = json.loads(original.stdout), json.loads(replayed.stdout)
+            a.pop("paths"), b.pop("paths")
+            assert a == b
+        else:
+            assert replayed.stdout == original.stdout
+        assert replayed.returncode == original.returncode
+    with run_exporter(paths(root), str(tmp_path)) as exporter:
+        expected = normalise(exporter.metrics())
+    with run_exporter(paths(replay), str(tmp_path)) as exporter:
+        got = normalise(exporter.metrics())
+    assert got == expected
+
+
+def test_archive_keeps_symlinks_and_says_how_to_replay(machine_tree, tmp_path):
+    archive, replay = capture(machine_tree("am4-x570-firecuda", "x2-link"), str(tmp_path), name="am4")
+    with tarfile.open(archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    link = members["am4/sys/bus/pci/devices/0000:05:00.0"]
+    assert link.issym() and link.linkname == "../../../devices/pci0000:00/0000:00:03.2/0000:05:00.0"
+    assert members["am4/sys/class/block/nvme1n1"].issym()
+    assert all(n == "am4" or n.startswith("am4/") for n in members)
+    readme = open(os.path.join(replay, "README.md")).read()
+    assert "tar xzf am4.tar.gz" in readme
+    assert "storpath check --path.sysfs=am4/sys --path.procfs=am4/proc --path.captured=am4/captured" in readme
+    manifest = json.load(open(os.path.join(replay, "MANIFEST.json")))
+    assert manifest["redacted"] is False and manifest["files"]["sys"] > 100
+    assert manifest["readers"]["pci"]["sysfs"] > 0
+    # Only what the readers read: no attribute storpath never looks at.
+    assert not os.path.exists(os.path.join(replay, "sys/devices/pci0000:00/0000:00:03.2/0000:05:00.0/modalias"))
+
+
+def test_archive_holds_every_file_the_readers_open(machine_tree, tmp_path):
+    """Run every collector and every findings subsystem on a fixture while recording
+    which files they open (the interpreter's audit hook), then check each of them is
+    in the capture. Catches a reader that reads a file its capture patterns miss."""
+    root = os.path.realpath(machine_tree("am4-x570-firecuda", "sata-slowed"))
+    _, replay = capture(root, str(tmp_path))
+    script = f"""
+import os, sys
+opened = set()
+root = {root!r}
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and args[0].startswith(root + "/"):
+        opened.add(args[0])
+sys.addaudithook(hook)
+from storpath.roots import Roots
+from storpath.background import Scheduler
+from storpath.exporter import build_collectors
+from storpath.config import validate
+from storpath.collectors import load_all
+from storpath.findings import Facts, run_checks
+config = validate({{}}, {{n: s.cls.config_defaults for n, s in load_all().items()}})
+roots = Roots(sysfs=root + "/sys", procfs=root + "/proc", captured=root + "/captured")
+scheduler = Scheduler()
+collectors = build_collectors(roots, config, scheduler)
+scheduler.run_all_once()
+for c in collectors:
+    list(c.collect())
+run_checks(Facts(roots, config))
+for path in sorted(opened):
+    print(os.path.relpath(os.path.realpath(path), root) if os.path.exists(path) else "")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ, **ENV), timeout=120)
+    assert done.returncode == 0, done.stderr
+    opened = [p for p in done.stdout.splitlines() if p]
+    assert any(p.startswith("sys/") for p in opened) and any(p.startswith("captured/") for p in opened)
+    missing = [p for p in opened if not os.path.exists(os.path.join(replay, p))]
+    assert not missing, f"read by storpath but not captured: {missing}"
+
+
+def test_redact_replaces_serials_consistently(machine_tree, tmp_path):
+    root = machine_tree("am4-x570-firecuda", "healthy")
+    archive, replay = capture(root, str(tmp_path), "--redact", name="red")
+    serials = ["7VR01A2B", "7VR01A3C", "7VR01A4D", "7VR01A5E"]
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                data = tar.extractfile(member).read()
+                for serial in serials:
+                    assert serial.encode() not in data and serial.lower().encode() not in data, member.name
+    ctrl = os.path.join(replay, "sys/class/nvme/nvme0")
+    serial = open(os.path.join(ctrl, "serial")).read().strip()
+    assert serial.startswith("REDACTED")
+    # The same stand-in wherever the serial appeared: the controller, its subsystem, the NQN.
+    subsys = open(os.path.join(replay, "sys/devices/virtual/nvme-subsystem/nvme-subsys0/serial")).read().strip() \
+        if os.path.exists(os.path.join(replay, "sys/devices/virtual/nvme-subsystem/nvme-subsys0/serial")) else serial
+    assert subsys == serial
+    nqn_path = os.path.join(ctrl, "subsysnqn")
+    if os.path.exists(nqn_path):
+        assert serial in open(nqn_path).read()
+    others = {open(os.path.join(replay, f"sys/class/nvme/nvme{i}/serial")).read().strip() for i in range(4)}
+    assert len(others) == 4  # distinct drives stay distinct
+    assert json.load(open(os.path.join(replay, "MANIFEST.json")))["redacted"] is True
+    # Nothing storpath judges depends on a serial: the report is the same.
+    assert storpath("check", *paths(replay)).stdout == storpath("check", *paths(root)).stdout
+
+
+def test_capture_of_a_missing_tree_fails_clearly(tmp_path):
+    result = storpath("capture", f"--path.sysfs={tmp_path}/nope", "-o", str(tmp_path / "x.tar.gz"))
+    assert result.returncode == 3 and "is not a folder" in result.stderr
+    assert not (tmp_path / "x.tar.gz").exists()

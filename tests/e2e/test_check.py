@@ -1,0 +1,223 @@
+"""`storpath check` on every fixture machine: the expected findings and exit status,
+JSON for scripts, and a report that fits 80 columns with colour only on a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.fixtures import machines
+
+CASES = machines.all_cases()
+ENV = {"PYTHONPATH": os.path.join(ROOT, "exporter")}
+NVME_ALL = {(f"nvme{i}n1", "nvme.lba_format_not_best") for i in range(4)}
+
+# (exit status, the warning and critical findings as (subject, kind), info findings that must be there).
+EXPECTED = {
+    ("am4-x570-firecuda", "healthy"): (1, NVME_ALL, set()),
+    ("am4-x570-firecuda", "gen3-port"): (1, NVME_ALL | {("0000:07:00.0", "pcie.placement_below_capability")}, set()),
+    ("am4-x570-firecuda", "x2-link"): (2, NVME_ALL | {("0000:05:00.0", "pcie.link_width_below_expected")}, set()),
+    ("am4-x570-firecuda", "gen3-trained"): (2, NVME_ALL | {("0000:06:00.0", "pcie.link_speed_below_expected")},
+                                            set()),
+    ("am4-x570-firecuda", "formatted-4k"): (1, NVME_ALL - {("nvme0n1", "nvme.lba_format_not_best")}, set()),
+    ("am4-x570-firecuda", "sata-slowed"): (1, NVME_ALL | {("sda", "sata.link_limited_by_libata")}, set()),
+    # libata.force lowers both limits alike: a decision, not a fault (analysis.sata.speed_limited).
+    ("am4-x570-firecuda", "sata-forced"): (1, NVME_ALL, set()),
+    ("dell-r900-sas1068e", "before-fix"): (1, {("0000:04:00.0", "sas.phy_at_lowered_minimum")}, set()),
+    ("dell-r900-sas1068e", "after-fix"): (0, set(), set()),
+    # The boot drive (Samsung PM9A3) is at 512 B though it rates 4 KiB as well: the larger format wins.
+    ("epyc-7443-highpoint", "nps1"): (1, {("nvme0n1", "nvme.lba_format_not_best")},
+                                      {("numa", "numa.storage_placement")}),
+    ("epyc-7443-highpoint", "nps4"): (1, {("nvme0n1", "nvme.lba_format_not_best")},
+                                      {("numa", "numa.storage_placement")}),
+    ("epyc-7443-highpoint", "md-degraded"): (2, {("nvme0n1", "nvme.lba_format_not_best"), ("md1", "md.degraded")},
+                                             set()),
+    ("epyc-7443-highpoint", "md-recovering"): (2, {("nvme0n1", "nvme.lba_format_not_best"), ("md1", "md.degraded")},
+                                               {("md1", "md.sync_running")}),
+    ("epyc-7443-highpoint", "md-checking"): (1, {("nvme0n1", "nvme.lba_format_not_best")},
+                                             {("md1", "md.sync_running")}),
+    ("intel-r2224wft-switches", "zfs-degraded"): (2, {("zpool1", "zfs.pool_not_online")}, set()),
+    ("intel-r2224wft-switches", "zfs-full"): (1, {("zpool1", "zfs.capacity_high")}, set()),
+    ("intel-r2224wft-switches", "zfs-checksum"): (1, {("zpool1", "zfs.vdev_errors")}, {("zpool1", "zfs.scrub_running")}),
+    ("intel-r2224wft-switches", "healthy"): (0, set(), {("0000:3b:00.0", "pcie.shared_uplink_oversubscribed"),
+                                                        ("0000:d8:00.0", "pcie.shared_uplink_oversubscribed")}),
+    ("intel-r2224wft-switches", "uplink-x4"): (2, {("0000:d8:00.0", "pcie.link_width_below_expected")},
+                                               {("0000:3b:00.0", "pcie.shared_uplink_oversubscribed")}),
+    ("supermicro-x10dri-hyperm2", "healthy"): (0, set(), set()),
+}
+
+
+def storpath(*args, env=None):
+    full = dict(os.environ, **ENV)
+    full.pop("NO_COLOR", None)
+    full.pop("COLUMNS", None)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "storpath", *args], capture_output=True, text=True, env=full,
+                          timeout=120)
+
+
+def paths(root):
+    return [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={root}/captured"]
+
+
+@pytest.mark.parametrize("name,variant", CASES, ids=[f"{n}:{v}" for n, v in CASES])
+def test_check_finds_what_each_machine_has(name, variant, machine_tree):
+    assert (name, variant) in EXPECTED, f"no expected `storpath check` result for {name}:{variant}: add one"
+    status, problems, infos = EXPECTED[(name, variant)]
+    result = storpath("check", "--json", *paths(machine_tree(name, variant)))
+    assert "Traceback" not in result.stderr, result.stderr
+    report = json.loads(result.stdout)
+    found = {(f["subject"], f["kind"]) for f in report["findings"] if f["severity"] != "info"}
+    found_info = {(f["subject"], f["kind"]) for f in report["findings"] if f["severity"] == "info"}
+    assert found == problems, json.dumps(report["findings"], indent=1)
+    assert infos <= found_info, found_info
+    assert result.returncode == status == report["exit_code"]
+    assert report["status"] == {0: "clean", 1: "warning", 2: "critical"}[status]
+    assert not [f for f in report["findings"] if f["kind"] == "storpath.check_failed"]
+    for finding in report["findings"]:
+        assert finding["title"] and finding["evidence"] and finding["impact"] and finding["remedy"], finding
+
+
+def test_healthy_reference_is_silent(machine_tree):
+    result = storpath("check", *paths(machine_tree("supermicro-x10dri-hyperm2", "healthy")))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.startswith("summary: clean: no problems found; checked 6 PCIe links"), result.stdout
+    assert "PCIe links" in result.stdout and "NVMe namespaces" in result.stdout
+
+
+def test_link_fault_report_names_evidence_impact_and_remedy(machine_tree):
+    result = storpath("check", *paths(machine_tree("am4-x570-firecuda", "x2-link")))
+    text = result.stdout
+    assert result.returncode == 2
+    block = text.split("\n\n")[0]  # the critical device comes first
+    assert block.startswith("0000:05:00.0  nvme1 · Seagate FireCuda 530")
+    assert "CRITICAL  PCIe link trained at x2, both ends support x4" in block
+    assert "trained 16 GT/s (Gen4) x2, expected 16 GT/s (Gen4) x4" in block
+    assert "7.88 GB/s of link, 3.94 GB/s available (half lost) for nvme1n1" in block
+    assert "bifurcation" in block
+    assert text.rstrip().splitlines()[-2].startswith("summary: CRITICAL: 1 critical, 4 warnings, 0 info")
+
+
+def test_nvme_remedy_carries_the_format_command_and_its_data_loss_warning(machine_tree):
+    text = storpath("check", *paths(machine_tree("am4-x570-firecuda", "healthy"))).stdout
+    assert "`nvme format /dev/nvme0n1 --lbaf=1` ERASES ALL DATA on the" in text
+    # The same finding on the next drives is spelled out once, with each drive's own command.
+    assert "as for nvme0n1 above" in text and "`nvme format /dev/nvme3n1 --lbaf=1`" in text
+
+
+@pytest.mark.parametrize("name,variant", CASES, ids=[f"{n}:{v}" for n, v in CASES])
+def test_report_fits_80_columns_without_colour_when_piped(name, variant, machine_tree):
+    result = storpath("check", *paths(machine_tree(name, variant)))
+    assert "\033[" not in result.stdout
+    long = [line for line in result.stdout.splitlines() if len(line) > 80]
+    assert not long, long
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(machine_tree):
+    args = ["check", *paths(machine_tree("am4-x570-firecuda", "x2-link"))]
+    assert "\033[1;31mCRITICAL" in storpath(*args, "--color=always").stdout
+    assert "\033[" not in storpath(*args, "--color=always", "--color=never").stdout
+
+    def on_tty(env):
+        leader, follower = pty.openpty()
+        full = dict(os.environ, **ENV, **env)
+        full.pop("COLUMNS", None)
+        proc = subprocess.Popen([sys.executable, "-m", "storpath", *args], stdout=follower, stderr=subprocess.PIPE,
+                                env=full)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(60)
+        os.close(leader)
+        return b"".join(chunks).decode()
+
+    assert "\033[1;31m" in on_tty({"TERM": "xterm"})
+    no_color = on_tty({"TERM": "xterm", "NO_COLOR": "1"})
+    assert "\033[" not in no_color and "CRITICAL" in no_color
+
+
+def test_columns_widen_the_report_up_to_100(machine_tree):
+    text = storpath("check", *paths(machine_tree("am4-x570-firecuda", "x2-link")), env={"COLUMNS": "200"}).stdout
+    widths = [len(line) for line in text.splitlines()]
+    assert 80 < max(widths) <= 100
+
+
+def test_disabled_collector_skips_its_findings(machine_tree):
+    result = storpath("check", "--json", "--no-collector.nvme", *paths(machine_tree("am4-x570-firecuda", "healthy")))
+    report = json.loads(result.stdout)
+    assert result.returncode == 0
+    assert not [f for f in report["findings"] if f["subsystem"] == "nvme"]
+    assert report["skipped"]["nvme"] == "collector nvme disabled"
+
+
+def test_not_a_sysfs_tree_is_a_clear_error(tmp_path):
+    result = storpath("check", f"--path.sysfs={tmp_path}/nope")
+    assert result.returncode == 3 and "is not a folder" in result.stderr and not result.stdout
+    (tmp_path / "empty").mkdir()
+    result = storpath("check", f"--path.sysfs={tmp_path}/empty")
+    assert result.returncode == 3 and "does not look like sysfs" in result.stderr
+
+
+def test_unreadable_values_become_notes_not_log_lines(machine_tree, tmp_path):
+    import shutil
+
+    root = tmp_path / "m"
+    shutil.copytree(machine_tree("am4-x570-firecuda", "x2-link"), root, symlinks=True)
+    speed = root / "sys/devices/pci0000:00/0000:00:03.2/0000:05:00.0/current_link_speed"
+    speed.write_text("Unknown\n")
+    result = storpath("check", *paths(root))
+    assert "ts=" not in result.stderr, result.stderr
+    assert "notes (values storpath could not read, left out):" in result.stdout
+    assert "0000:05:00.0" in result.stdout.split("notes")[1]
+    # The width fault still shows: one unreadable attribute hides nothing else.
+    assert "PCIe link trained at x2" in result.stdout
+    report = json.loads(storpath("check", "--json", *paths(root)).stdout)
+    assert any(n.get("attribute") == "current_link_speed" for n in report["notes"])
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_probe_runs_fio_with_progress_and_flags_a_slow_target(as_json, machine_tree, tmp_path):
+    from tests.conftest import require_tool
+
+    require_tool("fio", "fio")
+    config = tmp_path / "storpath.yml"
+    config.write_text(
+        "probes:\n"
+        "  runtime: 1s\n"
+        f"  state_file: {tmp_path}/state/probes.json\n"
+        "  busy_threshold: null\n"
+        "  targets:\n"
+        f"    - file: {tmp_path}/probe.dat\n"
+        "      name: scratch\n"
+        "      file_size: 8MiB\n"
+        "      profiles: [seqread]\n"
+        # No file can be read this fast: the probe must come out far below it.
+        "      expected_read_bytes_per_second: 100000GB/s\n")
+    args = ["check", f"--config.file={config}", "--probe", *paths(machine_tree("supermicro-x10dri-hyperm2", "healthy"))]
+    result = storpath(*args, *(["--json"] if as_json else []))
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "probing scratch seqread" in result.stderr or "[1/1] scratch seqread" in result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
+    if as_json:
+        report = json.loads(result.stdout)
+        row = report["probes"][0]
+        assert row["status"] == "ok" and row["read_bytes_per_second"] > 0
+        assert [f["kind"] for f in report["findings"] if f["severity"] != "info"] == ["probe.below_expected"]
+    else:
+        assert "probes (read-only fio, run now):" in result.stdout
+        assert re.search(r"scratch seqread: [\d.]+ [kMG]B/s of 1e\+05 GB/s expected \(0%\)", result.stdout), result.stdout
+        assert "WARNING   seqread read" in result.stdout
