@@ -1,0 +1,348 @@
+"""Linux software RAID (md) arrays, from /sys/block/md*/md/ and /proc/mdstat.
+
+The kernel's reference is drivers/md/md.c (the attribute show functions) and
+Documentation/admin-guide/md.rst. Per array, in /sys/block/<md>/md/:
+
+- array_state: clear, inactive, suspended, readonly, read-auto, clean, active,
+  write-pending, active-idle, broken (raid0/linear with a member gone, kernel 5.x+)
+- level: the personality ("raid0", "raid1", "raid10", "raid5", "linear"...), empty
+  while an array is assembled but not started
+- raid_disks: slots in the array; "4 (3)" during a reshape (new, then old count)
+- chunk_size: bytes; "524288 (65536)" during a reshape; 0 for levels without chunks
+- degraded, sync_action, sync_completed, mismatch_cnt: only for levels that keep
+  redundancy (the kernel adds them with the personality's sync thread, so raid0 and
+  linear have none of them)
+- sync_action: idle, resync, recover, check, repair, reshape, frozen
+- sync_completed: "none" when nothing runs, "delayed" while a sync waits for another
+  array on the same disks, else "<done> / <total>" in 512-byte sectors
+- mismatch_cnt: sectors found inconsistent by the last check or repair
+
+Per member, /sys/block/<md>/md/dev-<name>/: slot ("none" for spares and failed
+members, else the role number), state (comma-separated flags: faulty, in_sync,
+journal, write_mostly, blocked, spare, write_error, want_replacement, replacement,
+external_bbl, failfast; a member being rebuilt into a slot reads "spare" with a slot
+number), and `block`, a link to the member's block device (a disk or a partition).
+
+/proc/mdstat lists every array, also ones whose sysfs directory cannot be read; it
+fills in what sysfs does not give. Its layout (md.c, md_seq_show and status_resync):
+
+    md2 : active raid1 vdf[2] vde[0]
+          65408 blocks super 1.2 [2/1] [U_]
+          [>....................]  recovery =  0.3% (256/65408) finish=16.9min speed=64K/sec
+
+Member flags in mdstat: (F) faulty, (S) spare, (W) write-mostly, (R) replacement,
+(J) journal. The number in brackets is the member's descriptor number, not its slot.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from storpath import log
+from storpath.roots import Roots
+from storpath.sysfs import list_dir, read_attr_why
+
+LOG = log.get("md")
+
+# array_state values, md.c array_states[].
+ARRAY_STATES = ("clear", "inactive", "suspended", "readonly", "read-auto", "clean", "active",
+                "write-pending", "active-idle", "broken")
+# sync_action values, md.c action_name[].
+SYNC_ACTIONS = ("idle", "resync", "recover", "check", "repair", "reshape", "frozen")
+# mdstat's words for a running sync (status_resync) -> the sync_action spelling.
+_MDSTAT_ACTIONS = {"resync": "resync", "recovery": "recover", "check": "check", "repair": "repair",
+                   "reshape": "reshape"}
+_MDSTAT_FLAGS = {"F": "faulty", "S": "spare", "W": "write_mostly", "R": "replacement", "J": "journal"}
+
+_MD_NAME = re.compile(r"^md[0-9a-z_]*$")
+_HEADER = re.compile(r"^(?P<name>md\S*)\s*:\s*(?P<rest>.*)$")
+_MEMBER = re.compile(r"^(?P<name>[^\[\s]+)\[(?P<desc>\d+)\](?P<flags>(?:\([A-Z]\))*)$")
+_COUNTS = re.compile(r"\[(?P<raid>\d+)/(?P<working>\d+)\]\s+\[(?P<map>[U_]+)\]")
+_BLOCKS = re.compile(r"^(?P<blocks>\d+)\s+blocks\b")
+_PROGRESS = re.compile(r"\b(?P<action>resync|recovery|check|repair|reshape)\s*=\s*(?P<pct>\d+(?:\.\d+)?)%\s*"
+                       r"\((?P<done>\d+)/(?P<total>\d+)\)")
+_PENDING = re.compile(r"\b(?P<action>resync|recovery|check|repair|reshape)\s*=\s*(?P<what>DELAYED|PENDING)\b")
+
+
+@dataclass(frozen=True)
+class MdMember:
+    """One member (rdev) of an array."""
+
+    name: str  # kernel name of the member's block device: nvme1n1, sda2
+    disk: str  # the whole disk it is on: nvme1n1 for nvme1n1 and for nvme1n1p2
+    slot: Optional[int]  # role in the array; None for spares and failed members ("none")
+    state: Tuple[str, ...]  # the kernel's flags in its order: ("in_sync",), ("in_sync", "write_mostly")
+    slot_known: bool = True  # False when only /proc/mdstat described the member
+
+
+@dataclass
+class MdArray:
+    name: str  # md0, md127
+    array_state: Optional[str] = None
+    level: Optional[str] = None  # raid0, raid1 ... None while not started
+    raid_disks: Optional[int] = None
+    degraded: Optional[int] = None  # None for levels without redundancy
+    sync_action: Optional[str] = None  # None for levels without a sync thread
+    sync_completed: Optional[Tuple[int, int]] = None  # (done, total) sectors while a sync runs
+    mismatch_count: Optional[int] = None  # sectors
+    chunk_size_bytes: Optional[int] = None  # None for levels without chunks (chunk_size 0)
+    members: List[MdMember] = field(default_factory=list)
+    errors: List[str] = field(default_factory=list)  # what could not be read, for the log
+
+
+@dataclass(frozen=True)
+class MdstatMember:
+    name: str
+    descriptor: int
+    flags: Tuple[str, ...]
+
+
+@dataclass
+class MdstatArray:
+    name: str
+    active: bool
+    read_only: Optional[str] = None  # "read-only" / "auto-read-only" when shown
+    level: Optional[str] = None
+    members: List[MdstatMember] = field(default_factory=list)
+    blocks: Optional[int] = None  # 1 KiB blocks
+    raid_disks: Optional[int] = None
+    working_disks: Optional[int] = None
+    member_map: Optional[str] = None  # "UU_"
+    sync_action: Optional[str] = None  # sync_action spelling of a running or pending sync
+    sync_done: Optional[int] = None  # 1 KiB blocks (sectors/2), as mdstat prints them
+    sync_total: Optional[int] = None
+
+
+# ---- pure parsers ------------------------------------------------------------
+
+def parse_mdstat(text: str) -> Dict[str, MdstatArray]:
+    """Arrays described in /proc/mdstat's text. Lines it does not know (Personalities,
+    bitmap, unused devices) are skipped; a malformed array block yields what it holds."""
+    arrays: Dict[str, MdstatArray] = {}
+    current: Optional[MdstatArray] = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            current = None
+            continue
+        header = _HEADER.match(line) if not raw[:1].isspace() else None
+        if header and _MD_NAME.match(header.group("name")):
+            current = _parse_header(header.group("name"), header.group("rest"))
+            arrays[current.name] = current
+            continue
+        if current is None:
+            continue
+        blocks = _BLOCKS.match(line)
+        if blocks:
+            current.blocks = int(blocks.group("blocks"))
+        counts = _COUNTS.search(line)
+        if counts:
+            current.raid_disks = int(counts.group("raid"))
+            current.working_disks = int(counts.group("working"))
+            current.member_map = counts.group("map")
+        progress = _PROGRESS.search(line)
+        if progress:
+            current.sync_action = _MDSTAT_ACTIONS[progress.group("action")]
+            current.sync_done = int(progress.group("done"))
+            current.sync_total = int(progress.group("total"))
+            continue
+        pending = _PENDING.search(line)
+        if pending:
+            current.sync_action = _MDSTAT_ACTIONS[pending.group("action")]
+    return arrays
+
+
+def _parse_header(name: str, rest: str) -> MdstatArray:
+    words = rest.split()
+    array = MdstatArray(name=name, active=bool(words) and words[0] == "active")
+    index = 1 if words and words[0] in ("active", "inactive") else 0
+    if index < len(words) and words[index].startswith("(") and words[index].endswith(")"):
+        array.read_only = words[index].strip("()")
+        index += 1
+    if array.active and index < len(words) and "[" not in words[index]:
+        array.level = words[index]
+        index += 1
+    for word in words[index:]:
+        member = _MEMBER.match(word)
+        if not member:
+            continue
+        flags = tuple(_MDSTAT_FLAGS.get(f, f) for f in re.findall(r"\(([A-Z])\)", member.group("flags")))
+        array.members.append(MdstatMember(member.group("name"), int(member.group("desc")), flags))
+    return array
+
+
+def parse_first_int(text: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
+    """'4' -> 4; '4 (3)' (during a reshape: new, then old) -> 4; anything else -> reason."""
+    if text is None:
+        return None, None
+    word = text.split()[0] if text.split() else ""
+    try:
+        value = int(word, 10)
+    except ValueError:
+        return None, f"not a number: {text!r}"
+    if value < 0:
+        return None, f"negative: {text!r}"
+    return value, None
+
+
+def parse_sync_completed(text: Optional[str]) -> Tuple[Optional[Tuple[int, int]], Optional[str]]:
+    """'1024 / 130816' -> ((1024, 130816), None); 'none' and 'delayed' -> (None, None)."""
+    if text is None or text in ("none", "delayed"):
+        return None, None
+    match = re.match(r"^(\d+)\s*/\s*(\d+)$", text)
+    if not match:
+        return None, f"unrecognised sync_completed {text!r}"
+    done, total = int(match.group(1)), int(match.group(2))
+    if total == 0 or done > total:
+        return None, f"implausible sync_completed {text!r}"
+    return (done, total), None
+
+
+def parse_member_state(text: Optional[str]) -> Tuple[str, ...]:
+    """'in_sync,write_mostly' -> ('in_sync', 'write_mostly'); '' -> ()."""
+    if not text:
+        return ()
+    return tuple(flag.strip() for flag in text.split(",") if flag.strip())
+
+
+def parse_slot(text: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
+    if text is None or text == "none":
+        return None, None
+    try:
+        return int(text, 10), None
+    except ValueError:
+        return None, f"unrecognised slot {text!r}"
+
+
+# ---- reading -----------------------------------------------------------------
+
+def _attr(base: str, name: str, errors: List[str]) -> Optional[str]:
+    value, why = read_attr_why(os.path.join(base, name))
+    if why is not None:
+        errors.append(f"{name}: {why}")
+    return value
+
+
+def _member_device(base: str, entry: str) -> Tuple[str, str]:
+    """(member, whole disk) from dev-<name>/block, a link into the member's block
+    device directory; a partition's directory sits inside its disk's and has a
+    `partition` attribute."""
+    link = os.path.join(base, "block")
+    try:
+        real = os.path.realpath(link) if os.path.islink(link) else None
+    except OSError:
+        real = None
+    if not real:
+        name = entry[len("dev-"):]  # the kernel names the directory after the member
+        return name, name
+    name = os.path.basename(real)
+    if os.path.exists(os.path.join(real, "partition")):
+        return name, os.path.basename(os.path.dirname(real))
+    return name, name
+
+
+def _read_members(md_dir: str, errors: List[str]) -> List[MdMember]:
+    members = []
+    for entry in list_dir(md_dir):
+        if not entry.startswith("dev-"):
+            continue
+        base = os.path.join(md_dir, entry)
+        name, disk = _member_device(base, entry)
+        slot, why = parse_slot(_attr(base, "slot", errors))
+        if why:
+            errors.append(f"{entry}/slot: {why}")
+        state_text = _attr(base, "state", errors)
+        if state_text is None and not os.path.isdir(base):
+            continue  # member removed while we read
+        members.append(MdMember(name=name, disk=disk, slot=slot, state=parse_member_state(state_text)))
+    members.sort(key=lambda m: (m.slot is None, m.slot if m.slot is not None else 0, m.name))
+    return members
+
+
+def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
+    """One array from /sys/block/<name>/md/, or None when it has no md directory."""
+    md_dir = roots.sys("block", name, "md")
+    if not os.path.isdir(md_dir):
+        return None
+    array = MdArray(name=name)
+    errors = array.errors
+    state = _attr(md_dir, "array_state", errors)
+    if state is not None:
+        if state in ARRAY_STATES:
+            array.array_state = state
+        else:
+            errors.append(f"array_state: unknown value {state!r}")
+    level = _attr(md_dir, "level", errors)
+    array.level = level or None
+    for attr, target in (("raid_disks", "raid_disks"), ("degraded", "degraded"), ("mismatch_cnt", "mismatch_count"),
+                         ("chunk_size", "chunk_size_bytes")):
+        value, why = parse_first_int(_attr(md_dir, attr, errors))
+        if why:
+            errors.append(f"{attr}: {why}")
+        setattr(array, target, value)
+    if array.chunk_size_bytes == 0:
+        array.chunk_size_bytes = None  # raid1 and linear have no chunks
+    action = _attr(md_dir, "sync_action", errors)
+    if action is not None:
+        if action in SYNC_ACTIONS:
+            array.sync_action = action
+        else:
+            errors.append(f"sync_action: unknown value {action!r}")
+    completed, why = parse_sync_completed(_attr(md_dir, "sync_completed", errors))
+    if why:
+        errors.append(f"sync_completed: {why}")
+    array.sync_completed = completed
+    array.members = _read_members(md_dir, errors)
+    return array
+
+
+def merge_mdstat(array: MdArray, stat: MdstatArray) -> None:
+    """Fill what sysfs did not give from /proc/mdstat (sysfs wins where both speak)."""
+    if array.array_state is None:
+        array.array_state = None if stat.active else "inactive"
+    if array.level is None and stat.level:
+        array.level = stat.level
+    if array.raid_disks is None:
+        array.raid_disks = stat.raid_disks
+    if array.degraded is None and stat.raid_disks is not None and stat.working_disks is not None \
+            and stat.level not in (None, "raid0", "linear"):
+        array.degraded = stat.raid_disks - stat.working_disks
+    if array.sync_action is None and stat.sync_action is not None:
+        array.sync_action = stat.sync_action
+    if array.sync_completed is None and stat.sync_done is not None and stat.sync_total:
+        array.sync_completed = (stat.sync_done * 2, stat.sync_total * 2)
+    if not array.members:
+        array.members = [MdMember(name=m.name, disk=m.name, slot=None, state=m.flags, slot_known=False)
+                         for m in stat.members]
+
+
+def read_md_arrays(roots: Roots) -> List[MdArray]:
+    """Every md array the kernel knows: those in /proc/mdstat and those with an md
+    directory in sysfs. No md driver loaded means an empty list, not an error."""
+    mdstat_path = roots.proc("mdstat")
+    stats: Dict[str, MdstatArray] = {}
+    text, why = read_attr_why(mdstat_path)
+    if text is not None:
+        stats = parse_mdstat(text)
+    elif why is not None:
+        log.once(LOG, 30, ("mdstat", why), "cannot read /proc/mdstat", path=mdstat_path, err=why)
+    names = set(stats)
+    for name in list_dir(roots.sys("block")):
+        if _MD_NAME.match(name) and os.path.isdir(roots.sys("block", name, "md")):
+            names.add(name)
+    arrays = []
+    for name in sorted(names, key=_natural):
+        array = read_md_array(roots, name) or MdArray(name=name)
+        if name in stats:
+            merge_mdstat(array, stats[name])
+        for error in array.errors:
+            log.once(LOG, 30, ("md", name, error), "md attribute unreadable", device=name, err=error)
+        arrays.append(array)
+    return arrays
+
+
+def _natural(name: str):
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
