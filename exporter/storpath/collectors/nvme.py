@@ -20,8 +20,7 @@ from storpath import log
 from storpath.analysis.nvme import judge
 from storpath.collectors import Collector, register
 from storpath.config import Duration
-from storpath.readers.nvme import (IdentifyResult, NvmeNamespace, identify_namespace, read_controllers,
-                                   read_namespaces)
+from storpath.readers.nvme import IdentifyResult, NvmeNamespace, NvmeReader, identify_namespace
 
 TASK = "nvme-identify"
 
@@ -54,12 +53,13 @@ class NvmeCollector(Collector):
         self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
         self._triggered_for: Optional[Dict[str, Tuple]] = None
         self._first_pass = threading.Event()
+        self.reader = NvmeReader(self.roots)
         self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
 
     # ---- background ------------------------------------------------------------
     def identify_all(self) -> None:
         try:
-            namespaces = read_namespaces(self.roots)
+            namespaces = self.reader.namespaces()
             results: Dict[str, Tuple[Tuple, IdentifyResult]] = {}
             for ns in namespaces:
                 if ns.controller is None or ns.nsid is None:
@@ -87,8 +87,8 @@ class NvmeCollector(Collector):
 
     # ---- scrape ------------------------------------------------------------------
     def collect(self) -> Iterable[Metric]:
-        controllers = read_controllers(self.roots)
-        namespaces = read_namespaces(self.roots)
+        controllers = self.reader.controllers()
+        namespaces = self.reader.namespaces()
         if self.ctx.scheduler.started and not self._first_pass.is_set():
             self._first_pass.wait(self.startup_wait)
         self._maybe_trigger(namespaces)

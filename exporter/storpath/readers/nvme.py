@@ -39,6 +39,7 @@ tasks only. In order it takes the data from:
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
 import fcntl
 import json
@@ -47,9 +48,10 @@ import re
 import shutil
 import stat
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
@@ -207,35 +209,26 @@ def _strip(text: Optional[str]) -> Optional[str]:
 
 # ---- sysfs -------------------------------------------------------------------------
 
-def read_controllers(roots: Roots) -> List[NvmeController]:
-    """Every /sys/class/nvme/nvmeX; an empty list without the class (no nvme driver)."""
-    base = roots.sys("class", "nvme")
-    controllers = []
-    for name in list_dir(base):
-        if not _CONTROLLER.match(name):
-            continue
-        path = os.path.join(base, name)
-        if not os.path.isdir(path):
-            continue  # vanished
-        address = None
-        try:
-            device = os.path.basename(os.path.realpath(os.path.join(path, "device")))
-            if PCI_ADDRESS.match(device):
-                address = device
-        except OSError:
-            pass
-        if address is None:
-            attr = _strip(read_attr(os.path.join(path, "address")))
-            if attr and PCI_ADDRESS.match(attr):
-                address = attr
-        controllers.append(NvmeController(
-            name=name, address=address,
-            model=_strip(read_attr(os.path.join(path, "model"))),
-            serial=_strip(read_attr(os.path.join(path, "serial"))),
-            firmware=_strip(read_attr(os.path.join(path, "firmware_rev"))),
-            transport=_strip(read_attr(os.path.join(path, "transport"))),
-            state=_strip(read_attr(os.path.join(path, "state")))))
-    return controllers
+def _controller_identity(name: str, path: str) -> NvmeController:
+    """What cannot change while the controller exists: its PCI function and identity."""
+    address = None
+    try:
+        device = os.path.basename(os.path.realpath(os.path.join(path, "device")))
+        if PCI_ADDRESS.match(device):
+            address = device
+    except OSError:
+        pass
+    if address is None:
+        attr = _strip(read_attr(os.path.join(path, "address")))
+        if attr and PCI_ADDRESS.match(attr):
+            address = attr
+    return NvmeController(
+        name=name, address=address,
+        model=_strip(read_attr(os.path.join(path, "model"))),
+        serial=_strip(read_attr(os.path.join(path, "serial"))),
+        firmware=_strip(read_attr(os.path.join(path, "firmware_rev"))),
+        transport=_strip(read_attr(os.path.join(path, "transport"))),
+        state=None)
 
 
 def _controller_of(block_path: str, real: str) -> Optional[str]:
@@ -254,31 +247,94 @@ def _controller_of(block_path: str, real: str) -> Optional[str]:
     return None
 
 
+def _namespace_place(name: str, path: str, match) -> Optional[Tuple[Optional[str], Optional[int]]]:
+    """(controller, nsid) of a namespace block device: fixed while it exists."""
+    real = os.path.realpath(path)
+    if not os.path.isdir(real):
+        return None  # vanished
+    nsid = read_int(os.path.join(path, "nsid"))
+    if nsid is None and "nvme-subsystem" not in real.split(os.sep):
+        # Without the `nsid` attribute (old kernels) and without multipath, the name's
+        # number is the namespace's instance, its ID on single-namespace drives.
+        nsid = int(match.group(2))
+    return _controller_of(path, real), nsid
+
+
+class NvmeReader:
+    """Reads controllers and namespaces, remembering per device instance (known by its
+    sysfs directory's inode) what cannot change: a controller's identity and PCI
+    function, a namespace's controller and ID. State, size and block sizes are read
+    every time: they change with a reset or an `nvme format`."""
+
+    def __init__(self, roots: Roots):
+        self.roots = roots
+        self._controllers: Dict[str, Tuple[int, NvmeController]] = {}
+        self._namespaces: Dict[str, Tuple[int, Optional[Tuple[Optional[str], Optional[int]]]]] = {}
+        self._lock = threading.Lock()
+
+    def controllers(self) -> List[NvmeController]:
+        """Every /sys/class/nvme/nvmeX; an empty list without the class (no nvme driver)."""
+        base = self.roots.sys("class", "nvme")
+        result, seen = [], set()
+        with self._lock:
+            for name in list_dir(base):
+                if not _CONTROLLER.match(name):
+                    continue
+                path = os.path.join(base, name)
+                try:
+                    inode = os.stat(path).st_ino
+                except OSError:
+                    continue  # vanished
+                cached = self._controllers.get(name)
+                if cached is None or cached[0] != inode:
+                    cached = self._controllers[name] = (inode, _controller_identity(name, path))
+                seen.add(name)
+                result.append(dataclasses.replace(cached[1], state=_strip(read_attr(path + "/state"))))
+            for gone in set(self._controllers) - seen:
+                del self._controllers[gone]
+        return result
+
+    def namespaces(self) -> List[NvmeNamespace]:
+        """Every NVMe namespace block device; a few sysfs reads each."""
+        base = self.roots.sys("class", "block")
+        result, seen = [], set()
+        with self._lock:
+            for name in list_dir(base):
+                match = _NAMESPACE_DISK.match(name)
+                if not match:
+                    continue
+                path = os.path.join(base, name)
+                try:
+                    inode = os.stat(path).st_ino
+                except OSError:
+                    continue  # vanished
+                cached = self._namespaces.get(name)
+                if cached is None or cached[0] != inode:
+                    cached = self._namespaces[name] = (inode, _namespace_place(name, path, match))
+                seen.add(name)
+                if cached[1] is None:
+                    continue
+                controller, nsid = cached[1]
+                sectors = read_int(path + "/size")
+                result.append(NvmeNamespace(
+                    device=name, controller=controller, nsid=nsid,
+                    size_bytes=sectors * 512 if sectors is not None else None,
+                    logical_block_size=read_int(path + "/queue/logical_block_size"),
+                    physical_block_size=read_int(path + "/queue/physical_block_size"),
+                    optimal_io_size=read_int(path + "/queue/optimal_io_size")))
+            for gone in set(self._namespaces) - seen:
+                del self._namespaces[gone]
+        return result
+
+
+def read_controllers(roots: Roots) -> List[NvmeController]:
+    """One-shot read of every controller (commands that read a machine once)."""
+    return NvmeReader(roots).controllers()
+
+
 def read_namespaces(roots: Roots) -> List[NvmeNamespace]:
-    """Every NVMe namespace block device; cheap (a few sysfs reads each)."""
-    base = roots.sys("class", "block")
-    namespaces = []
-    for name in list_dir(base):
-        match = _NAMESPACE_DISK.match(name)
-        if not match:
-            continue
-        path = os.path.join(base, name)
-        real = os.path.realpath(path)
-        if not os.path.isdir(real):
-            continue  # vanished
-        nsid = read_int(os.path.join(path, "nsid"))
-        if nsid is None and "nvme-subsystem" not in real.split(os.sep):
-            # Without the `nsid` attribute (old kernels) and without multipath, the name's
-            # number is the namespace's instance, its ID on single-namespace drives.
-            nsid = int(match.group(2))
-        sectors = read_int(os.path.join(path, "size"))
-        namespaces.append(NvmeNamespace(
-            device=name, controller=_controller_of(path, real), nsid=nsid,
-            size_bytes=sectors * 512 if sectors is not None else None,
-            logical_block_size=read_int(os.path.join(path, "queue", "logical_block_size")),
-            physical_block_size=read_int(os.path.join(path, "queue", "physical_block_size")),
-            optimal_io_size=read_int(os.path.join(path, "queue", "optimal_io_size"))))
-    return namespaces
+    """One-shot read of every namespace (commands that read a machine once)."""
+    return NvmeReader(roots).namespaces()
 
 
 # ---- Identify Namespace: captured, ioctl, nvme-cli ----------------------------------
