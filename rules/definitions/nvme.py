@@ -1,0 +1,32 @@
+"""NVMe namespaces formatted with a slower LBA format than the drive offers."""
+
+LBA = "storpath_nvme_namespace_lba_size_bytes"
+BEST = "storpath_nvme_namespace_best_lba_size_bytes"
+NS_INFO = "storpath_nvme_namespace_info"
+CTRL_INFO = "storpath_nvme_controller_info"
+
+
+def rules(c):
+    cfg = c.cfg
+    model = c.show(CTRL_INFO, ("controller",), inner="{{ .Labels.model }} at {{ .Labels.address }}")
+    return [
+        c.alert(
+            "NvmeNamespaceLbaFormatNotBest",
+            # `best` is ranked among the formats with the metadata size in use (Relative
+            # Performance, then data size): a format the namespace can be changed to without
+            # changing what the host stores per block. Absent while Identify is unknown.
+            c.expr("""
+                (
+                  ${lba} != ${on} ${best}
+                )
+                * ${on} group_left(controller, nsid) ${ns_info}
+            """, lba=LBA, best=BEST, ns_info=NS_INFO, on=c.on("device")),
+            cfg.lba_format_for, cfg.lba_format_severity,
+            "An NVMe namespace uses a slower LBA format than its drive supports.",
+            f"""{{{{ $labels.device }}}} (namespace {{{{ $labels.nsid }}}} of {{{{ $labels.controller }}}},
+            {model}) is formatted with {{{{ printf "%.0f" $value }}}}-byte logical blocks, but the drive's
+            best format uses {c.show(BEST, ('device',), fmt='%.0f-byte')} blocks (Identify Namespace,
+            Relative Performance). Changing the format with `nvme format` ERASES the namespace: see the
+            runbook.""",
+        ),
+    ]

@@ -1,0 +1,174 @@
+"""PCIe links: trained below what both ends support, device placed behind a slower port,
+link not trained, AER errors, flapping; and the fleet views the dashboards use.
+
+Each link is judged once, on its device end (an endpoint or a switch's upstream port): its
+`address` is the device the operator cares about, and `upstream` (from storpath_pcie_device_info)
+is the port above it. The port end reports the same link and is left out, except for "link not
+trained", which is judged on the port. Only device ends of the watched PCI classes count
+(config pcie.watched_classes): other devices may retrain lower when idle to save power.
+"""
+
+CUR_SPEED = "storpath_pcie_current_link_speed_transfers_per_second"
+MAX_SPEED = "storpath_pcie_max_link_speed_transfers_per_second"
+EXP_SPEED = "storpath_pcie_expected_link_speed_transfers_per_second"
+CUR_WIDTH = "storpath_pcie_current_link_width"
+MAX_WIDTH = "storpath_pcie_max_link_width"
+EXP_WIDTH = "storpath_pcie_expected_link_width"
+CUR_BW = "storpath_pcie_current_link_bandwidth_bytes_per_second"
+EXP_BW = "storpath_pcie_expected_link_bandwidth_bytes_per_second"
+INFO = "storpath_pcie_device_info"
+AER = "storpath_pcie_aer_errors_total"
+PORTS = "root_port|downstream_port"
+# Labels a link alert takes from storpath_pcie_device_info: the port above, class and driver.
+INFO_LABELS = "upstream, class, driver"
+
+
+def rules(c):
+    cfg = c.cfg
+    on = c.on("address")
+    watched = f'{INFO}{{port_type!~"{PORTS}", class=~"{cfg.watched_classes}"}}'
+    if cfg.watch_switch_uplinks:
+        watched += f'\nor\n{INFO}{{port_type="upstream_port"}}'
+    v = dict(on=on, by=c.by(), on_target=c.on(), watched=watched, info=INFO, labels=INFO_LABELS,
+             cur_speed=CUR_SPEED, exp_speed=EXP_SPEED, max_speed=MAX_SPEED,
+             cur_width=CUR_WIDTH, exp_width=EXP_WIDTH, max_width=MAX_WIDTH)
+    speed_low = c.expr("${cur_speed} < ${on} ${exp_speed}", **v)
+    width_low = c.expr("${cur_width} < ${on} ${exp_width}", **v)
+    limited = c.expr("""
+        ${exp_speed} < ${on} ${max_speed}
+        or ${on}
+        ${exp_width} < ${on} ${max_width}
+    """, **v)
+    v.update(speed_low=speed_low, width_low=width_low, limited=limited)
+
+    def on_watched(expr):
+        """``expr`` for watched device ends, with the port, class and driver as labels."""
+        return c.expr("""
+            (
+              ${expr}
+            )
+            * ${on} group_left(${labels})
+            (
+              ${watched}
+            )
+        """, expr=expr, **v)
+
+    def count_watched(expr):
+        """Per target: how many watched device ends match ``expr`` (0, not nothing, when none)."""
+        return c.expr("""
+            count ${by} (
+              (
+                ${expr}
+              )
+              and ${on}
+              (
+                ${watched}
+              )
+            )
+            or ${on_target}
+            0 * count ${by} (${info})
+        """, expr=expr, **v)
+
+    where = "{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }}"
+    bandwidth = (f"it carries {c.gbytes(CUR_BW, 'address')} per direction instead of "
+                 f"{c.gbytes(EXP_BW, 'address')}")
+
+    return [
+        # ---- fleet views -------------------------------------------------------------------------
+        c.record("address:storpath_pcie_link_bandwidth:ratio",
+                 on_watched(c.expr("${cur} / ${on} ${exp}", cur=CUR_BW, exp=EXP_BW, on=on))),
+        c.record("instance:storpath_pcie_links_below_expected:count",
+                 count_watched(c.expr("${speed_low}\nor ${on}\n${width_low}", **v))),
+        c.record("instance:storpath_pcie_devices_limited_by_port:count", count_watched(limited)),
+
+        # ---- link faults -------------------------------------------------------------------------
+        c.alert(
+            "PcieLinkSpeedBelowExpected",
+            on_watched(c.expr("${speed_low}\nunless ${on} ${cur_width} == 0", **v)),
+            cfg.link_below_expected_for, "warning",
+            "A PCIe link trained below the speed both of its ends support.",
+            f"""{where} trained at {c.gts(CUR_SPEED, 'address')} though both ends support
+            {c.gts(EXP_SPEED, 'address')}: {bandwidth}. Usually a riser, cable or signal problem, or a
+            BIOS setting forcing a lower generation.""",
+        ),
+        c.alert(
+            "PcieLinkWidthBelowExpected",
+            on_watched(c.expr("${width_low}\nunless ${on} ${cur_width} == 0", **v)),
+            cfg.link_below_expected_for, "warning",
+            "A PCIe link trained with fewer lanes than both of its ends support.",
+            f"""{where} trained at {{{{ printf "x%.0f" $value }}}} though both ends support
+            {c.lanes(EXP_WIDTH, 'address')}: {bandwidth}. Usually slot bifurcation, a card not fully
+            seated, or a damaged riser or cable.""",
+        ),
+        c.alert(
+            "PcieDeviceLimitedByPort",
+            on_watched(limited),
+            cfg.placement_for, cfg.placement_severity,
+            "A PCIe device could run faster or wider than the port it is plugged into allows.",
+            f"""{where} supports {c.gts(MAX_SPEED, 'address')} {c.lanes(MAX_WIDTH, 'address')} but its
+            port only allows {c.gts(EXP_SPEED, 'address')} {c.lanes(EXP_WIDTH, 'address')}, so it is
+            limited to {c.gbytes(EXP_BW, 'address')} per direction. Move it to a port that matches it.""",
+        ),
+        c.alert(
+            "PcieLinkDown",
+            c.expr("""
+                ${cur_width} == 0
+                and ${on} ${exp_width} > 0
+                and ${on}
+                label_replace(
+                  ${watched},
+                  "address", "$1", "upstream", "(.+)"
+                )
+            """, **v),
+            cfg.link_down_for, "critical",
+            "A PCIe port has a device below it but its link is not trained.",
+            f"""The link from port {{{{ $labels.address }}}} to
+            {c.show(INFO, (("upstream", "address"),), field=".Labels.address", join=", ")} has width 0:
+            the device is on the bus but cannot be reached.""",
+        ),
+
+        # ---- errors and instability ----------------------------------------------------------------
+        c.alert(
+            "PcieAerCorrectableErrorsRising",
+            c.expr("""
+                sum without (severity) (
+                  increase(${aer}{severity="correctable"}[${window}])
+                ) > ${threshold}
+            """, aer=AER, window=cfg.aer_window, threshold=str(cfg.aer_correctable_threshold)),
+            cfg.aer_correctable_for, "warning",
+            "A PCIe device keeps reporting correctable AER errors: a marginal link.",
+            f"""{{{{ $labels.address }}}} reported {{{{ $value | humanize }}}} correctable AER errors in the
+            last {cfg.aer_window}. The hardware recovered them by retrying, at a cost in throughput; they
+            point at a marginal link (riser, cable, slot, signal integrity).""",
+        ),
+        c.alert(
+            "PcieAerUncorrectableErrors",
+            c.expr("""
+                sum without (severity) (
+                  label_replace(
+                    increase(${aer}{severity=~"fatal|nonfatal"}[${window}]),
+                    "aer_severity", "$1", "severity", "(.+)"
+                  )
+                ) > 0
+            """, aer=AER, window=cfg.aer_window),
+            "0s", "critical",
+            "A PCIe device reported uncorrectable (non-fatal or fatal) AER errors.",
+            f"""{{{{ $labels.address }}}} reported {{{{ $value | humanize }}}} {{{{ $labels.aer_severity }}}}
+            AER errors in the last {cfg.aer_window}: transactions were lost or the link was reset.
+            Expect I/O errors, or a device that dropped off the bus.""",
+        ),
+        c.alert(
+            "PcieLinkFlapping",
+            c.expr("""
+                ${changes} >= ${threshold}
+            """, changes=on_watched(c.expr(
+                "changes(${cur_speed}[${w}])\n+ changes(${cur_width}[${w}])", w=cfg.flapping_window, **v)),
+                threshold=str(cfg.flapping_threshold)),
+            "0s", "warning",
+            "A PCIe link keeps changing its speed or width.",
+            f"""{where} changed link speed or width {{{{ $value | humanize }}}} times in the last
+            {cfg.flapping_window}; it is now at {c.gts(CUR_SPEED, 'address')} {c.lanes(CUR_WIDTH, 'address')}.
+            A storage or network link trains once: this one keeps retraining (marginal signal, failing
+            device or riser).""",
+        ),
+    ]

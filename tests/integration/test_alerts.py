@@ -1,0 +1,205 @@
+"""The rules of rules/ end to end: the exporter on a fixture machine with a fault, a real
+Prometheus loaded with the rules scraping it, a real Alertmanager receiving from Prometheus.
+The alerts the fault must raise arrive at Alertmanager (its API v2) with the right labels and
+annotations, and nothing else fires; the healthy machines raise nothing. The expectations come
+from each fixture machine's README (its story), not from running the rules.
+
+The rules are rendered by rules/generate.py with every `for:` removed (`--for 0s`) and
+Prometheus scrapes and evaluates every second, so an alert fires on the first evaluation
+that sees the fault. Back end (local processes or containers) from STORPATH_IT_MODE, see
+tests/integration/conftest.py; the exporter runs as a host process in both.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from . import harness
+
+pytestmark = pytest.mark.integration
+
+RULES = harness.REPO / "rules"
+RUNBOOKS = harness.REPO / "docs" / "runbooks"
+
+# The FireCuda 530 drives of am4-x570-firecuda ship at 512-byte LBAs with 4 KiB "Best"
+# (see its README): every variant of that machine raises this for each of the four namespaces.
+FIRECUDA_LBA = {
+    ("NvmeNamespaceLbaFormatNotBest", f"nvme{n}n1"): {
+        "labels": {"severity": "warning", "device": f"nvme{n}n1", "controller": f"nvme{n}", "nsid": "1"},
+        "description": [f"Seagate FireCuda 530 ZP2000GM30023 at {address}",
+                        "formatted with 512-byte logical blocks, but the drive's best format uses 4096-byte blocks",
+                        "ERASES the namespace"],
+    }
+    for n, address in enumerate(["0000:04:00.0", "0000:05:00.0", "0000:06:00.0", "0000:07:00.0"])
+}
+
+# (machine, variant) -> {(alertname, address or device): expected labels and description parts}.
+CASES = {
+    ("am4-x570-firecuda", "gen3-port"): {
+        ("PcieDeviceLimitedByPort", "0000:07:00.0"): {
+            "labels": {"severity": "info", "address": "0000:07:00.0", "upstream": "0000:00:03.4",
+                       "class": "0x010802", "driver": "nvme"},
+            "description": ["0000:07:00.0 (nvme, class 0x010802) below port 0000:00:03.4",
+                            "supports 16 GT/s x4 but its port only allows 8 GT/s x4",
+                            "limited to 3.94 GB/s per direction"],
+        },
+        **FIRECUDA_LBA,
+    },
+    ("am4-x570-firecuda", "x2-link"): {
+        ("PcieLinkWidthBelowExpected", "0000:05:00.0"): {
+            "labels": {"severity": "warning", "address": "0000:05:00.0", "upstream": "0000:00:03.2",
+                       "class": "0x010802", "driver": "nvme"},
+            "description": ["trained at x2 though both ends support x4",
+                            "it carries 3.94 GB/s per direction instead of 7.88 GB/s"],
+        },
+        **FIRECUDA_LBA,
+    },
+    ("am4-x570-firecuda", "gen3-trained"): {
+        ("PcieLinkSpeedBelowExpected", "0000:06:00.0"): {
+            "labels": {"severity": "warning", "address": "0000:06:00.0", "upstream": "0000:00:03.3",
+                       "class": "0x010802", "driver": "nvme"},
+            "description": ["trained at 8 GT/s though both ends support 16 GT/s",
+                            "it carries 3.94 GB/s per direction instead of 7.88 GB/s"],
+        },
+        # The AER counters of this variant are high but do not rise while Prometheus watches:
+        # no AER alert.
+        **FIRECUDA_LBA,
+    },
+    ("am4-x570-firecuda", "sata-slowed"): {
+        ("SataLinkBelowHardwareLimit", "sda"): {
+            "labels": {"severity": "warning", "link": "link1", "device": "sda"},
+            "description": ["SATA link link1 (sda) runs at 3 Gbit/s", "libata's current limit is 3 Gbit/s",
+                            "hardware limit not set"],
+        },
+        **FIRECUDA_LBA,
+    },
+    # The backplane step-down: eight PHYs at 1.5 Gbit though PHYs and SSDs do 3.0, and fixed.
+    ("dell-r900-sas1068e", "before-fix"): {
+        ("SasPhyNegotiatedAtLoweredMinimum", f"phy-0:{n}"): {
+            "labels": {"severity": "warning", "phy": f"phy-0:{n}"},
+            "description": [f"PHY phy-0:{n} (sd{'abcdefgh'[n]}) negotiated 1.5 Gbit/s",
+                            "though it can do 3 Gbit/s"],
+        }
+        for n in range(8)
+    },
+    ("dell-r900-sas1068e", "after-fix"): {},
+    # zpool1 raidz2 with one drive removed. The captured zpool output is from a past date, so both
+    # pools' last scrub is more than 38 days old by now: ZfsScrubOverdue fires as well.
+    ("intel-r2224wft-switches", "zfs-degraded"): {
+        ("ZfsPoolNotOnline", "zpool1"): {
+            "labels": {"severity": "critical", "zpool": "zpool1", "state": "degraded"},
+            "description": ["Pool zpool1 is DEGRADED"],
+        },
+        ("ZfsVdevNotOnline", "zpool1/raidz2-0"): {
+            "labels": {"severity": "warning", "zpool": "zpool1", "vdev": "raidz2-0", "state": "degraded"},
+            "description": ["vdev raidz2-0 of pool zpool1 is DEGRADED"],
+        },
+        ("ZfsVdevNotOnline", "zpool1/nvme5n1"): {
+            "labels": {"severity": "warning", "zpool": "zpool1", "vdev": "nvme5n1", "state": "removed"},
+            "description": ["vdev nvme5n1 of pool zpool1 is REMOVED"],
+        },
+        ("ZfsScrubOverdue", "zpool1"): {"labels": {"severity": "warning", "zpool": "zpool1"},
+                                        "description": ["Pool zpool1 finished its last scrub"]},
+        ("ZfsScrubOverdue", "zpool2"): {"labels": {"severity": "warning", "zpool": "zpool2"},
+                                        "description": ["Pool zpool2 finished its last scrub"]},
+    },
+    ("supermicro-x10dri-hyperm2", "healthy"): {},
+}
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("storpath_rules_generate", RULES / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _summaries() -> dict:
+    """alertname -> its static summary, from the rule files Prometheus loads."""
+    import yaml
+
+    out = {}
+    for path in RULES.glob("*.yml"):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule:
+                    out[rule["alert"]] = rule["annotations"]["summary"]
+    return out
+
+
+def _key(alert: dict) -> tuple:
+    """(alertname, the thing it is about): a PCI address, block device, PHY, pool or pool/vdev."""
+    labels = alert["labels"]
+    if "vdev" in labels:
+        return labels["alertname"], f"{labels['zpool']}/{labels['vdev']}"
+    for name in ("address", "device", "phy", "zpool", "target", "collector"):
+        if name in labels:
+            return labels["alertname"], labels[name]
+    return labels["alertname"], labels.get("instance", "")
+
+
+@pytest.mark.parametrize("machine,variant", list(CASES), ids=[f"{m}-{v}" for m, v in CASES])
+def test_fault_reaches_alertmanager(machine, variant, backend, exporter_on, tmp_path):
+    expected = CASES[(machine, variant)]
+    rules_dir = tmp_path / "rules"
+    _generator().write(str(rules_dir), for_override="0s")
+
+    with exporter_on(machine, variant) as exporter:
+        alertmanager = backend.alertmanager()
+        target = f"127.0.0.1:{exporter.port}"
+        config = harness.prometheus_config({"storpath": [target]}, alertmanagers=[alertmanager.address],
+                                           interval="1s", evaluation_interval="1s")
+        prometheus = backend.prometheus(config, rules_dir=rules_dir)
+        prometheus.wait_targets_up(["storpath"], timeout=60)
+
+        def diagnostics() -> str:
+            return (f"prometheus alerts: {json.dumps(prometheus.alerts(), indent=1)[:4000]}\n"
+                    f"{prometheus.logs()}\n{alertmanager.logs()}\n{exporter.log()[-3000:]}")
+
+        # Every rule file loaded and healthy, and Prometheus talks to this Alertmanager:
+        # without these an empty answer would prove nothing.
+        groups = prometheus.get_json("/api/v1/rules")["data"]["groups"]
+        assert sorted(g["name"] for g in groups) == sorted(
+            f"storpath-{n.replace('_', '-')}" for n in _generator().SUBSYSTEMS)
+        harness.wait_until(
+            lambda: any(alertmanager.address in am["url"]
+                        for am in prometheus.get_json("/api/v1/alertmanagers")["data"]["activeAlertmanagers"]),
+            30, "Prometheus to discover the Alertmanager", diagnostics=diagnostics)
+
+        if expected:
+            harness.wait_until(lambda: set(expected) <= {_key(a) for a in alertmanager.alerts()}, 90,
+                               f"{sorted(expected)} in Alertmanager", interval=0.5, diagnostics=diagnostics)
+
+        # Let the rules run on several scrapes, so an alert that should not fire has had its chance.
+        harness.wait_until(
+            lambda: all(float(s["value"][1]) >= 5 for s in prometheus.query(
+                "count_over_time(instance:storpath_pcie_links_below_expected:count[1m])")) and
+            prometheus.query("count_over_time(instance:storpath_pcie_links_below_expected:count[1m])"),
+            60, "five rule evaluations on scraped data", diagnostics=diagnostics)
+        for rule_group in prometheus.get_json("/api/v1/rules")["data"]["groups"]:
+            for rule in rule_group["rules"]:
+                assert rule["health"] == "ok", f"{rule['name']}: {rule.get('lastError')}"
+
+        firing = {_key(a) for a in prometheus.alerts() if a["state"] == "firing"}
+        received = {_key(a): a for a in alertmanager.alerts()}
+        assert firing == set(expected), diagnostics()
+        assert set(received) == set(expected), diagnostics()
+
+        summaries = _summaries()
+        for key, want in expected.items():
+            alert = received[key]
+            labels, annotations = alert["labels"], alert["annotations"]
+            assert labels["job"] == "storpath" and labels["instance"] == target, labels
+            for name, value in want["labels"].items():
+                assert labels.get(name) == value, (key, name, labels)
+            assert annotations["summary"] == summaries[key[0]]
+            for part in want["description"]:
+                assert part in annotations["description"], (key, part, annotations["description"])
+            assert "{{" not in annotations["description"] and "<no value>" not in annotations["description"]
+            assert annotations["runbook_url"].endswith(f"/docs/runbooks/{key[0]}.md")
+            assert (RUNBOOKS / f"{key[0]}.md").is_file(), f"no runbook for {key[0]}"
+            assert alert["status"]["state"] == "active"
