@@ -25,10 +25,13 @@ REQUIRED_TOOLS = {
 _timings = []
 
 
+GUEST_FIXTURES = {"lab_image", "nvme_guest", "sas_guest", "md_guest"}
+
+
 def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).resolve().parent
+    # Every test that boots a guest is a lab test, whether or not its module says so.
     for item in items:
-        if here in Path(str(item.fspath)).resolve().parents:
+        if GUEST_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.lab)
 
 

@@ -19,7 +19,8 @@ PYTHONPATH=/mnt/repo/exporter, so `python3 -m storpath` works without installing
 
 Environment:
     STORPATH_LAB_CACHE        image cache (default ~/.cache/storpath-lab)
-    STORPATH_LAB_MIRROR       Debian mirror for mmdebstrap (default: mmdebstrap's own default)
+    STORPATH_LAB_MIRROR       Debian mirror URL for the guest (default http://deb.debian.org/debian;
+                              "-security" is appended to it for the security suite)
     STORPATH_LAB_KERNEL       Debian kernel package (default: what linux-image-amd64 depends on)
     STORPATH_LAB_TCG_THREAD   "single" (default: one host thread for all vCPUs) or "multi"
     STORPATH_LAB_KEEP         keep the per-boot work directory (disks, console log)
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -70,6 +72,30 @@ GUEST_PACKAGES = [
     "iproute2",
     "procps",
     "util-linux",
+    "mount",
+]
+
+# Paths removed from the userland after installation: nothing the guest runs needs them
+# (perl comes in only through usrmerge; udev's hardware database is not used without udevd).
+PRUNE = [
+    "usr/share/perl",
+    "usr/share/perl5",
+    "usr/lib/x86_64-linux-gnu/perl",
+    "usr/lib/x86_64-linux-gnu/libperl.so.5.36",
+    "usr/lib/x86_64-linux-gnu/libperl.so.5.36.0",
+    "usr/lib/x86_64-linux-gnu/gconv",
+    "usr/lib/udev/hwdb.bin",
+    "usr/lib/udev/hwdb.d",
+    "usr/lib/python3.11/test",
+    "usr/lib/python3.11/ensurepip",
+    "usr/lib/python3.11/idlelib",
+    "usr/lib/python3.11/lib2to3",
+    "usr/lib/python3.11/pydoc_data",
+    "usr/lib/python3.11/tkinter",
+    "usr/share/bash-completion",
+    "usr/share/info",
+    "var/cache/debconf",
+    "var/log",
 ]
 
 # Kernel modules copied into the initramfs (with their dependencies) and loaded at boot,
@@ -90,6 +116,7 @@ GUEST_MODULES = [
     "raid0",
     "raid1",
     "raid10",
+    "crc32c_generic",
     "raid456",
 ]
 
@@ -188,6 +215,7 @@ def recipe() -> dict:
         "packages": sorted(GUEST_PACKAGES),
         "modules": GUEST_MODULES,
         "dpkg_excludes": DPKG_EXCLUDES,
+        "prune": PRUNE,
         "init": GUEST_INIT,
     }
 
@@ -301,10 +329,23 @@ def build(force: bool = False, log: Callable[[str], None] = print) -> Image:
     final = root / key
     if (final / "image.json").exists() and not force:
         return Image.load(final)
+    root.mkdir(parents=True, exist_ok=True)
+    # One build at a time per cache; a second caller waits and then reuses the result.
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "image.json").exists() and not force:
+            return Image.load(final)
+        return _build_locked(r, key, root, final, log)
+
+
+def _build_locked(r: dict, key: str, root: Path, final: Path,
+                  log: Callable[[str], None]) -> Image:
     for tool in ("mmdebstrap", "apt-get", "dpkg-deb"):
         if not shutil.which(tool):
             raise RuntimeError(f"{tool} is needed to build the lab image")
-    root.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        raise RuntimeError("building the lab image needs root (mmdebstrap --mode=root, "
+                           "chroot for depmod); booting a built image does not")
     work = Path(tempfile.mkdtemp(prefix=f"{key}.build-", dir=root))
     t0 = time.monotonic()
     try:
@@ -328,9 +369,21 @@ def build(force: bool = False, log: Callable[[str], None] = print) -> Image:
         cmd += [f"--dpkgopt=path-exclude={p}" for p in r["dpkg_excludes"]]
         cmd += ["--customize-hook=rm -rf \"$1\"/var/cache/apt \"$1\"/var/lib/apt/lists",
                 r["suite"], str(rootfs)]
-        if r["mirror"]:
-            cmd.append(r["mirror"])
-        _run(cmd, log)
+        mirror = r["mirror"] or "http://deb.debian.org/debian"
+        security = (r["mirror"].rstrip("/") + "-security") if r["mirror"] else \
+            "http://deb.debian.org/debian-security"
+        cmd += [f"deb {mirror} {r['suite']} main",
+                f"deb {mirror} {r['suite']}-updates main",
+                f"deb {security} {r['suite']}-security main"]
+        # stdin closed: mmdebstrap reads a sources.list from a stdin that is not a terminal.
+        _run(cmd, log, stdin=subprocess.DEVNULL)
+
+        for rel in r["prune"]:
+            target = rootfs / rel
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.exists() or target.is_symlink():
+                target.unlink()
 
         # 3. The storage drivers and their dependencies: move the whole module tree in,
         #    let the guest's depmod compute the dependencies, keep only what is needed.
@@ -373,6 +426,10 @@ def build(force: bool = False, log: Callable[[str], None] = print) -> Image:
         if final.exists():
             shutil.rmtree(final)
         os.rename(out, final)
+        # Older images are of no further use: keep the cache to one image.
+        for other in root.iterdir():
+            if other != final and re.fullmatch(r"[0-9a-f]{16}(\.build-.*)?", other.name):
+                shutil.rmtree(other, ignore_errors=True)
         log(f"lab image {key} built in {time.monotonic() - t0:.0f} s: {final}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -563,12 +620,13 @@ class Guest:
         topo = TOPOLOGIES[self.topology_name](diskdir)
         self.topology = topo
         thread = os.environ.get("STORPATH_LAB_TCG_THREAD", "single")
-        cmdline = ["console=ttyS0", "rdinit=/init", "panic=-1", "loglevel=4",
+        cmdline = ["console=ttyS0", "rdinit=/init", "panic=-1", "quiet",
                    "tsc=reliable"] + topo.kernel_args + self.extra_kernel_args
         return [
             "qemu-system-x86_64",
             "-machine", "q35", "-accel", f"tcg,thread={thread}",
-            "-m", str(topo.memory_mib), "-smp", str(topo.cpus),
+            "-m", str(topo.memory_mib),
+            "-smp", f"{topo.cpus},sockets={topo.cpus},cores=1,threads=1",
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-kernel", str(image.kernel), "-initrd", str(image.initrd),
             "-append", " ".join(cmdline),
@@ -704,7 +762,25 @@ class Guest:
         return self.run(cmd, **kw).stdout
 
     def read(self, path: str) -> str:
-        return self.run(f"cat {shlex.quote(path)}").stdout
+        """Content of one guest file, trailing newline removed."""
+        return self.run(f"cat {shlex.quote(path)}").stdout.rstrip("\n")
+
+    def read_many(self, *patterns: str) -> Dict[str, Optional[str]]:
+        """Contents of guest files (shell glob patterns allowed) in one round trip:
+        {path: text without trailing newline, or None if unreadable}."""
+        script = ("for f in " + " ".join(patterns) + "; do "
+                  "if v=$(cat \"$f\" 2>/dev/null); then printf '%s\\036%s\\037' \"$f\" \"$v\"; "
+                  "else printf '%s\\036\\035\\037' \"$f\"; fi; done")
+        out = self.run(script).stdout
+        res: Dict[str, Optional[str]] = {}
+        for rec in out.split("\x1f"):
+            if "\x1e" in rec:
+                k, v = rec.split("\x1e", 1)
+                res[k] = None if v == "\x1d" else v
+        return res
+
+    def realpath(self, path: str) -> str:
+        return self.run(f"readlink -f {shlex.quote(path)}").stdout.strip()
 
     def spawn(self, cmd: str, name: str) -> int:
         """Start a background process in the guest; its output goes to /tmp/NAME.log."""
@@ -743,15 +819,28 @@ mdadm --create /dev/md0 --run --level=1 --raid-devices=2 --metadata=1.2 --assume
 # md1: raid0 on two virtio disks.
 mdadm --create /dev/md1 --run --level=0 --raid-devices=2 --metadata=1.2 /dev/vdc /dev/vdd
 # md2: raid1 on the two NVMe namespaces, then one member failed: degraded.
-N0=$(for c in /sys/class/nvme/nvme*; do [ "$(cat $c/serial)" = SPLABMD0 ] && ls -d $c/nvme*n1 2>/dev/null; done | head -1)
-N1=$(for c in /sys/class/nvme/nvme*; do [ "$(cat $c/serial)" = SPLABMD1 ] && ls -d $c/nvme*n1 2>/dev/null; done | head -1)
-mdadm --create /dev/md2 --run --level=1 --raid-devices=2 --metadata=1.2 --assume-clean /dev/$(basename $N0) /dev/$(basename $N1)
-mdadm /dev/md2 --fail /dev/$(basename $N1)
-# md3: raid5 on three virtio disks, resyncing slowly.
+# (sysfs pads NVMe serials with spaces to 20 characters.)
+ns_of() { for c in /sys/class/nvme/nvme*; do [ "$(tr -d ' ' < $c/serial)" = "$1" ] && echo "$(basename $c)n1"; done; true; }
+N0=$(ns_of SPLABMD0)
+N1=$(ns_of SPLABMD1)
+mdadm --create /dev/md2 --run --level=1 --raid-devices=2 --metadata=1.2 --assume-clean /dev/$N0 /dev/$N1
+mdadm /dev/md2 --fail /dev/$N1
+# md3: raid5 on three virtio disks; mdadm builds it degraded and recovers onto the last
+# member, throttled so the capture shows the recovery in progress.
 mdadm --create /dev/md3 --run --level=5 --raid-devices=3 --metadata=1.2 /dev/vde /dev/vdf /dev/vdg
 echo 64 > /sys/block/md3/md/sync_speed_max
 sleep 2
 cat /proc/mdstat
+"""
+
+
+# One namespace reformatted to 4 KiB LBAs, so a capture holds both block sizes.
+NVME_SETUP = r"""
+set -e
+for c in /sys/class/nvme/nvme*; do
+    if [ "$(tr -d ' ' < $c/serial)" = SPLAB1G3X4 ]; then nvme format /dev/$(basename $c)n1 --lbaf=4 --force; fi
+done
+sleep 1
 """
 
 
@@ -781,6 +870,33 @@ def capture(guest: Guest, name: str, dest_dir: Path = CAPTURES_DIR) -> Path:
     dest = dest_dir / f"{name}.tar.gz"
     shutil.copyfile(guest.out_dir / f"{name}.tar.gz", dest)
     return dest
+
+
+class Scrape:
+    """One parsed /metrics exposition (needs prometheus_client on the host)."""
+
+    def __init__(self, text: str):
+        from prometheus_client.parser import text_string_to_metric_families
+        self.text = text
+        self.samples = []
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                self.samples.append((s.name, dict(s.labels), s.value))
+
+    def series(self, name: str, **labels) -> list:
+        """[(labels, value)] of NAME whose labels include the given ones."""
+        return [(lab_, v) for n, lab_, v in self.samples
+                if n == name and all(lab_.get(k) == str(val) for k, val in labels.items())]
+
+    def value(self, name: str, **labels) -> Optional[float]:
+        """The value of the one series matching, None when there is none."""
+        found = self.series(name, **labels)
+        if len(found) > 1:
+            raise AssertionError(f"{name}{labels} is not unique: {found}")
+        return found[0][1] if found else None
+
+    def label_sets(self, name: str, **labels) -> list:
+        return [lab_ for lab_, _ in self.series(name, **labels)]
 
 
 def exporter_metrics(guest: Guest, port: int = 9866, extra_args: str = "") -> str:
@@ -850,6 +966,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         elif args.cmd == "capture":
             if args.topology == "md":
                 g.sh(MD_SETUP, timeout=300)
+            elif args.topology == "nvme":
+                g.sh(NVME_SETUP, timeout=300)
             dest = capture(g, args.topology)
             _print(f"wrote {dest} ({dest.stat().st_size} bytes)")
         elif args.cmd == "metrics":

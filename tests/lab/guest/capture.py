@@ -2,7 +2,9 @@
 """Snapshot the storage-relevant parts of sysfs and procfs into a tar.gz (run in the guest).
 
 The archive holds paths relative to / (sys/..., proc/...), so extracting it into a
-directory gives a root usable with --path.sysfs=DIR/sys --path.procfs=DIR/proc.
+directory gives a root usable with --path.sysfs=DIR/sys --path.procfs=DIR/proc; NVMe
+Identify Namespace data goes to captured/nvme/<ctrl>/ns<nsid>.{json,id-ns}, the layout
+of storpath's --path.captured=DIR/captured.
 Symlinks are stored as symlinks with their original targets; attribute files are stored
 with their real content (sysfs reports 4096 bytes for every file); files that cannot be
 read (write-only, or an error such as EIO/EINVAL) are left out. Nothing is followed
@@ -11,10 +13,12 @@ through a symlink, so the walk cannot loop.
     python3 capture.py OUT.tar.gz
 """
 
+import glob
 import io
 import os
 import re
 import stat
+import subprocess
 import sys
 import tarfile
 import time
@@ -163,6 +167,34 @@ class Capture:
                 self.devices.add(os.path.realpath(p))
 
 
+def add_nvme_identify(c):
+    """Identify Namespace of every NVMe namespace, as storpath's --path.captured reads it:
+    captured/nvme/<controller>/ns<nsid>.json (nvme-cli JSON) and .id-ns (raw 4096 bytes)."""
+    for ctrl_dir in sorted(glob.glob("/sys/class/nvme/nvme*")):
+        ctrl = os.path.basename(ctrl_dir)
+        for ns_dir in sorted(glob.glob(os.path.join(ctrl_dir, ctrl + "n*"))):
+            try:
+                with open(os.path.join(ns_dir, "nsid")) as f:
+                    nsid = f.read().strip()
+            except OSError:
+                continue
+            for suffix, extra in ((".json", ["--output-format=json"]),
+                                  (".id-ns", ["--raw-binary"])):
+                try:
+                    data = subprocess.run(
+                        ["nvme", "id-ns", "/dev/" + ctrl, "--namespace-id=" + nsid] + extra,
+                        capture_output=True, timeout=60, check=True).stdout
+                except (OSError, subprocess.SubprocessError):
+                    continue
+                name = f"captured/nvme/{ctrl}/ns{nsid}{suffix}"
+                c.add_dir_entry("/" + os.path.dirname(name))
+                ti = tarfile.TarInfo(name)
+                ti.size = len(data)
+                ti.mode = 0o644
+                ti.mtime = c.now
+                c.tar.addfile(ti, io.BytesIO(data))
+
+
 def main():
     out = sys.argv[1]
     c = Capture(out)
@@ -180,6 +212,7 @@ def main():
     for dev in sorted(c.devices):
         if os.path.isdir(dev):
             c.walk(dev)
+    add_nvme_identify(c)
     for f in PROC_FILES:
         try:
             st = os.stat(f)
