@@ -157,23 +157,18 @@ HOST_URL = "/d/storpath-host/storpath-host?var-instance=${__data.fields.instance
 
 
 def fleet() -> Dict:
+    # Fleet counts come from the recording rules (rules/), so they count exactly what the
+    # alerts judge: watched PCI classes, the device end of each link.
     rows = [
         [
             stat("Hosts with a link below expected",
-                 f"count(count by (instance) (storpath_pcie_current_link_speed_transfers_per_second{{{SEL}}} "
-                 f"< storpath_pcie_expected_link_speed_transfers_per_second or storpath_pcie_current_link_width{{{SEL}}} "
-                 f"< storpath_pcie_expected_link_width)) or vector(0)",
-                 description="Hosts where a PCIe link trained below what both of its ends support."),
+                 f"count(instance:storpath_pcie_links_below_expected:count{{{SEL}}} > 0) or vector(0)",
+                 description="Hosts where a PCIe link of a storage or network device trained below what both "
+                             "of its ends support."),
             stat("Links below expected",
-                 f"count(storpath_pcie_current_link_speed_transfers_per_second{{{SEL}}} "
-                 f"< storpath_pcie_expected_link_speed_transfers_per_second or storpath_pcie_current_link_width{{{SEL}}} "
-                 f"< storpath_pcie_expected_link_width) or vector(0)",
-                 description="Link ends (ports and devices) whose speed or width is below expected."),
+                 f"sum(instance:storpath_pcie_links_below_expected:count{{{SEL}}}) or vector(0)"),
             stat("Devices placed below capability",
-                 f"count((storpath_pcie_expected_link_speed_transfers_per_second{{{SEL}}} "
-                 f"< storpath_pcie_max_link_speed_transfers_per_second or storpath_pcie_expected_link_width{{{SEL}}} "
-                 f"< storpath_pcie_max_link_width) and on(instance, address) "
-                 f"storpath_pcie_device_info{{port_type!~\"root_port|downstream_port\"}}) or vector(0)",
+                 f"sum(instance:storpath_pcie_devices_limited_by_port:count{{{SEL}}}) or vector(0)",
                  thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}],
                  description="Devices that could do more than the port they sit behind (a Gen4 drive in a Gen3 slot)."),
             stat("Namespaces on a slower LBA format",
@@ -181,12 +176,12 @@ def fleet() -> Dict:
                  f"!= storpath_nvme_namespace_best_lba_size_bytes) or vector(0)",
                  thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
             stat("Degraded arrays and pools",
-                 f"(count(storpath_md_degraded_disks{{{SEL}}} > 0) or vector(0)) + "
+                 f"(sum(instance:storpath_md_arrays_degraded:count{{{SEL}}}) or vector(0)) + "
                  f"(count(storpath_zfs_pool_state{{{SEL}, state!=\"online\"}} == 1) or vector(0))"),
             stat("Probes below expectation",
-                 f"count(storpath_probe_read_bytes_per_second{{{SEL}}} "
-                 f"< 0.7 * storpath_probe_expected_read_bytes_per_second) or vector(0)",
-                 thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
+                 f"count(target_profile:storpath_probe_read_throughput:ratio{{{SEL}}} < 0.7) or vector(0)",
+                 thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}],
+                 description="Probes that read under 70 % of what the configured value or the PCIe path allows."),
         ],
         [
             table("Worst offenders: links below expected (bandwidth lost)", [
@@ -205,14 +200,11 @@ def fleet() -> Dict:
         ],
         [
             timeseries("Measured / expected read throughput (probes)", [
-                target(f"storpath_probe_read_bytes_per_second{{{SEL}}} / storpath_probe_expected_read_bytes_per_second",
+                target(f"target_profile:storpath_probe_read_throughput:ratio{{{SEL}}}",
                        "{{instance}} {{target}} {{profile}}")], width=12, unit="percentunit",
                 description="1.0 means the probe read as fast as the links allow; the alert threshold is 0.7."),
             timeseries("Links below expected per host", [
-                target(f"count by (instance) (storpath_pcie_current_link_speed_transfers_per_second{{{SEL}}} "
-                       f"< storpath_pcie_expected_link_speed_transfers_per_second "
-                       f"or storpath_pcie_current_link_width{{{SEL}}} < storpath_pcie_expected_link_width)",
-                       "{{instance}}")], width=12),
+                target(f"instance:storpath_pcie_links_below_expected:count{{{SEL}}} > 0", "{{instance}}")], width=12),
         ],
         [
             table("Exporter health", [
@@ -289,20 +281,23 @@ def host() -> Dict:
         ],
         [
             table("SAS PHYs", [
-                target(f"storpath_sas_phy_negotiated_link_rate_bits_per_second{{{SEL}}}"),
-                target(f"storpath_sas_phy_maximum_link_rate_bits_per_second{{{SEL}}}"),
-                target(f"storpath_sas_phy_hardware_maximum_link_rate_bits_per_second{{{SEL}}}"),
-                target(f"storpath_sas_phy_minimum_link_rate_bits_per_second{{{SEL}}}"),
+                target(f"storpath_sas_phy_negotiated_link_rate_transfers_per_second{{{SEL}}}"),
+                target(f"storpath_sas_phy_maximum_link_rate_transfers_per_second{{{SEL}}}"),
+                target(f"storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second{{{SEL}}}"),
+                target(f"storpath_sas_phy_minimum_link_rate_transfers_per_second{{{SEL}}}"),
             ], width=12, height=8, hide=["job", "instance"],
                 rename={"Value #A": "negotiated", "Value #B": "maximum", "Value #C": "hardware maximum",
                         "Value #D": "minimum"},
                 units={"negotiated": "bps", "maximum": "bps", "hardware maximum": "bps", "minimum": "bps"}),
             table("SATA links", [
-                target(f"storpath_sata_link_speed_bits_per_second{{{SEL}}}"),
-                target(f"storpath_sata_link_hardware_limit_bits_per_second{{{SEL}}}"),
+                target(f"storpath_sata_link_speed_transfers_per_second{{{SEL}}}"),
+                target(f"storpath_sata_link_limit_transfers_per_second{{{SEL}}}"),
+                target(f"storpath_sata_link_limited{{{SEL}}}"),
             ], width=12, height=8, hide=["job", "instance"],
-                rename={"Value #A": "speed", "Value #B": "hardware limit"},
-                units={"speed": "bps", "hardware limit": "bps"}),
+                rename={"Value #A": "speed", "Value #B": "libata limit", "Value #C": "held below hardware"},
+                units={"speed": "bps", "libata limit": "bps"},
+                description="Speeds in line rate (3 Gbps shown for 3.0e9 transfers/s). The hardware limit is "
+                            "absent on most firmware."),
         ],
         [
             table("md arrays and members", [

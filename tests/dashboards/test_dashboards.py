@@ -92,6 +92,7 @@ def test_throughput_panels_use_byte_units():
 FLEET = [  # (instance label, machine, variant)
     ("am4-x2", "am4-x570-firecuda", "x2-link"),
     ("am4-gen3", "am4-x570-firecuda", "gen3-port"),
+    ("am4-sata", "am4-x570-firecuda", "sata-slowed"),
     ("dell", "dell-r900-sas1068e", "before-fix"),
     ("epyc", "epyc-7443-highpoint", "md-degraded"),
     ("intel", "intel-r2224wft-switches", "zfs-degraded"),

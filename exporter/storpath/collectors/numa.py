@@ -1,0 +1,46 @@
+"""NUMA nodes, how finely the sockets are split, and the NUMA node of storage."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from storpath.analysis.numa import block_device_nodes, nodes_per_socket
+from storpath.collectors import Collector, register
+from storpath.readers.block import read_block_devices
+from storpath.readers.numa import read_cpu_packages, read_nodes, read_pci_numa
+
+
+@register("numa", default=True)
+class NumaCollector(Collector):
+    """NUMA nodes and their CPUs, nodes per socket, and the NUMA node of storage controllers and block devices."""
+
+    def collect(self) -> Iterable[Metric]:
+        nodes = read_nodes(self.roots)
+        pci = read_pci_numa(self.roots)
+        node_info = GaugeMetricFamily(
+            "storpath_numa_node_info", "A NUMA node and its CPUs (cpulist, empty for a memory-only node); always 1.",
+            labels=["node", "cpulist"])
+        for node in nodes:
+            node_info.add_metric([str(node.node), node.cpulist], 1)
+        per_socket = GaugeMetricFamily(
+            "storpath_numa_nodes_per_socket",
+            "NUMA nodes with CPUs divided by CPU sockets (4 for an EPYC in NPS4, 1 in NPS1, 0.5 in NPS0).")
+        value = nodes_per_socket(nodes, read_cpu_packages(self.roots))
+        if value is not None:
+            per_socket.add_metric([], value)
+        controller = GaugeMetricFamily(
+            "storpath_numa_storage_controller_node",
+            "NUMA node of a storage controller (PCI class 01: NVMe, AHCI, SAS, RAID) from its numa_node; "
+            "-1 when the firmware did not say.", labels=["address"])
+        for device in pci:
+            if device.is_storage and device.numa_node is not None:
+                controller.add_metric([device.address], device.numa_node)
+        block = GaugeMetricFamily(
+            "storpath_block_device_numa_node",
+            "NUMA node of the PCI function a block device sits behind; -1 when the firmware did not say.",
+            labels=["device"])
+        for name, node in block_device_nodes(read_block_devices(self.roots), pci):
+            block.add_metric([name], node)
+        return [node_info, per_socket, controller, block]

@@ -1,0 +1,320 @@
+"""SAS PHYs and what is attached to them, from /sys/class/sas_phy.
+
+Kernel source: drivers/scsi/scsi_transport_sas.c (the SAS transport class); the
+attributes are listed in Documentation/ABI (sas_phy, sas_port, sas_device, sas_end_device
+classes). Layout, as the transport class builds it below a SCSI host:
+
+    hostH/phy-H:N/                     a PHY of the HBA (phy-H:E:N on expander E)
+        sas_phy/phy-H:N/               its attributes (what /sys/class/sas_phy/phy-H:N links to)
+        port -> ../port-H:P            the port the PHY belongs to, only while it has one
+    hostH/port-H:P/
+        phy-H:N -> ../phy-H:N          one link per PHY of a (wide) port
+        end_device-H:P/                the device at the far end (expander-H:X for an expander)
+            sas_device/end_device-H:P/ device_type, sas_address, target_port_protocols...
+            targetH:0:T/H:0:T:L/block/sdX
+
+PHY attributes: negotiated_linkrate, minimum_linkrate, maximum_linkrate (programmed),
+minimum_linkrate_hw, maximum_linkrate_hw, spelled "1.5 Gbit", "3.0 Gbit", "6.0 Gbit",
+"12.0 Gbit", "22.5 Gbit", or a state without a rate: "Unknown", "Phy disabled",
+"Link Rate failed", "Spin-up hold" (and an empty line for states the kernel has no name
+for, such as a port selector or a reset in progress). The four link error counters
+(invalid_dword_count, running_disparity_error_count, loss_of_dword_sync_count,
+phy_reset_problem_count) are asked from the HBA (or over SMP from an expander) on every
+read, so they are read apart (read_errors) and not on every scrape; a driver that cannot
+answer returns an error for the read, and the counter is left out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from storpath import log
+from storpath.roots import Roots
+from storpath.sysfs import list_dir, read_attr_why
+from storpath.units import parse_sas_rate
+
+LOG = log.get("sas")
+
+# The kernel's names of link states that carry no rate (sas_linkspeed_names). The empty
+# string is what the kernel prints for a state it has no name for.
+LINK_STATES = frozenset({"Unknown", "Phy disabled", "Link Rate failed", "Spin-up hold", ""})
+
+RATE_ATTRIBUTES = ("negotiated_linkrate", "minimum_linkrate", "maximum_linkrate", "minimum_linkrate_hw",
+                   "maximum_linkrate_hw")
+ERROR_COUNTERS = ("invalid_dword_count", "running_disparity_error_count", "loss_of_dword_sync_count",
+                  "phy_reset_problem_count")
+
+_REMOTE = re.compile(r"^(end_device|expander)-\d+:\d+(?::\d+)?$")
+_TARGET = re.compile(r"^target\d+:\d+:\d+$")
+_SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")
+
+
+@dataclass(frozen=True)
+class SasRemote:
+    """The device at the far end of a PHY's port: an end device or an expander."""
+
+    name: str  # end_device-0:3, expander-0:0
+    device_type: Optional[str]  # "end device", "edge expander", "fanout expander"
+    sas_address: Optional[str]  # 0x4433221103000000
+    target_port_protocols: Optional[str]  # "ssp", "sata", "smp", "none"
+    block_devices: Tuple[str, ...]  # sdd; empty for an expander or a device without a disk
+
+
+@dataclass(frozen=True)
+class SasPhyErrors:
+    """The link error counters of one PHY (None: the driver did not answer)."""
+
+    invalid_dwords: Optional[int]
+    running_disparity_errors: Optional[int]
+    loss_of_dword_sync: Optional[int]
+    phy_reset_problems: Optional[int]
+
+
+NO_ERRORS_READ = SasPhyErrors(None, None, None, None)
+
+
+@dataclass(frozen=True)
+class SasPhy:
+    name: str  # phy-0:3, phy-0:1:12 (a PHY of expander 1)
+    sas_address: Optional[str]  # the PHY's own address (the HBA's or the expander's)
+    device_type: Optional[str]  # the PHY's own device type: "end device" on an HBA, "edge expander"...
+    initiator_port_protocols: Optional[str]
+    target_port_protocols: Optional[str]
+    # Physical link rates in bit transfers per second ("3.0 Gbit" is 3e9). None when the
+    # attribute holds a state or is missing; the state is kept for the negotiated rate.
+    negotiated_rate: Optional[float]
+    negotiated_state: Optional[str]  # "Link Rate failed" ...; None when a rate was negotiated
+    minimum_rate: Optional[float]  # programmed minimum
+    maximum_rate: Optional[float]  # programmed maximum
+    hardware_minimum_rate: Optional[float]
+    hardware_maximum_rate: Optional[float]
+    enabled: Optional[bool]  # the `enable` attribute, present when the driver can switch PHYs
+    port: Optional[str]  # port-0:3; None while the PHY is in no port
+    attached: Optional[SasRemote]
+    errors: SasPhyErrors = NO_ERRORS_READ  # left unread by read(errors=False)
+
+    @property
+    def link_up(self) -> bool:
+        return self.negotiated_rate is not None
+
+    @property
+    def invalid_dwords(self) -> Optional[int]:
+        return self.errors.invalid_dwords
+
+    @property
+    def running_disparity_errors(self) -> Optional[int]:
+        return self.errors.running_disparity_errors
+
+    @property
+    def loss_of_dword_sync(self) -> Optional[int]:
+        return self.errors.loss_of_dword_sync
+
+    @property
+    def phy_reset_problems(self) -> Optional[int]:
+        return self.errors.phy_reset_problems
+
+
+
+def parse_link_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str], Optional[str]]:
+    """(rate in bits/s, state, problem) of one link rate attribute.
+
+    '6.0 Gbit' -> (6e9, None, None); 'Link Rate failed' -> (None, 'Link Rate failed', None);
+    garbage -> (None, None, 'unrecognised ...'); missing -> (None, None, None)."""
+    if text is None:
+        return None, None, None
+    text = text.strip()
+    rate, _ = parse_sas_rate(text)
+    if rate is not None:
+        if rate <= 0:
+            return None, None, f"unrecognised link rate {text!r}"
+        return rate, None, None
+    if text in LINK_STATES:
+        return None, text, None
+    return None, None, f"unrecognised link rate {text!r}"
+
+
+def parse_counter(text: Optional[str]) -> Optional[int]:
+    """A link error counter: the kernel prints an unsigned 32-bit number."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        return None
+    return value if 0 <= value <= 0xFFFFFFFF else None
+
+
+def parse_sas_address(text: Optional[str]) -> Optional[str]:
+    """'0x500605b0000272b0' -> the same, lower case with 16 digits; anything else None."""
+    if text is None:
+        return None
+    text = text.strip().lower()
+    if not text.startswith("0x"):
+        return None
+    try:
+        value = int(text, 16)
+    except ValueError:
+        return None
+    if not 0 <= value <= 0xFFFFFFFFFFFFFFFF:
+        return None
+    return "0x%016x" % value
+
+
+def parse_enable(text: Optional[str]) -> Optional[bool]:
+    if text is None:
+        return None
+    text = text.strip()
+    if text in ("0", "1"):
+        return text == "1"
+    return None
+
+
+def _text(text: Optional[str]) -> Optional[str]:
+    """A name-like attribute (device_type, protocols): None when missing or empty."""
+    if text is None:
+        return None
+    text = text.strip()
+    return text or None
+
+
+class SasReader:
+    """Reads every SAS PHY. Holds no state; one broken PHY never hides the others."""
+
+    def __init__(self, roots: Roots):
+        self.roots = roots
+
+    def _problem(self, phy: str, attribute: str, reason: str, level: int = logging.WARNING) -> None:
+        log.once(LOG, level, ("sas", phy, attribute, reason), "SAS PHY attribute not usable, leaving it out",
+                 phy=phy, attribute=attribute, reason=reason)
+
+    def _attr(self, phy: str, directory: str, name: str) -> Optional[str]:
+        value, why = read_attr_why(os.path.join(directory, name))
+        if why is not None:
+            # Link error counters are fetched from the HBA on each read; drivers refuse
+            # (EINVAL, EIO...) for PHYs they cannot ask, which is not worth a warning.
+            level = logging.INFO if name in ERROR_COUNTERS else logging.WARNING
+            self._problem(phy, name, why, level)
+        return value
+
+    def read_errors(self) -> Dict[str, SasPhyErrors]:
+        """The link error counters of every PHY. Each read of a counter makes the driver
+        ask the HBA (a config page) or, for an expander's PHY, send an SMP request over
+        the SAS link: slow enough to belong in a background task, not in a scrape."""
+        base = self.roots.sys("class", "sas_phy")
+        errors: Dict[str, SasPhyErrors] = {}
+        for name in list_dir(base):
+            attrs = os.path.realpath(os.path.join(base, name))
+            if not os.path.isdir(attrs):
+                continue
+            phy_errors = self._errors(name, attrs)
+            if os.path.isdir(attrs):
+                errors[name] = phy_errors
+        return errors
+
+    def _errors(self, name: str, attrs: str) -> SasPhyErrors:
+        counters = {}
+        for attr in ERROR_COUNTERS:
+            text = self._attr(name, attrs, attr)
+            counters[attr] = parse_counter(text)
+            if text is not None and counters[attr] is None:
+                self._problem(name, attr, f"not a counter: {text!r}")
+        return SasPhyErrors(invalid_dwords=counters["invalid_dword_count"],
+                            running_disparity_errors=counters["running_disparity_error_count"],
+                            loss_of_dword_sync=counters["loss_of_dword_sync_count"],
+                            phy_reset_problems=counters["phy_reset_problem_count"])
+
+    def read(self, errors: bool = True) -> List[SasPhy]:
+        """Every PHY with its rates, port and attached device (cheap: the kernel answers
+        these from what the driver stored) and, unless `errors` is False, its link error
+        counters (slow: see read_errors; the exporter reads them in the background)."""
+        base = self.roots.sys("class", "sas_phy")
+        phys: List[SasPhy] = []
+        for name in list_dir(base):
+            try:
+                phy = self._read_phy(name, os.path.join(base, name), errors)
+            except OSError as exc:  # a PHY removed while it was read
+                log.kv(LOG, logging.DEBUG, "SAS PHY vanished while reading it", phy=name, err=str(exc))
+                continue
+            if phy is not None:
+                phys.append(phy)
+        return phys
+
+    def _read_phy(self, name: str, class_link: str, errors: bool) -> Optional[SasPhy]:
+        attrs = os.path.realpath(class_link)
+        if not os.path.isdir(attrs):
+            return None  # removed between listing and reading
+        read = lambda attr: self._attr(name, attrs, attr)  # noqa: E731
+        rates = {}
+        negotiated_state = None
+        for attr in RATE_ATTRIBUTES:
+            rate, state, problem = parse_link_rate(read(attr))
+            if problem:
+                self._problem(name, attr, problem)
+            rates[attr] = rate
+            if attr == "negotiated_linkrate":
+                negotiated_state = state
+        sas_address_text = read("sas_address")
+        sas_address = parse_sas_address(sas_address_text)
+        if sas_address_text is not None and sas_address is None:
+            self._problem(name, "sas_address", f"unrecognised {sas_address_text!r}")
+        # The PHY's device is two levels above its attribute folder (phy-H:N/sas_phy/phy-H:N).
+        device_dir = os.path.dirname(os.path.dirname(attrs))
+        port_dir = None
+        port_link = os.path.join(device_dir, "port")
+        if os.path.islink(port_link):
+            resolved = os.path.realpath(port_link)
+            if os.path.isdir(resolved):
+                port_dir = resolved
+        phy = SasPhy(
+            name=name,
+            sas_address=sas_address,
+            device_type=_text(read("device_type")),
+            initiator_port_protocols=_text(read("initiator_port_protocols")),
+            target_port_protocols=_text(read("target_port_protocols")),
+            negotiated_rate=rates["negotiated_linkrate"],
+            negotiated_state=negotiated_state,
+            minimum_rate=rates["minimum_linkrate"],
+            maximum_rate=rates["maximum_linkrate"],
+            hardware_minimum_rate=rates["minimum_linkrate_hw"],
+            hardware_maximum_rate=rates["maximum_linkrate_hw"],
+            enabled=parse_enable(read("enable")),
+            port=os.path.basename(port_dir) if port_dir else None,
+            attached=self._remote(name, port_dir) if port_dir else None,
+            errors=self._errors(name, attrs) if errors else NO_ERRORS_READ,
+        )
+        if not os.path.isdir(attrs):
+            return None  # vanished mid-read: what was read may be half of it
+        return phy
+
+    def _remote(self, phy: str, port_dir: str) -> Optional[SasRemote]:
+        remotes = [entry for entry in list_dir(port_dir) if _REMOTE.match(entry)]
+        if not remotes:
+            return None
+        remote = remotes[0]
+        remote_dir = os.path.join(port_dir, remote)
+        attrs = os.path.join(remote_dir, "sas_device", remote)
+        address_text = self._attr(phy, attrs, "sas_address")
+        return SasRemote(
+            name=remote,
+            device_type=_text(self._attr(phy, attrs, "device_type")),
+            sas_address=parse_sas_address(address_text),
+            target_port_protocols=_text(self._attr(phy, attrs, "target_port_protocols")),
+            block_devices=tuple(block_devices_below(remote_dir)) if remote.startswith("end_device") else (),
+        )
+
+
+def block_devices_below(end_device_dir: str) -> List[str]:
+    """Block devices of the SCSI devices of an end device (targetH:C:T/H:C:T:L/block/*)."""
+    found = []
+    for target in list_dir(end_device_dir):
+        if not _TARGET.match(target):
+            continue
+        target_dir = os.path.join(end_device_dir, target)
+        for lun in list_dir(target_dir):
+            if _SCSI_DEVICE.match(lun):
+                found.extend(list_dir(os.path.join(target_dir, lun, "block")))
+    return sorted(found)
