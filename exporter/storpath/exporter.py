@@ -13,6 +13,7 @@ from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 from storpath import __version__, log
 from storpath.background import Scheduler
 from storpath.collectors import Collector, Context, load_all
+from storpath.facts import ScrapeFacts
 from storpath.roots import Roots
 
 LOG = log.get("exporter")
@@ -25,6 +26,7 @@ class StorpathExporter:
     def __init__(self, collectors: List[Collector]):
         self.collectors = collectors
         self._lock = threading.Lock()
+        self._facts = {id(c.ctx.facts): c.ctx.facts for c in collectors if c.ctx.facts is not None}
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
@@ -33,6 +35,8 @@ class StorpathExporter:
                                         labels=["collector"])
             duration = GaugeMetricFamily("storpath_scrape_collector_duration_seconds",
                                          "How long a collector took on this scrape.", labels=["collector"])
+            for facts in self._facts.values():
+                facts.new_scrape()
             for collector in self.collectors:
                 start = time.perf_counter()
                 try:
@@ -57,6 +61,7 @@ class StorpathExporter:
 def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[Collector]:
     """Instantiate the collectors the config enables, in registry order."""
     specs = load_all()
+    facts = ScrapeFacts(roots)
     collectors = []
     for name, spec in specs.items():
         section = config.get("collectors", {}).get(name, {})
@@ -64,7 +69,7 @@ def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[C
             continue
         settings = dict(spec.cls.config_defaults)
         settings.update({k: v for k, v in section.items() if k != "enabled"})
-        ctx = Context(roots=roots, config=settings, scheduler=scheduler, full_config=config)
+        ctx = Context(roots=roots, config=settings, scheduler=scheduler, full_config=config, facts=facts)
         collectors.append(spec.cls(ctx))
     return collectors
 

@@ -9,6 +9,7 @@ the same text prometheus_client writes (labels sorted, Go-style floats, counters
 
 from __future__ import annotations
 
+import threading
 from typing import Dict, Iterable, List
 
 from prometheus_client.core import Metric
@@ -35,14 +36,53 @@ def _float(value: float) -> str:
     return floatToGoString(value)
 
 
+class _LabelTextCache:
+    """Rendered label sets, by identity of the label dict. Collectors keep one label dict
+    per device instance across scrapes, so most label sets are rendered once for the
+    life of a device. Entries not used in a scrape are dropped at its end; each entry
+    holds its dict, so an id is never reused while its entry lives."""
+
+    def __init__(self) -> None:
+        self._previous: Dict[int, tuple] = {}
+        self._current: Dict[int, tuple] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self._lock.acquire()
+        self._previous, self._current = self._current, {}
+
+    def finish(self) -> None:
+        self._previous = {}
+        self._lock.release()
+
+    def get(self, labels: dict) -> str:
+        key = id(labels)
+        entry = self._current.get(key)
+        if entry is None:
+            entry = self._previous.get(key)
+            if entry is None or entry[0] is not labels:
+                text = ",".join(f'{k}="{_escape_value(labels[k])}"' for k in sorted(labels))
+                entry = (labels, text)
+            self._current[key] = entry
+        return entry[1]
+
+
+_LABELS = _LabelTextCache()
+
+
 def generate(families: Iterable[Metric]) -> bytes:
+    _LABELS.start()
+    try:
+        return _generate(families, _LABELS.get)
+    finally:
+        _LABELS.finish()
+
+
+def _generate(families: Iterable[Metric], label_text) -> bytes:
     out: List[str] = []
     append = out.append
-    # Collectors share one label dict among a device's samples, and the same values
-    # (16 GT/s, x4) recur thousands of times: format each once per scrape.
-    label_text: Dict[int, str] = {}
+    # The same values (16 GT/s, x4) recur thousands of times: format each once.
     value_text: Dict[float, str] = {}
-    keep_alive = []  # label dicts whose id() is a key above stay alive until the end
     for family in families:
         name = family.name
         kind = family.type
@@ -57,12 +97,7 @@ def generate(families: Iterable[Metric]) -> bytes:
             if text is None or value != value:
                 text = value_text[value] = _float(value)
             if labels:
-                inner = label_text.get(id(labels))
-                if inner is None:
-                    inner = ",".join(f'{key}="{_escape_value(labels[key])}"' for key in sorted(labels))
-                    label_text[id(labels)] = inner
-                    keep_alive.append(labels)
-                line = f"{sample.name}{{{inner}}} {text}"
+                line = f"{sample.name}{{{label_text(labels)}}} {text}"
             else:
                 line = f"{sample.name} {text}"
             if sample.timestamp is not None:

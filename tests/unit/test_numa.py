@@ -151,7 +151,7 @@ def test_broken_missing_and_vanished_inputs(tmp_path):
     builder.set_attr("0000:c4:00.0", "numa_node", "many")
     shutil.rmtree(os.path.join(sys_root, builder.nodes["0000:c5:00.0"].path))  # hot-removed drive
     log.forget_once_keys()
-    with _log_records("storpath.numa") as records:
+    with _log_records("storpath") as records:
         registry = _collect(sys_root)
         value = registry.get_sample_value
         value("storpath_numa_nodes_per_socket")
@@ -165,7 +165,9 @@ def test_broken_missing_and_vanished_inputs(tmp_path):
     assert value("storpath_block_device_numa_node", {"device": "nvme3n1"}) is None
     assert value("storpath_block_device_numa_node", {"device": "nvme1n1"}) == 1
     warnings = [r for r in records if r.levelno == logging.WARNING]
-    assert len(warnings) == 2  # the cpulist and the numa_node, once each over two scrapes
+    # The cpulist (NUMA reader) and the numa_node (PCI reader), once each over two scrapes.
+    assert len(warnings) == 2, [r.getMessage() for r in warnings]
+    assert {getattr(r, "fields", {}).get("attribute") for r in warnings} == {None, "numa_node"}
 
 
 def test_kernel_without_numa(tmp_path):

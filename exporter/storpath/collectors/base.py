@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable
+from typing import Any, Dict, Iterable, Optional
 
 from prometheus_client.core import Metric
 
 from storpath.background import Scheduler
+from storpath.facts import ScrapeFacts
 from storpath.roots import Roots
 
 
@@ -24,6 +25,11 @@ class Context:
     config: Dict[str, Any] = field(default_factory=dict)  # this collector's section, defaults applied
     scheduler: Scheduler = field(default_factory=Scheduler)
     full_config: Dict[str, Any] = field(default_factory=dict)  # the whole validated config (probes etc.)
+    facts: Optional[ScrapeFacts] = None  # shared by all collectors of one exporter; see storpath.facts
+
+    def __post_init__(self) -> None:
+        if self.facts is None:
+            self.facts = ScrapeFacts(self.roots)
 
 
 class Collector:

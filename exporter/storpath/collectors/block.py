@@ -7,16 +7,11 @@ from typing import Iterable
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from storpath.collectors import Collector, register
-from storpath.readers.block import BlockReader
 
 
 @register("block", default=True)
 class BlockCollector(Collector):
     """Block devices with the controller and PCI address behind them (join key to PCIe and NUMA)."""
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.reader = BlockReader(self.roots)
 
     def collect(self) -> Iterable[Metric]:
         info = GaugeMetricFamily(
@@ -24,7 +19,7 @@ class BlockCollector(Collector):
             "A block device and the controller and PCI function it sits behind; always 1. "
             "Join on `device` with node_exporter's node_disk_* and on `address` with storpath_pcie_*.",
             labels=["device", "controller", "address"])
-        for dev in self.reader.read():
+        for dev in self.ctx.facts.blocks():
             if dev.pci_address is None:
                 continue
             info.add_metric([dev.name, dev.controller or "", dev.pci_address], 1)

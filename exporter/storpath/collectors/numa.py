@@ -8,17 +8,33 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Collector, register
-from storpath.readers.block import read_block_devices
-from storpath.readers.numa import read_cpu_packages, read_nodes, read_pci_numa
+from storpath.readers.numa import PciNuma, read_cpu_packages, read_nodes
+from storpath.sysfs import read_attr
 
 
 @register("numa", default=True)
 class NumaCollector(Collector):
     """NUMA nodes and their CPUs, nodes per socket, and the NUMA node of storage controllers and block devices."""
 
+    _topology_key = None
+    _topology_value = None
+
+    def _topology(self):
+        """NUMA nodes and CPU sockets change only when CPUs or nodes go on- or offline:
+        re-read them when the kernel's online lists change, not on every scrape (a
+        256-CPU host has 256 topology files)."""
+        key = (read_attr(self.roots.sys("devices", "system", "node", "online")),
+               read_attr(self.roots.sys("devices", "system", "cpu", "online")))
+        if key != self._topology_key or self._topology_value is None:
+            self._topology_value = (read_nodes(self.roots), read_cpu_packages(self.roots))
+            self._topology_key = key
+        return self._topology_value
+
     def collect(self) -> Iterable[Metric]:
-        nodes = read_nodes(self.roots)
-        pci = read_pci_numa(self.roots)
+        nodes, packages = self._topology()
+        # numa_node and class of each PCI function come with the shared PCI read.
+        pci = [PciNuma(address=d.address, class_code=d.static.class_code, numa_node=d.static.numa_node)
+               for d in self.ctx.facts.pci()]
         node_info = GaugeMetricFamily(
             "storpath_numa_node_info", "A NUMA node and its CPUs (cpulist, empty for a memory-only node); always 1.",
             labels=["node", "cpulist"])
@@ -27,7 +43,7 @@ class NumaCollector(Collector):
         per_socket = GaugeMetricFamily(
             "storpath_numa_nodes_per_socket",
             "NUMA nodes with CPUs divided by CPU sockets (4 for an EPYC in NPS4, 1 in NPS1, 0.5 in NPS0).")
-        value = nodes_per_socket(nodes, read_cpu_packages(self.roots))
+        value = nodes_per_socket(nodes, packages)
         if value is not None:
             per_socket.add_metric([], value)
         controller = GaugeMetricFamily(
@@ -41,6 +57,6 @@ class NumaCollector(Collector):
             "storpath_block_device_numa_node",
             "NUMA node of the PCI function a block device sits behind; -1 when the firmware did not say.",
             labels=["device"])
-        for name, node in block_device_nodes(read_block_devices(self.roots), pci):
+        for name, node in block_device_nodes(self.ctx.facts.blocks(), pci):
             block.add_metric([name], node)
         return [node_info, per_socket, controller, block]

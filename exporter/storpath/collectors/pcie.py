@@ -9,11 +9,26 @@ from prometheus_client.samples import Sample
 
 from storpath.analysis.pcie import ExpectationCache, analyse
 from storpath.collectors import Collector, register
-from storpath.readers.pci import PciReader
 
 
 def _fmt_class(code):
     return "0x%06x" % code if code is not None else ""
+
+
+def _device_labels_for(device, link):
+    static = device.static
+    addr = {"address": device.address}
+    info = {
+        "address": device.address, "upstream": static.parent or "",
+        "root_port": (link.root_port if link else None) or "", "port_type": device.port_type or "",
+        "class": _fmt_class(static.class_code), "vendor_id": static.vendor_id or "",
+        "device_id": static.device_id or "", "subsystem_vendor_id": static.subsystem_vendor_id or "",
+        "subsystem_device_id": static.subsystem_device_id or "", "driver": device.driver or "",
+    }
+    aer = {severity: {"address": device.address, "severity": severity} for severity in ("correctable", "nonfatal", "fatal")}
+    bottleneck = ({"address": device.address, "bottleneck": link.bottleneck}
+                  if link is not None and link.bottleneck is not None else None)
+    return addr, info, aer, bottleneck
 
 
 @register("pcie", default=True)
@@ -22,11 +37,17 @@ class PcieCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.reader = PciReader(self.roots)
         self.expectations = ExpectationCache()
+        # Label dicts per device instance (its static record), reused across scrapes so
+        # the text writer renders each label set once (storpath.exposition).
+        self._labels = {}
+
+    @staticmethod
+    def _device_labels(device, link):
+        return _device_labels_for(device, link)
 
     def collect(self) -> Iterable[Metric]:
-        devices = self.reader.read()
+        devices = self.ctx.facts.pci()
         links = analyse(devices, self.expectations)
 
         def gauge(name, doc, labels=("address",)):
@@ -61,22 +82,23 @@ class PcieCollector(Collector):
                 family.samples.append(Sample(family.name, labels, value, None))
 
         aer_name = aer.name + "_total"
+        labels_now = {}
         for device in devices:
             static = device.static
             is_storage = static.class_code is not None and static.class_code >> 16 == 0x01
             if not static.has_link and not is_storage:
                 continue
-            addr = {"address": device.address}
             link = links.get(device.address)
-            put(info, {
-                "address": device.address, "upstream": static.parent or "",
-                "root_port": (link.root_port if link else None) or "", "port_type": device.port_type or "",
-                "class": _fmt_class(static.class_code), "vendor_id": static.vendor_id or "",
-                "device_id": static.device_id or "", "subsystem_vendor_id": static.subsystem_vendor_id or "",
-                "subsystem_device_id": static.subsystem_device_id or "", "driver": device.driver or "",
-            }, 1.0)
+            key = (id(static), device.driver, device.port_type, link.root_port if link else None,
+                   link.bottleneck if link else None)
+            cached = self._labels.get(key)
+            if cached is None or cached[0] is not static:
+                cached = (static, self._device_labels(device, link))
+            labels_now[key] = cached
+            addr, info_labels, aer_labels, bottleneck_labels = cached[1]
+            put(info, info_labels, 1.0)
             for severity, total in device.aer_totals.items():
-                aer.samples.append(Sample(aer_name, {"address": device.address, "severity": severity}, total, None))
+                aer.samples.append(Sample(aer_name, aer_labels[severity], total, None))
             if not static.has_link:
                 continue
             put(cur_speed, addr, device.current_link_speed)
@@ -89,7 +111,8 @@ class PcieCollector(Collector):
             put(exp_width, addr, link.expected_width)
             put(cur_bw, addr, link.current_bandwidth)
             put(exp_bw, addr, link.expected_bandwidth)
-            if link.bottleneck is not None:
-                put(bottleneck, {"address": device.address, "bottleneck": link.bottleneck}, link.bottleneck_bandwidth)
+            if bottleneck_labels is not None:
+                put(bottleneck, bottleneck_labels, link.bottleneck_bandwidth)
+        self._labels = labels_now
 
         return [cur_speed, max_speed, exp_speed, cur_width, max_width, exp_width, cur_bw, exp_bw, bottleneck, aer, info]

@@ -179,6 +179,7 @@ class PciReader:
             numa_node = int(numa_text) if numa_text is not None else None
         except ValueError:
             numa_node = None
+            self._warn(address, "numa_node", f"unparsable {numa_text!r}")
         speed_text, speed_err = read_attr_why(os.path.join(path, "max_link_speed"))
         has_link = speed_text is not None or os.path.exists(os.path.join(path, "max_link_width"))
         max_speed = max_width = None
