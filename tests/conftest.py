@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -31,6 +32,23 @@ def require_tool(name: str, package: str) -> str:
     if IN_CI:
         pytest.fail(message)
     pytest.skip(message)
+
+
+@contextmanager
+def log_records(name: str):
+    """Records logged to `name` (and below), at every level, whatever else is configured."""
+    records = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logger = logging.getLogger(name)
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
 
 
 def free_port() -> int:

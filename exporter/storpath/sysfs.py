@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 # errno values that mean "the thing is not there (any more)".
 _GONE = {errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.ENXIO}
@@ -73,3 +73,39 @@ def link_name(path: str) -> Optional[str]:
         return os.path.basename(os.readlink(path))
     except OSError:
         return None
+
+
+class InstanceCache:
+    """What a reader derives once per device instance and keeps while it exists.
+
+    sysfs gives every device directory its own inode, and a device that is removed and
+    replaced at the same name gets a new one: the inode tells a replacement apart from
+    the device that was there, so facts that cannot change while a device exists (its
+    place in the tree, its identity) are derived once and re-derived only for a new
+    instance. Not thread-safe: readers call it under their own lock.
+    """
+
+    def __init__(self) -> None:
+        self._entries: Dict[str, Tuple[int, object]] = {}
+
+    def refresh(self, base: str, names: Iterable[str], derive: Callable[[str, str], object]) -> List[tuple]:
+        """(name, path, derived value) for every name whose directory below `base` still
+        exists; entries of devices that are gone are forgotten."""
+        out, seen = [], set()
+        for name in names:
+            path = os.path.join(base, name)
+            try:
+                inode = os.stat(path).st_ino
+            except OSError:
+                continue  # removed between listing and reading
+            entry = self._entries.get(name)
+            if entry is None or entry[0] != inode:
+                entry = self._entries[name] = (inode, derive(name, path))
+            seen.add(name)
+            out.append((name, path, entry[1]))
+        for gone in set(self._entries) - seen:
+            del self._entries[gone]
+        return out
+
+    def forget(self, name: str) -> None:
+        self._entries.pop(name, None)

@@ -2,10 +2,8 @@
 empty port, a port multiplier, broken and vanishing links), the limit verdict, and the
 collector's series."""
 
-import logging
 import os
 import shutil
-from contextlib import contextmanager
 
 import pytest
 from prometheus_client import generate_latest
@@ -17,6 +15,7 @@ from storpath.collectors import Context
 from storpath.collectors.sata import SataCollector
 from storpath.readers.ata import AtaLink, AtaReader, parse_link_name, parse_link_speed
 from storpath.roots import Roots
+from tests.conftest import log_records
 from tests.fixtures.builders_sas import ata_port
 from tests.fixtures.sysfs_builder import MachineBuilder
 
@@ -111,21 +110,6 @@ def test_port_multiplier_links_find_their_own_disks(tmp_path):
     assert links["link1.1"].block_devices == ("sdb",) and links["link1.1"].speed == 1.5e9
 
 
-@contextmanager
-def _log_records(name):
-    """Records logged to `name` (and below), at every level, whatever else is configured."""
-    records = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append
-    logger = logging.getLogger(name)
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield records
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(old_level)
 
 
 def test_broken_values_are_left_out_and_logged_once(tmp_path):
@@ -136,7 +120,7 @@ def test_broken_values_are_left_out_and_logged_once(tmp_path):
     os.remove(os.path.join(attrs, "sata_spd_limit"))
     log.forget_once_keys()
     reader = AtaReader(Roots(sysfs=str(tmp_path / "sys")))
-    with _log_records("storpath.sata") as records:
+    with log_records("storpath.sata") as records:
         link = {x.name: x for x in reader.read()}["link1"]
         reader.read()
     assert link.speed is None and link.limit is None and link.block_devices == ("sda",)

@@ -4,7 +4,6 @@ the EPYC machine in NPS1 and NPS4, with broken, missing and vanishing inputs."""
 import logging
 import os
 import shutil
-from contextlib import contextmanager
 
 import pytest
 from prometheus_client.core import CollectorRegistry
@@ -17,6 +16,7 @@ from storpath.readers.block import BlockDevice
 from storpath.readers.numa import (NumaNode, PciNuma, parse_cpulist, parse_numa_node, read_cpu_packages, read_nodes,
                                    read_pci_numa)
 from storpath.roots import Roots
+from tests.conftest import log_records
 from tests.fixtures import machines
 
 
@@ -126,21 +126,6 @@ def test_firmware_that_did_not_say_stays_visible_as_minus_one(tmp_path):
     assert value("storpath_block_device_numa_node", {"device": "nvme2n1"}) == 1
 
 
-@contextmanager
-def _log_records(name):
-    """Records logged to `name` (and below), at every level, whatever else is configured."""
-    records = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append
-    logger = logging.getLogger(name)
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield records
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(old_level)
 
 
 def test_broken_missing_and_vanished_inputs(tmp_path):
@@ -151,7 +136,7 @@ def test_broken_missing_and_vanished_inputs(tmp_path):
     builder.set_attr("0000:c4:00.0", "numa_node", "many")
     shutil.rmtree(os.path.join(sys_root, builder.nodes["0000:c5:00.0"].path))  # hot-removed drive
     log.forget_once_keys()
-    with _log_records("storpath") as records:
+    with log_records("storpath") as records:
         registry = _collect(sys_root)
         value = registry.get_sample_value
         value("storpath_numa_nodes_per_socket")

@@ -2,10 +2,8 @@
 (direct-attached disks, empty PHYs, an expander behind a wide port, broken and vanishing
 PHYs), and the collector's series."""
 
-import logging
 import os
 import shutil
-from contextlib import contextmanager
 
 import pytest
 from prometheus_client.core import CollectorRegistry
@@ -17,6 +15,7 @@ from storpath.collectors.sas import SasCollector
 from storpath.readers.sas import (SasPhyErrors, SasReader, parse_counter, parse_enable, parse_link_rate,
                                   parse_sas_address)
 from storpath.roots import Roots
+from tests.conftest import log_records
 from tests.fixtures.builders_sas import direct_attached_disk, sas_host, sas_phy, sas_port
 from tests.fixtures.sysfs_builder import MachineBuilder
 
@@ -166,21 +165,6 @@ def _logged(records, attribute):
     return [r for r in records if getattr(r, "fields", {}).get("attribute") == attribute]
 
 
-@contextmanager
-def _log_records(name):
-    """Records logged to `name` (and below), at every level, whatever else is configured."""
-    records = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append
-    logger = logging.getLogger(name)
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield records
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(old_level)
 
 
 def test_broken_attributes_are_left_out_logged_once_and_hide_nothing_else(tmp_path):
@@ -197,7 +181,7 @@ def test_broken_attributes_are_left_out_logged_once_and_hide_nothing_else(tmp_pa
     os.remove(os.path.join(attrs, "running_disparity_error_count"))  # an older driver without it
     log.forget_once_keys()
     reader = SasReader(Roots(sysfs=str(tmp_path / "sys")))
-    with _log_records("storpath.sas") as records:
+    with log_records("storpath.sas") as records:
         first = {p.name: p for p in reader.read()}
         reader.read()
         errors = reader.read_errors()

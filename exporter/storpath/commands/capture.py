@@ -29,7 +29,7 @@ import sys
 import tarfile
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from storpath import __version__, log, readers
 from storpath.cli import roots_from

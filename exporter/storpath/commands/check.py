@@ -17,11 +17,9 @@ import re
 import shutil
 import sys
 import textwrap
-import threading
-import time
 from typing import Any, Dict, List, Optional, TextIO
 
-from storpath import __version__, log
+from storpath import __version__
 from storpath.cli import roots_from
 from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
                                run_checks, severity_rank, worst)
@@ -231,7 +229,7 @@ def _summary(result: CheckResult, width: int, colour: bool) -> List[str]:
     status = result.status()
     if status == "clean":
         head = _paint("clean", "ok", colour)
-        tail = f": no problems found" + (f" ({counts[INFO]} info)" if counts[INFO] else "")
+        tail = ": no problems found" + (f" ({counts[INFO]} info)" if counts[INFO] else "")
     else:
         head = _paint(status.upper(), status, colour)
         parts = [f"{counts[CRITICAL]} critical", f"{counts[WARNING]} warning" + ("s" if counts[WARNING] != 1 else ""),

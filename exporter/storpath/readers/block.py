@@ -19,11 +19,11 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import list_dir
+from storpath.sysfs import InstanceCache, list_dir
 
 _CONTROLLER = re.compile(r"^(nvme\d+|host\d+|ata\d+)$")
 _NVME_PATH_DISK = re.compile(r"^nvme\d+c\d+n\d+$")
@@ -57,32 +57,14 @@ class BlockReader:
 
     def __init__(self, roots: Roots):
         self.roots = roots
-        self._cache: Dict[str, Tuple[int, Optional[BlockDevice]]] = {}
+        self._places = InstanceCache()
         self._lock = threading.Lock()
 
     def read(self) -> List[BlockDevice]:
-        base = self.roots.sys("class", "block")
-        devices = []
+        names = [n for n in list_dir(self.roots.sys("class", "block")) if not _NVME_PATH_DISK.match(n)]
         with self._lock:
-            seen = set()
-            for name in list_dir(base):
-                if _NVME_PATH_DISK.match(name):
-                    continue
-                path = os.path.join(base, name)
-                try:
-                    inode = os.stat(path).st_ino
-                except OSError:
-                    continue  # vanished
-                cached = self._cache.get(name)
-                if cached is None or cached[0] != inode:
-                    cached = (inode, _locate_path(name, path))
-                    self._cache[name] = cached
-                seen.add(name)
-                if cached[1] is not None:
-                    devices.append(cached[1])
-            for gone in set(self._cache) - seen:
-                del self._cache[gone]
-        return devices
+            found = self._places.refresh(self.roots.sys("class", "block"), names, _locate_path)
+        return [device for _, _, device in found if device is not None]
 
 
 def read_block_devices(roots: Roots) -> List[BlockDevice]:

@@ -51,11 +51,11 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr, read_bytes, read_int
+from storpath.sysfs import InstanceCache, list_dir, read_attr, read_bytes, read_int
 
 IDENTIFY_BYTES = 4096
 OPCODE_IDENTIFY = 0x06
@@ -247,8 +247,9 @@ def _controller_of(block_path: str, real: str) -> Optional[str]:
     return None
 
 
-def _namespace_place(name: str, path: str, match) -> Optional[Tuple[Optional[str], Optional[int]]]:
+def _namespace_place(name: str, path: str) -> Optional[Tuple[Optional[str], Optional[int]]]:
     """(controller, nsid) of a namespace block device: fixed while it exists."""
+    match = _NAMESPACE_DISK.match(name)
     real = os.path.realpath(path)
     if not os.path.isdir(real):
         return None  # vanished
@@ -268,62 +269,37 @@ class NvmeReader:
 
     def __init__(self, roots: Roots):
         self.roots = roots
-        self._controllers: Dict[str, Tuple[int, NvmeController]] = {}
-        self._namespaces: Dict[str, Tuple[int, Optional[Tuple[Optional[str], Optional[int]]]]] = {}
+        self._controllers = InstanceCache()
+        self._namespaces = InstanceCache()
         self._lock = threading.Lock()
 
     def controllers(self) -> List[NvmeController]:
         """Every /sys/class/nvme/nvmeX; an empty list without the class (no nvme driver)."""
         base = self.roots.sys("class", "nvme")
-        result, seen = [], set()
+        names = [n for n in list_dir(base) if _CONTROLLER.match(n)]
         with self._lock:
-            for name in list_dir(base):
-                if not _CONTROLLER.match(name):
-                    continue
-                path = os.path.join(base, name)
-                try:
-                    inode = os.stat(path).st_ino
-                except OSError:
-                    continue  # vanished
-                cached = self._controllers.get(name)
-                if cached is None or cached[0] != inode:
-                    cached = self._controllers[name] = (inode, _controller_identity(name, path))
-                seen.add(name)
-                result.append(dataclasses.replace(cached[1], state=_strip(read_attr(path + "/state"))))
-            for gone in set(self._controllers) - seen:
-                del self._controllers[gone]
-        return result
+            found = self._controllers.refresh(base, names, _controller_identity)
+        return [dataclasses.replace(identity, state=_strip(read_attr(path + "/state")))
+                for _, path, identity in found]
 
     def namespaces(self) -> List[NvmeNamespace]:
         """Every NVMe namespace block device; a few sysfs reads each."""
         base = self.roots.sys("class", "block")
-        result, seen = [], set()
+        names = [n for n in list_dir(base) if _NAMESPACE_DISK.match(n)]
         with self._lock:
-            for name in list_dir(base):
-                match = _NAMESPACE_DISK.match(name)
-                if not match:
-                    continue
-                path = os.path.join(base, name)
-                try:
-                    inode = os.stat(path).st_ino
-                except OSError:
-                    continue  # vanished
-                cached = self._namespaces.get(name)
-                if cached is None or cached[0] != inode:
-                    cached = self._namespaces[name] = (inode, _namespace_place(name, path, match))
-                seen.add(name)
-                if cached[1] is None:
-                    continue
-                controller, nsid = cached[1]
-                sectors = read_int(path + "/size")
-                result.append(NvmeNamespace(
-                    device=name, controller=controller, nsid=nsid,
-                    size_bytes=sectors * 512 if sectors is not None else None,
-                    logical_block_size=read_int(path + "/queue/logical_block_size"),
-                    physical_block_size=read_int(path + "/queue/physical_block_size"),
-                    optimal_io_size=read_int(path + "/queue/optimal_io_size")))
-            for gone in set(self._namespaces) - seen:
-                del self._namespaces[gone]
+            found = self._namespaces.refresh(base, names, _namespace_place)
+        result = []
+        for name, path, place in found:
+            if place is None:
+                continue
+            controller, nsid = place
+            sectors = read_int(path + "/size")
+            result.append(NvmeNamespace(
+                device=name, controller=controller, nsid=nsid,
+                size_bytes=sectors * 512 if sectors is not None else None,
+                logical_block_size=read_int(path + "/queue/logical_block_size"),
+                physical_block_size=read_int(path + "/queue/physical_block_size"),
+                optimal_io_size=read_int(path + "/queue/optimal_io_size")))
         return result
 
 

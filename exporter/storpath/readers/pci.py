@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import link_name, list_dir, read_attr, read_attr_why, read_bytes
+from storpath.sysfs import InstanceCache, link_name, list_dir, read_attr, read_attr_why, read_bytes
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 LOG = log.get("pcie")
@@ -140,7 +140,7 @@ class PciReader:
 
     def __init__(self, roots: Roots):
         self.roots = roots
-        self._cache: Dict[str, Tuple[int, PciStatic]] = {}
+        self._statics = InstanceCache()  # address -> PciStatic of the device instance there
         self._lock = threading.Lock()
         # The same few spellings recur on every device and scrape: parse each once.
         self._speeds: Dict[bytes, Tuple[Optional[float], Optional[str]]] = {}
@@ -212,26 +212,14 @@ class PciReader:
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
         with self._lock:
-            present = set()
-            for address in list_dir(base):
-                path = os.path.join(base, address)
-                try:
-                    inode = os.stat(path).st_ino
-                except OSError:
-                    continue  # removed between listing and reading
-                cached = self._cache.get(address)
-                if cached is None or cached[0] != inode:
-                    cached = (inode, self._read_static(address, path))
-                    self._cache[address] = cached
-                present.add(address)
-                static = cached[1]
+            for address, path, static in self._statics.refresh(base, list_dir(base), self._read_static):
                 device = PciDevice(static=static, driver=link_name(static.path + "/driver"),
                                    current_link_speed=None, current_link_width=None)
                 if static.has_link:
                     speed_raw = read_bytes(static.path + "/current_link_speed", 64)
                     width_raw = read_bytes(static.path + "/current_link_width", 64)
                     if speed_raw is None and width_raw is None and not os.path.isdir(path):
-                        self._cache.pop(address, None)
+                        self._statics.forget(address)
                         continue  # vanished mid-read
                     device.current_link_speed, why = self._speed(speed_raw)
                     if why:
@@ -245,8 +233,6 @@ class PciReader:
                     if total is not None:
                         device.aer_totals[severity] = total
                 devices.append(device)
-            for gone in set(self._cache) - present:
-                del self._cache[gone]
         resolve_port_types(devices)
         return devices
 
