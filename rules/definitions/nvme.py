@@ -29,4 +29,13 @@ def rules(c):
             Relative Performance). Changing the format with `nvme format` ERASES the namespace: see the
             runbook.""",
         ),
+        c.alert(
+            "NvmeIdentifyUnavailable",
+            "storpath_nvme_identify_available == 0",
+            cfg.identify_unavailable_for, "info",
+            "storpath cannot read NVMe Identify data: the LBA format check is off.",
+            """Controller {{ $labels.controller }} has namespaces, but storpath could not read Identify
+            Namespace for them (no root or CAP_SYS_ADMIN, and no nvme-cli): their LBA formats are not
+            judged. The exporter's log line "NVMe LBA formats unknown" gives the reason.""",
+        ),
     ]

@@ -20,6 +20,15 @@ def rules(c):
     return [
         c.record("zpool:storpath_zfs_pool_capacity:ratio", capacity),
         c.alert(
+            "ZfsZpoolCommandFailing",
+            "storpath_zfs_zpool_up == 0",
+            cfg.zpool_failing_for, "warning",
+            "storpath cannot read ZFS details from zpool.",
+            """The zpool command keeps failing on {{ $labels.instance }}: pool state still comes from the
+            kernel, but vdev states, errors, capacity and scrub results are not exported, so their alerts
+            cannot fire. The exporter's log line "zpool failed" gives the reason.""",
+        ),
+        c.alert(
             "ZfsPoolNotOnline",
             f'storpath_zfs_pool_state{{state=~"{BAD_POOL}"}} == 1',
             cfg.pool_not_online_for, "critical",
