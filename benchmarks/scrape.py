@@ -2,7 +2,8 @@
 
 Builds a sysfs tree with N NVMe endpoints, half of them behind their own root port and
 half behind PCIe switches (one switch of four downstream ports per four drives), each
-device with the full attribute set and the native-multipath block layout; starts the
+device with the full attribute set, and captured Identify data for every namespace (as
+on a replayed host: the Identify task reads files instead of running nvme-cli); starts the
 real `storpath serve` on it; scrapes it repeatedly over HTTP; and reports scrape
 latency (p50, p95), CPU seconds per scrape and peak RSS of the exporter process.
 
@@ -23,7 +24,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.conftest import run_exporter  # noqa: E402
+from tests.fixtures.builders_nvme import Fmt, identify_namespace, write_captured  # noqa: E402
 from tests.fixtures.sysfs_builder import MachineBuilder, Namespace  # noqa: E402
+
+# Every drive offers 512 B and 4 KiB (the common consumer/datacenter table); as captured
+# by `storpath capture`, so the Identify task reads files as it would on a replayed host.
+FORMATS = [Fmt(512, 0, relative_performance=2), Fmt(4096, 0, relative_performance=0)]
 
 
 def build_host(root: str, n: int) -> int:
@@ -59,6 +65,9 @@ def build_host(root: str, n: int) -> int:
                     drive += 1
                     bus += 1
         domain += 1
+    for index in range(drive):
+        data = identify_namespace(FORMATS, 1, 3_840_755_982_336)
+        write_captured(b, f"nvme{index}", 1, data, "id-ns")
     return len(b.nodes)
 
 
@@ -90,7 +99,7 @@ def measure(n: int, scrapes: int, workdir: str) -> dict:
         print(f"  built host of {n} drives ({devices} PCI devices) in {time.monotonic() - t0:.1f} s", file=sys.stderr)
     else:
         devices = len(os.listdir(os.path.join(root, "sys", "bus", "pci", "devices")))
-    args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc"]
+    args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={root}/captured"]
     with run_exporter(args, workdir) as exporter:
         import requests
 

@@ -9,7 +9,6 @@ the same text prometheus_client writes (labels sorted, Go-style floats, counters
 
 from __future__ import annotations
 
-import threading
 from typing import Dict, Iterable, List
 
 from prometheus_client.core import Metric
@@ -36,53 +35,14 @@ def _float(value: float) -> str:
     return floatToGoString(value)
 
 
-class _LabelTextCache:
-    """Rendered label sets, by identity of the label dict. Collectors keep one label dict
-    per device instance across scrapes, so most label sets are rendered once for the
-    life of a device. Entries not used in a scrape are dropped at its end; each entry
-    holds its dict, so an id is never reused while its entry lives."""
-
-    def __init__(self) -> None:
-        self._previous: Dict[int, tuple] = {}
-        self._current: Dict[int, tuple] = {}
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        self._lock.acquire()
-        self._previous, self._current = self._current, {}
-
-    def finish(self) -> None:
-        self._previous = {}
-        self._lock.release()
-
-    def get(self, labels: dict) -> str:
-        key = id(labels)
-        entry = self._current.get(key)
-        if entry is None:
-            entry = self._previous.get(key)
-            if entry is None or entry[0] is not labels:
-                text = ",".join(f'{k}="{_escape_value(labels[k])}"' for k in sorted(labels))
-                entry = (labels, text)
-            self._current[key] = entry
-        return entry[1]
-
-
-_LABELS = _LabelTextCache()
-
-
 def generate(families: Iterable[Metric]) -> bytes:
-    _LABELS.start()
-    try:
-        return _generate(families, _LABELS.get)
-    finally:
-        _LABELS.finish()
-
-
-def _generate(families: Iterable[Metric], label_text) -> bytes:
     out: List[str] = []
     append = out.append
-    # The same values (16 GT/s, x4) recur thousands of times: format each once.
+    # The same values (16 GT/s, x4, 1.0) recur thousands of times: format each once.
     value_text: Dict[float, str] = {}
+    # Per label-key set (in the collector's order): the keys sorted, as the exposition
+    # lists them, and a %-template of the label part, built once per scrape.
+    templates: Dict[tuple, tuple] = {}
     for family in families:
         name = family.name
         kind = family.type
@@ -91,16 +51,26 @@ def _generate(families: Iterable[Metric], label_text) -> bytes:
             kind = "untyped"
         append(f"# HELP {exposed} {_escape_help(family.documentation)}\n# TYPE {exposed} {kind}\n")
         for sample in family.samples:
-            labels = sample.labels
             value = sample.value
             text = value_text.get(value)
-            if text is None or value != value:
+            if text is None:
                 text = value_text[value] = _float(value)
+            labels = sample.labels
             if labels:
-                line = f"{sample.name}{{{label_text(labels)}}} {text}"
+                keys = tuple(labels)
+                entry = templates.get(keys)
+                if entry is None:
+                    ordered = tuple(sorted(keys))
+                    entry = templates[keys] = (ordered, ",".join(f'{k}="%s"' for k in ordered))
+                values = tuple([labels[k] for k in entry[0]])
+                joined = "".join(values)
+                if "\\" in joined or '"' in joined or "\n" in joined:
+                    values = tuple(_escape_value(v) for v in values)
+                line = f"{sample.name}{{{entry[1] % values}}} {text}"
             else:
                 line = f"{sample.name} {text}"
             if sample.timestamp is not None:
                 line += f" {int(float(sample.timestamp) * 1000)}"
-            append(line + "\n")
+            append(line)
+            append("\n")
     return "".join(out).encode("utf-8")

@@ -63,8 +63,13 @@ class BlockReader:
     def read(self) -> List[BlockDevice]:
         names = [n for n in list_dir(self.roots.sys("class", "block")) if not _NVME_PATH_DISK.match(n)]
         with self._lock:
-            found = self._places.refresh(self.roots.sys("class", "block"), names, _locate_path)
+            found = self._places.refresh(self.roots.sys("class", "block"), names, _locate_path,
+                                         real_path=_real_path)
         return [device for _, _, device in found if device is not None]
+
+
+def _real_path(device: Optional[BlockDevice]) -> str:
+    return device.real_path if device is not None else "/nonexistent"
 
 
 def read_block_devices(roots: Roots) -> List[BlockDevice]:

@@ -247,8 +247,8 @@ def _controller_of(block_path: str, real: str) -> Optional[str]:
     return None
 
 
-def _namespace_place(name: str, path: str) -> Optional[Tuple[Optional[str], Optional[int]]]:
-    """(controller, nsid) of a namespace block device: fixed while it exists."""
+def _namespace_place(name: str, path: str) -> Optional[Tuple[Optional[str], Optional[int], str]]:
+    """(controller, nsid, real directory) of a namespace block device: fixed while it exists."""
     match = _NAMESPACE_DISK.match(name)
     real = os.path.realpath(path)
     if not os.path.isdir(real):
@@ -258,7 +258,19 @@ def _namespace_place(name: str, path: str) -> Optional[Tuple[Optional[str], Opti
         # Without the `nsid` attribute (old kernels) and without multipath, the name's
         # number is the namespace's instance, its ID on single-namespace drives.
         nsid = int(match.group(2))
-    return _controller_of(path, real), nsid
+    return _controller_of(path, real), nsid, real
+
+
+def _controller_entry(name: str, path: str) -> Tuple[NvmeController, str]:
+    return _controller_identity(name, path), os.path.realpath(path)
+
+
+def _entry_path(entry: Tuple[NvmeController, str]) -> str:
+    return entry[1]
+
+
+def _place_path(place) -> str:
+    return place[2] if place is not None else "/nonexistent"
 
 
 class NvmeReader:
@@ -278,28 +290,28 @@ class NvmeReader:
         base = self.roots.sys("class", "nvme")
         names = [n for n in list_dir(base) if _CONTROLLER.match(n)]
         with self._lock:
-            found = self._controllers.refresh(base, names, _controller_identity)
-        return [dataclasses.replace(identity, state=_strip(read_attr(path + "/state")))
-                for _, path, identity in found]
+            found = self._controllers.refresh(base, names, _controller_entry, real_path=_entry_path)
+        return [dataclasses.replace(identity, state=_strip(read_attr(real + "/state")))
+                for _, _, (identity, real) in found]
 
     def namespaces(self) -> List[NvmeNamespace]:
         """Every NVMe namespace block device; a few sysfs reads each."""
         base = self.roots.sys("class", "block")
         names = [n for n in list_dir(base) if _NAMESPACE_DISK.match(n)]
         with self._lock:
-            found = self._namespaces.refresh(base, names, _namespace_place)
+            found = self._namespaces.refresh(base, names, _namespace_place, real_path=_place_path)
         result = []
-        for name, path, place in found:
+        for name, _, place in found:
             if place is None:
                 continue
-            controller, nsid = place
-            sectors = read_int(path + "/size")
+            controller, nsid, real = place
+            sectors = read_int(real + "/size")
             result.append(NvmeNamespace(
                 device=name, controller=controller, nsid=nsid,
                 size_bytes=sectors * 512 if sectors is not None else None,
-                logical_block_size=read_int(path + "/queue/logical_block_size"),
-                physical_block_size=read_int(path + "/queue/physical_block_size"),
-                optimal_io_size=read_int(path + "/queue/optimal_io_size")))
+                logical_block_size=read_int(real + "/queue/logical_block_size"),
+                physical_block_size=read_int(real + "/queue/physical_block_size"),
+                optimal_io_size=read_int(real + "/queue/optimal_io_size")))
         return result
 
 

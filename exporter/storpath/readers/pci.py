@@ -67,7 +67,7 @@ class PciStatic:
     has_link: bool  # the device has link attributes at all
     config_port_type: Optional[str]  # from the PCIe capability, when config space was readable
     aer_files: Tuple[Tuple[str, str], ...]  # (severity, path) of the AER counters present
-    path: str = ""  # /sys/bus/pci/devices/<address>, for the attributes read every scrape
+    path: str = ""  # the device's own directory under /sys/devices, for the attributes read every scrape
 
 
 @dataclass
@@ -204,21 +204,22 @@ class PciReader:
             max_link_width=max_width,
             has_link=has_link,
             config_port_type=parse_port_type(read_bytes(os.path.join(path, "config"), 256)),
-            aer_files=aer,
-            path=path,
+            aer_files=tuple((sev, os.path.join(real, os.path.basename(p))) for sev, p in aer),
+            path=real,
         )
 
     def read(self) -> List[PciDevice]:
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
         with self._lock:
-            for address, path, static in self._statics.refresh(base, list_dir(base), self._read_static):
+            for address, path, static in self._statics.refresh(base, list_dir(base), self._read_static,
+                                                               real_path=_static_path):
                 device = PciDevice(static=static, driver=link_name(static.path + "/driver"),
                                    current_link_speed=None, current_link_width=None)
                 if static.has_link:
                     speed_raw = read_bytes(static.path + "/current_link_speed", 64)
                     width_raw = read_bytes(static.path + "/current_link_width", 64)
-                    if speed_raw is None and width_raw is None and not os.path.isdir(path):
+                    if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
                         self._statics.forget(address)
                         continue  # vanished mid-read
                     device.current_link_speed, why = self._speed(speed_raw)
@@ -235,6 +236,10 @@ class PciReader:
                 devices.append(device)
         resolve_port_types(devices)
         return devices
+
+
+def _static_path(static: PciStatic) -> str:
+    return static.path
 
 
 def resolve_port_types(devices: List[PciDevice]) -> None:
