@@ -71,6 +71,8 @@ READER_FILES: Dict[str, Dict[str, Tuple[str, ...]]] = {
     "numa": {"sysfs": (
         "devices/system/node/node*/cpulist",
         "devices/system/cpu/cpu*/topology/physical_package_id",
+        "devices/system/node/online",  # the numa collector re-reads the topology when these change
+        "devices/system/cpu/online",
         "bus/pci/devices/*/{class,numa_node}",
     )},
     "sas": {"sysfs": (
