@@ -51,11 +51,13 @@ def run(args, config) -> int:
     stop.wait()
     server.shutdown()
     server.server_close()
-    scheduler.stop()
+    # Collectors first: closing the probes collector kills a running fio, so the
+    # background threads it would hold are free to stop at once.
     for collector in collectors:
         close = getattr(collector, "close", None)
         if close:
             close()
+    scheduler.stop()
     log.kv(LOG, logging.INFO, "stopped")
     sys.stdout.flush()
     return 0
