@@ -69,8 +69,13 @@ def test_rendered_objects(validator):
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    assert host_paths == {"sys": "/sys", "proc": "/proc", "dev": "/dev"}
-    assert all(m["readOnly"] for m in container["volumeMounts"] if m["name"] in host_paths)
+    assert host_paths == {"sys": "/sys", "proc": "/proc", "dev": "/dev", "state": "/var/lib/storpath"}
+    # The host's sys, proc and dev are read-only; only the state directory is written.
+    assert all(m["readOnly"] for m in container["volumeMounts"] if m["name"] in ("sys", "proc", "dev"))
+    assert not any(m.get("readOnly") for m in container["volumeMounts"] if m["name"] == "state")
+    init = pod["initContainers"][0]
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert [m["name"] for m in init["volumeMounts"]] == ["state"]
 
     nvme = validate(validator, "build", str(K8S / "overlays" / "nvme-identify"))
     ds = next(d for d in yaml.safe_load_all(nvme.stdout) if d and d["kind"] == "DaemonSet")
