@@ -60,3 +60,15 @@ def test_golden_passes_promtool_check_metrics(name, variant):
         data = handle.read().replace(b"<duration>", b"0.001").replace(b"<python>", b"3")
     result = subprocess.run([promtool, "check", "metrics"], input=data, capture_output=True, timeout=60)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+def test_fleet_scale_doc_matches_goldens():
+    """docs/fleet-scale.md quotes the series count per fixture machine: keep it true."""
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "fleet-scale.md")).read()
+    table = doc.split("<!-- series-table", 1)[1].split("<!-- /series-table -->", 1)[0]
+    rows = re.findall(r"^\| ([a-z0-9-]+) \(([a-z0-9-]+)\) \| [^|]+ \| (\d+) \|$", table, re.M)
+    assert len(rows) >= 5
+    for name, variant, count in rows:
+        with open(machines.load(name).golden(variant)) as handle:
+            served = sum(1 for line in handle if line.strip() and not line.startswith("#"))
+        assert served == int(count), f"{name} ({variant}) serves {served} series, docs/fleet-scale.md says {count}"
