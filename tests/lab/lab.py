@@ -12,6 +12,8 @@ kernel's view again, all in one boot.
     python3 tests/lab/lab.py run nvme -- CMD ...   # boot, run one command, power off
     python3 tests/lab/lab.py capture md            # boot, snapshot sysfs into captures/md.tar.gz
     python3 tests/lab/lab.py metrics nvme          # boot, run the exporter, print /metrics
+    python3 tests/lab/lab.py build --variant zfs   # the zfs image (OpenZFS 2.1 from contrib, dkms)
+    python3 tests/lab/lab.py capture zfs           # pools + faults -> tests/unit/data/zpool_2.1_lab.txt
 
 Inside the guest the repository is mounted read-only at /mnt/repo (9p) and a per-boot
 results directory is mounted read-write at /mnt/out. Commands run as root with
@@ -206,7 +208,46 @@ def resolve_kernel_package() -> Dict[str, str]:
     return {"package": name, "version": m.group(1)}
 
 
-def recipe() -> dict:
+# --- The optional "zfs" image variant (OpenZFS 2.1 from Debian's contrib) --------------
+# Not part of the default image: zfs-dkms needs the kernel headers and a compiler in the
+# chroot and takes minutes to build. The module is built by dkms for the guest kernel in
+# a customize hook, kept aside, the build tools purged, and the module put back. The
+# guest runs udevd (libzfs waits for udev to settle when it labels a whole disk).
+ZFS_PACKAGES = ["zfs-dkms", "zfsutils-linux", "dkms", "udev"]  # + linux-headers-<release>
+ZFS_MODULES = ["zfs"]
+ZFS_INIT_UDEV = r"""# zfs variant: udevd, so that libzfs sees partitions and by-id links settle.
+for u in /lib/systemd/systemd-udevd /usr/lib/systemd/systemd-udevd; do
+    if [ -x "$u" ]; then
+        "$u" --daemon && udevadm trigger --action=add && udevadm settle --timeout=60
+        break
+    fi
+done
+"""
+IMAGE_VARIANTS = ("default", "zfs")
+
+
+def kernel_release_of(package: str) -> str:
+    """linux-image-6.1.0-56-amd64 -> 6.1.0-56-amd64"""
+    return package[len("linux-image-"):] if package.startswith("linux-image-") else package
+
+
+def recipe(variant: str = "default") -> dict:
+    if variant not in IMAGE_VARIANTS:
+        raise ValueError(f"unknown image variant {variant!r}; known: {', '.join(IMAGE_VARIANTS)}")
+    r = _base_recipe()
+    if variant == "zfs":
+        release = kernel_release_of(r["kernel"]["package"])
+        r["variant"] = "zfs"
+        r["components"] = "main contrib"
+        r["packages"] = sorted(set(r["packages"]) | set(ZFS_PACKAGES) | {f"linux-headers-{release}"})
+        r["build_only"] = ["zfs-dkms", "dkms", f"linux-headers-{release}"]
+        r["modules"] = r["modules"] + ZFS_MODULES
+        marker = "AGENT=/mnt/repo/tests/lab/guest/agent.py\n"
+        r["init"] = r["init"].replace(marker, ZFS_INIT_UDEV + marker)
+    return r
+
+
+def _base_recipe() -> dict:
     return {
         "recipe_version": RECIPE_VERSION,
         "suite": host_suite(),
@@ -321,12 +362,17 @@ def write_newc_cpio(root: Path, out: Path) -> None:
         f.write(header(b"TRAILER!!!", 0, 0, nlink=1))
 
 
-def build(force: bool = False, log: Callable[[str], None] = print) -> Image:
-    """Build the guest image, or return the cached one for the current recipe."""
-    r = recipe()
+def _image_dir_name(variant: str, key: str) -> str:
+    return key if variant == "default" else f"{variant}-{key}"
+
+
+def build(force: bool = False, log: Callable[[str], None] = print, variant: str = "default") -> Image:
+    """Build the guest image, or return the cached one for the current recipe.
+    variant "zfs" is a separate image (cached as zfs-<hash> beside the default one)."""
+    r = recipe(variant)
     key = recipe_hash(r)
     root = cache_root()
-    final = root / key
+    final = root / _image_dir_name(variant, key)
     if (final / "image.json").exists() and not force:
         return Image.load(final)
     root.mkdir(parents=True, exist_ok=True)
@@ -346,7 +392,8 @@ def _build_locked(r: dict, key: str, root: Path, final: Path,
     if os.geteuid() != 0:
         raise RuntimeError("building the lab image needs root (mmdebstrap --mode=root, "
                            "chroot for depmod); booting a built image does not")
-    work = Path(tempfile.mkdtemp(prefix=f"{key}.build-", dir=root))
+    variant = r.get("variant", "default")
+    work = Path(tempfile.mkdtemp(prefix=f"{_image_dir_name(variant, key)}.build-", dir=root))
     t0 = time.monotonic()
     try:
         # 1. The kernel: Debian's image package, unpacked (not installed on the host).
@@ -367,14 +414,29 @@ def _build_locked(r: dict, key: str, root: Path, final: Path,
         cmd = ["mmdebstrap", "--variant=essential", "--mode=root", "--quiet",
                "--include=" + ",".join(r["packages"])]
         cmd += [f"--dpkgopt=path-exclude={p}" for p in r["dpkg_excludes"]]
+        if r.get("build_only"):
+            # Build out-of-tree modules (zfs) for the guest kernel, keep them, drop the tools.
+            mods = f"/lib/modules/{release}"
+            cmd += [f"--customize-hook=chroot \"$1\" dkms autoinstall -k {release}",
+                    f"--customize-hook=ls \"$1\"{mods}/updates/dkms/",
+                    f"--customize-hook=cp -a \"$1\"{mods}/updates \"$1\"/root/lab-updates",
+                    # The essential variant has no apt inside: mmdebstrap's own apt, from outside.
+                    "--customize-hook=APT_CONFIG=\"$MMDEBSTRAP_APT_CONFIG\" DEBIAN_FRONTEND=noninteractive "
+                    "apt-get purge -y -q -o APT::AutoRemove::RecommendsImportant=false "
+                    "-o APT::AutoRemove::SuggestsImportant=false --autoremove " + " ".join(r["build_only"])
+                    + " || echo 'storpath-lab: purge of the build tools failed; image stays bigger'",
+                    f"--customize-hook=rm -rf \"$1\"{mods} \"$1\"/usr/src/* \"$1\"/var/lib/dkms",
+                    f"--customize-hook=mkdir -p \"$1\"{mods} && "
+                    f"mv \"$1\"/root/lab-updates \"$1\"{mods}/updates"]
         cmd += ["--customize-hook=rm -rf \"$1\"/var/cache/apt \"$1\"/var/lib/apt/lists",
                 r["suite"], str(rootfs)]
         mirror = r["mirror"] or "http://deb.debian.org/debian"
         security = (r["mirror"].rstrip("/") + "-security") if r["mirror"] else \
             "http://deb.debian.org/debian-security"
-        cmd += [f"deb {mirror} {r['suite']} main",
-                f"deb {mirror} {r['suite']}-updates main",
-                f"deb {security} {r['suite']}-security main"]
+        comps = r.get("components", "main")
+        cmd += [f"deb {mirror} {r['suite']} {comps}",
+                f"deb {mirror} {r['suite']}-updates {comps}",
+                f"deb {security} {r['suite']}-security {comps}"]
         # stdin closed: mmdebstrap reads a sources.list from a stdin that is not a terminal.
         _run(cmd, log, stdin=subprocess.DEVNULL)
 
@@ -389,6 +451,11 @@ def _build_locked(r: dict, key: str, root: Path, final: Path,
         #    let the guest's depmod compute the dependencies, keep only what is needed.
         dst_mods = rootfs / "lib" / "modules" / release
         dst_mods.parent.mkdir(parents=True, exist_ok=True)
+        if dst_mods.exists():
+            # Modules built in the chroot (zfs variant: updates/dkms) join the kernel's tree.
+            if (dst_mods / "updates").is_dir():
+                shutil.move(str(dst_mods / "updates"), str(kmods / "updates"))
+            shutil.rmtree(dst_mods)
         shutil.move(str(kmods), str(dst_mods))
         _run(["chroot", str(rootfs), "depmod", "-a", release], log)
         keep = set(_module_closure(dst_mods, r["modules"]))
@@ -426,9 +493,10 @@ def _build_locked(r: dict, key: str, root: Path, final: Path,
         if final.exists():
             shutil.rmtree(final)
         os.rename(out, final)
-        # Older images are of no further use: keep the cache to one image.
+        # Older images are of no further use: keep the cache to one image per variant.
+        prefix = "" if variant == "default" else re.escape(variant) + "-"
         for other in root.iterdir():
-            if other != final and re.fullmatch(r"[0-9a-f]{16}(\.build-.*)?", other.name):
+            if other != final and re.fullmatch(prefix + r"[0-9a-f]{16}(\.build-.*)?", other.name):
                 shutil.rmtree(other, ignore_errors=True)
         log(f"lab image {key} built in {time.monotonic() - t0:.0f} s: {final}")
     finally:
@@ -550,11 +618,39 @@ def topology_md(diskdir: Path) -> Topology:
     return Topology("md", args, description="7 virtio disks and 2 NVMe for md arrays")
 
 
+# zfs: pools built in the guest (needs the "zfs" image variant): 8 virtio disks for a
+# raidz2 (vda-vdh), 4 for a raidz1 (vdi-vdl), 2 for cache (vdm, vdn), 1 spare disk (vdo) to
+# replace with, and 2 NVMe for a mirrored log. 128 MiB each (ZFS needs 64 MiB a vdev).
+ZFS_VIRTIO_DISKS = 15
+ZFS_NVME_SERIALS = ["SPLABZIL0", "SPLABZIL1"]
+
+
+def topology_zfs(diskdir: Path) -> Topology:
+    args = []
+    for i in range(ZFS_VIRTIO_DISKS):
+        args += _drive(diskdir, f"zd{i}", 128)
+        args += ["-device", f"virtio-blk-pci,drive=zd{i},serial=SPLABZD{i}"]
+    for i, serial in enumerate(ZFS_NVME_SERIALS):
+        args += ["-device", f"pcie-root-port,id=rp{i},bus=pcie.0,chassis={i + 1},"
+                            f"slot={i + 1},x-speed=8,x-width=4"]
+        args += _drive(diskdir, f"zilnvd{i}", 128)
+        args += ["-device", f"nvme,id=zilnvme{i},serial={serial},bus=rp{i}",
+                 "-device", f"nvme-ns,drive=zilnvd{i},bus=zilnvme{i},nsid=1"]
+    return Topology("zfs", args, memory_mib=2048, cpus=2,
+                    description="15 virtio disks and 2 NVMe for ZFS pools (image variant zfs)")
+
+
 TOPOLOGIES: Dict[str, Callable[[Path], Topology]] = {
     "nvme": topology_nvme,
     "sas": topology_sas,
     "md": topology_md,
 }
+
+# Topologies that boot an image variant other than the default one; kept out of
+# TOPOLOGIES (whose machines all have a committed sysfs capture under captures/).
+VARIANT_TOPOLOGIES: Dict[str, Callable[[Path], Topology]] = {"zfs": topology_zfs}
+TOPOLOGY_VARIANTS: Dict[str, str] = {"zfs": "zfs"}
+ALL_TOPOLOGIES: Dict[str, Callable[[Path], Topology]] = {**TOPOLOGIES, **VARIANT_TOPOLOGIES}
 
 
 # --------------------------------------------------------------------------------------
@@ -593,8 +689,8 @@ class Guest:
                  workdir: Optional[Path] = None, repo: Path = REPO_ROOT,
                  extra_kernel_args: Optional[List[str]] = None,
                  log: Callable[[str], None] = lambda s: None):
-        if topology not in TOPOLOGIES:
-            raise LabError(f"unknown topology {topology!r}; known: {', '.join(TOPOLOGIES)}")
+        if topology not in ALL_TOPOLOGIES:
+            raise LabError(f"unknown topology {topology!r}; known: {', '.join(ALL_TOPOLOGIES)}")
         self.topology_name = topology
         self.image = image
         self.repo = repo
@@ -617,7 +713,7 @@ class Guest:
         image = self.image
         diskdir = self.workdir / "disks"
         diskdir.mkdir(parents=True, exist_ok=True)
-        topo = TOPOLOGIES[self.topology_name](diskdir)
+        topo = ALL_TOPOLOGIES[self.topology_name](diskdir)
         self.topology = topo
         thread = os.environ.get("STORPATH_LAB_TCG_THREAD", "single")
         cmdline = ["console=ttyS0", "rdinit=/init", "panic=-1", "quiet",
@@ -640,7 +736,8 @@ class Guest:
 
     def start(self, timeout: float = 300) -> "Guest":
         if self.image is None:
-            self.image = build(log=self.log)
+            self.image = build(log=self.log,
+                               variant=TOPOLOGY_VARIANTS.get(self.topology_name, "default"))
         if not shutil.which("qemu-system-x86_64"):
             raise LabError("qemu-system-x86_64 is not installed")
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -844,6 +941,97 @@ sleep 1
 """
 
 
+# ZFS (topology zfs, image variant zfs): pools made like the fixtures' from the disks'
+# /dev/disk/by-id names (so `zpool status -L` differs from `zpool status`), then degraded,
+# corrupted and scrubbed, with zpool's output captured after each step.
+ZFS_SETUP = r"""
+set -e
+modprobe zfs
+udevadm settle --timeout=60
+byid() { for l in /dev/disk/by-id/*; do case "$l" in *-part*) continue;; esac
+         [ "$(readlink -f "$l")" = "/dev/$1" ] && { echo "$l"; return; }; done; echo "/dev/$1"; }
+ns_of() { for c in /sys/class/nvme/nvme*; do [ "$(tr -d ' ' < $c/serial)" = "$1" ] && echo "$(basename $c)n1"; done; true; }
+Z1=""; for d in vda vdb vdc vdd vde vdf vdg vdh; do Z1="$Z1 $(byid $d)"; done
+Z2=""; for d in vdi vdj vdk vdl; do Z2="$Z2 $(byid $d)"; done
+L0=$(byid $(ns_of SPLABZIL0)); L1=$(byid $(ns_of SPLABZIL1))
+zpool create -o ashift=13 zpool1 raidz2 $Z1
+zpool create zpool2 raidz1 $Z2 log mirror $L0 $L1 cache $(byid vdm) $(byid vdn)
+dd if=/dev/urandom of=/zpool1/data bs=1M count=96 status=none
+dd if=/dev/urandom of=/zpool2/data bs=1M count=64 status=none
+sync
+zpool scrub -w zpool2
+"""
+
+ZFS_DEGRADE = r"""
+set -e
+zpool offline zpool1 $(ls /dev/disk/by-id/virtio-SPLABZD2 2>/dev/null || echo vdc)
+# Overwrite part of one raidz1 member of zpool2 behind ZFS's back (data region only:
+# the labels sit in the first and last 512 KiB), so the scrub finds checksum errors.
+dd if=/dev/urandom of=/dev/vdj1 bs=1M seek=8 count=48 conv=notrunc status=none
+sync
+echo 3 > /proc/sys/vm/drop_caches
+zpool scrub zpool1
+zpool scrub zpool2
+"""
+
+ZFS_CAPTURE_HEADER = """\
+# Output of OpenZFS 2.1 (Debian bookworm contrib: zfs-dkms + zfsutils-linux) on a real kernel under
+# QEMU (tests/lab, topology zfs), made by `python3 tests/lab/lab.py capture zfs` with LC_ALL=C TZ=UTC.
+# zpool1: raidz2 of 8 virtio disks, ashift=13; zpool2: raidz1 of 4 virtio disks, mirrored log on 2 NVMe,
+# 2 cache disks; pools created from /dev/disk/by-id names. Phases: healthy (zpool2 scrubbed);
+# vdc offlined in zpool1 and vdj1 overwritten in zpool2, scrubs started; zpool1's scrub paused;
+# both scrubs finished; vdc back online and resilvered.
+# Layout: '=== PHASE <name>', then '### <command>' and its stdout ('[rc=N stderr]': its stderr).
+"""
+
+ZFS_CAPTURE_COMMANDS = [
+    "zpool status -p",
+    "zpool status -p -L",
+    "zpool list -Hp -o name,size,alloc,free,frag,cap,health,ashift",
+    "grep -H . /proc/spl/kstat/zfs/*/state",
+]
+
+
+def zfs_capture_text(guest: Guest, log: Callable[[str], None] = lambda s: None) -> str:
+    """Run ZFS_SETUP and the fault steps in a zfs guest; return the sectioned capture
+    (tests/unit/data/zpool_2.1_lab.txt): '=== PHASE <name>' lines, then '### <command>'
+    and its stdout; '### <command> [rc=N stderr]' when it failed."""
+    env = {"LC_ALL": "C", "LANG": "C", "TZ": "UTC"}
+    out: List[str] = []
+
+    def cap(cmds: List[str]) -> None:
+        for c in cmds:
+            res = guest.run(c, check=False, env=env, timeout=300)
+            if res.rc == 0:
+                out.append(f"### {c}\n{res.stdout}")
+            else:
+                out.append(f"### {c}\n{res.stdout}")
+                out.append(f"### {c} [rc={res.rc} stderr]\n{res.stderr}")
+
+    def phase(name: str) -> None:
+        log(f"zfs capture: phase {name}")
+        out.append(f"=== PHASE {name}\n")
+
+    guest.sh(ZFS_SETUP, env=env, timeout=1800)
+    phase("healthy")
+    cap(["zpool version", "uname -r", "zpool status -j --json-int -L"] + ZFS_CAPTURE_COMMANDS)
+    guest.sh(ZFS_DEGRADE, env=env, timeout=600)
+    phase("degraded-scrub-running")
+    cap(ZFS_CAPTURE_COMMANDS)
+    guest.sh("zpool scrub -p zpool1", env=env)
+    phase("scrub-paused")
+    cap(ZFS_CAPTURE_COMMANDS[:2])
+    guest.sh("zpool scrub zpool1 && zpool wait -t scrub zpool1 && zpool wait -t scrub zpool2",
+             env=env, timeout=1800)
+    phase("degraded-scrub-finished")
+    cap(ZFS_CAPTURE_COMMANDS)
+    guest.sh("zpool online zpool1 $(ls /dev/disk/by-id/virtio-SPLABZD2 2>/dev/null || echo vdc) && "
+             "zpool wait -t resilver zpool1", env=env, timeout=1800)
+    phase("online-resilvered")
+    cap(ZFS_CAPTURE_COMMANDS)
+    return "".join(s if s.endswith("\n") else s + "\n" for s in out)
+
+
 def nvme_ctrl_by_serial(guest: Guest) -> Dict[str, str]:
     """serial -> controller name (nvme0...), read in the guest."""
     out = guest.sh("for c in /sys/class/nvme/nvme*; do echo \"$(basename $c) $(cat $c/serial)\"; done")
@@ -913,26 +1101,30 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build (or reuse) the cached kernel + initramfs")
     b.add_argument("--force", action="store_true")
+    b.add_argument("--variant", choices=IMAGE_VARIANTS, default="default",
+                   help="image variant (zfs: OpenZFS from contrib, built with dkms)")
     for name, helptext in (("boot", "boot, show the kernel's view of the storage, power off"),
                            ("shell", "boot and run shell commands read from stdin"),
                            ("capture", "boot and snapshot sysfs into tests/lab/captures"),
                            ("metrics", "boot, run the exporter, print /metrics")):
         s = sub.add_parser(name, help=helptext)
-        s.add_argument("topology", choices=sorted(TOPOLOGIES))
+        s.add_argument("topology", choices=sorted(ALL_TOPOLOGIES))
     r = sub.add_parser("run", help="boot, run one command, power off")
-    r.add_argument("topology", choices=sorted(TOPOLOGIES))
+    r.add_argument("topology", choices=sorted(ALL_TOPOLOGIES))
     r.add_argument("command", nargs=argparse.REMAINDER)
     sub.add_parser("topologies", help="list the topologies")
     args = p.parse_args(argv)
 
     if args.cmd == "topologies":
-        for name, fn in TOPOLOGIES.items():
+        for name, fn in ALL_TOPOLOGIES.items():
             with tempfile.TemporaryDirectory() as d:
                 t = fn(Path(d))
             print(f"{name:6} {t.description}")
         return 0
     t0 = time.monotonic()
-    image = build(force=getattr(args, "force", False), log=_print)
+    variant = getattr(args, "variant", None) or TOPOLOGY_VARIANTS.get(
+        getattr(args, "topology", ""), "default")
+    image = build(force=getattr(args, "force", False), log=_print, variant=variant)
     _print(f"image ready in {time.monotonic() - t0:.1f} s: {image.directory}")
     if args.cmd == "build":
         return 0
@@ -968,6 +1160,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                 g.sh(MD_SETUP, timeout=300)
             elif args.topology == "nvme":
                 g.sh(NVME_SETUP, timeout=300)
+            elif args.topology == "zfs":
+                text = zfs_capture_text(g, log=_print)
+                dest = REPO_ROOT / "tests" / "unit" / "data" / "zpool_2.1_lab.txt"
+                dest.write_text(ZFS_CAPTURE_HEADER + text)
+                _print(f"wrote {dest} ({dest.stat().st_size} bytes)")
+                return 0
             dest = capture(g, args.topology)
             _print(f"wrote {dest} ({dest.stat().st_size} bytes)")
         elif args.cmd == "metrics":

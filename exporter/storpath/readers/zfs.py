@@ -320,6 +320,11 @@ def parse_scan_line(lines: List[str]) -> Optional[ScanStatus]:
             scan.end_time = when
         else:
             scan.start_time = when
+            # A paused scan's first line holds the pause time; OpenZFS 2.1 prints the
+            # start on the next line ("scrub started on <ctime>").
+            started = re.search(r"started on\s+(.+?\d{4})", rest) if state == "paused" else None
+            if started and parse_ctime(started.group(1)) is not None:
+                scan.start_time = parse_ctime(started.group(1))
             done = re.search(r"(\d+(?:\.\d+)?)%\s+done", rest)
             if done:
                 scan.progress = min(1.0, float(done.group(1)) / 100)
