@@ -421,7 +421,14 @@ def _build_locked(r: dict, key: str, root: Path, final: Path,
                     f"--customize-hook=ls \"$1\"{mods}/updates/dkms/",
                     f"--customize-hook=cp -a \"$1\"{mods}/updates \"$1\"/root/lab-updates",
                     # The essential variant has no apt inside: mmdebstrap's own apt, from outside.
-                    "--customize-hook=APT_CONFIG=\"$MMDEBSTRAP_APT_CONFIG\" DEBIAN_FRONTEND=noninteractive "
+                    # Without mmdebstrap's APT_CONFIG that apt-get would act on the HOST and purge
+                    # its compilers (it did once), so it only runs when the config points into
+                    # the chroot being built.
+                    "--customize-hook=case \"$MMDEBSTRAP_APT_CONFIG\" in \"\") "
+                    "echo 'storpath-lab: no MMDEBSTRAP_APT_CONFIG; not purging (it would hit the host)'; exit 0;; esac; "
+                    "grep -q \"$1\" \"$MMDEBSTRAP_APT_CONFIG\" || "
+                    "{ echo 'storpath-lab: apt config does not point into the chroot; not purging'; exit 0; }; "
+                    "APT_CONFIG=\"$MMDEBSTRAP_APT_CONFIG\" DEBIAN_FRONTEND=noninteractive "
                     "apt-get purge -y -q -o APT::AutoRemove::RecommendsImportant=false "
                     "-o APT::AutoRemove::SuggestsImportant=false --autoremove " + " ".join(r["build_only"])
                     + " || echo 'storpath-lab: purge of the build tools failed; image stays bigger'",
