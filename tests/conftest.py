@@ -51,6 +51,17 @@ def log_records(name: str):
         logger.setLevel(old_level)
 
 
+def stop_process(proc: subprocess.Popen, grace: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds; always reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -124,13 +135,7 @@ def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None) -> I
             time.sleep(0.05)
         yield exporter
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
 
 
 @pytest.fixture

@@ -60,6 +60,17 @@ def read_int(path: str, base: int = 10) -> Optional[int]:
         return None
 
 
+def parse_numa_node(text: Optional[str]) -> Optional[int]:
+    """A device's numa_node: a node number or -1; anything else None."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        return None
+    return value if value >= -1 else None
+
+
 def list_dir(path: str) -> List[str]:
     try:
         return sorted(os.listdir(path))

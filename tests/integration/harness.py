@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterable, Optional
 
 import yaml
 
+from tests.conftest import stop_process
+
 REPO = Path(__file__).resolve().parents[2]
 DOCKER_DAEMON = REPO / "scripts" / "docker-daemon"
 BUILD_IMAGES = REPO / "deploy" / "container" / "build-base-images"
@@ -362,13 +364,7 @@ def _start_process(name: str, argv: list[str], d: Path, port: int, cls: type, en
         return f"--- {name} ({state}): {' '.join(argv)}\n" + (d / "output.log").read_text(errors="replace")[-6000:]
 
     def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
         log.close()
 
     return cls(name=name, port=port, logs=logs, stop=stop, extra={"process": proc})

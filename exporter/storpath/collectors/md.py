@@ -8,18 +8,12 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from storpath.analysis.md import member_placement
 from storpath.collectors import Collector, register
-from storpath.readers.block import read_block_devices
 from storpath.readers.md import ARRAY_STATES, SYNC_ACTIONS, read_md_arrays
-from storpath.readers.pci import PciReader
 
 
 @register("md", default=True)
 class MdCollector(Collector):
     """md RAID arrays: state, level, degraded disks, sync progress, members and their NUMA nodes."""
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.pci = PciReader(self.roots)
 
     def collect(self) -> Iterable[Metric]:
         arrays = read_md_arrays(self.roots)
@@ -69,8 +63,9 @@ class MdCollector(Collector):
                 member.add_metric([array.name, m.name, m.disk, slot, ",".join(m.state)], 1)
 
         if any(a.members for a in arrays):
-            disk_address = {d.name: d.pci_address for d in read_block_devices(self.roots)}
-            address_node = {d.address: d.static.numa_node for d in self.pci.read()}
+            # The scrape's shared reads: the PCI tree and block devices are read once for all collectors.
+            disk_address = {d.name: d.pci_address for d in self.ctx.facts.blocks()}
+            address_node = {d.address: d.static.numa_node for d in self.ctx.facts.pci()}
             for name, placement in sorted(member_placement(arrays, disk_address, address_node).items()):
                 if placement.numa_nodes:
                     numa.add_metric([name], len(placement.numa_nodes))

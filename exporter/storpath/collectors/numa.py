@@ -8,7 +8,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Collector, register
-from storpath.readers.numa import PciNuma, read_cpu_packages, read_nodes
+from storpath.readers.numa import pci_numa, read_cpu_packages, read_nodes
 from storpath.sysfs import read_attr
 
 
@@ -32,9 +32,7 @@ class NumaCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         nodes, packages = self._topology()
-        # numa_node and class of each PCI function come with the shared PCI read.
-        pci = [PciNuma(address=d.address, class_code=d.static.class_code, numa_node=d.static.numa_node)
-               for d in self.ctx.facts.pci()]
+        pci = pci_numa(self.ctx.facts.pci())
         node_info = GaugeMetricFamily(
             "storpath_numa_node_info", "A NUMA node and its CPUs (cpulist, empty for a memory-only node); always 1.",
             labels=["node", "cpulist"])

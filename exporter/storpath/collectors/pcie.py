@@ -15,7 +15,8 @@ def _fmt_class(code):
     return "0x%06x" % code if code is not None else ""
 
 
-def _device_labels_for(device, link):
+def _device_labels(device, link):
+    """The label sets of one device's samples, shared by its families."""
     static = device.static
     addr = {"address": device.address}
     info = {
@@ -38,13 +39,6 @@ class PcieCollector(Collector):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.expectations = ExpectationCache()
-        # Label dicts per device instance (its static record), reused across scrapes so
-        # the text writer renders each label set once (storpath.exposition).
-        self._labels = {}
-
-    @staticmethod
-    def _device_labels(device, link):
-        return _device_labels_for(device, link)
 
     def collect(self) -> Iterable[Metric]:
         devices = self.ctx.facts.pci()
@@ -82,20 +76,13 @@ class PcieCollector(Collector):
                 family.samples.append(Sample(family.name, labels, value, None))
 
         aer_name = aer.name + "_total"
-        labels_now = {}
         for device in devices:
             static = device.static
             is_storage = static.class_code is not None and static.class_code >> 16 == 0x01
             if not static.has_link and not is_storage:
                 continue
             link = links.get(device.address)
-            key = (id(static), device.driver, device.port_type, link.root_port if link else None,
-                   link.bottleneck if link else None)
-            cached = self._labels.get(key)
-            if cached is None or cached[0] is not static:
-                cached = (static, self._device_labels(device, link))
-            labels_now[key] = cached
-            addr, info_labels, aer_labels, bottleneck_labels = cached[1]
+            addr, info_labels, aer_labels, bottleneck_labels = _device_labels(device, link)
             put(info, info_labels, 1.0)
             for severity, total in device.aer_totals.items():
                 aer.samples.append(Sample(aer_name, aer_labels[severity], total, None))
@@ -113,6 +100,5 @@ class PcieCollector(Collector):
             put(exp_bw, addr, link.expected_bandwidth)
             if bottleneck_labels is not None:
                 put(bottleneck, bottleneck_labels, link.bottleneck_bandwidth)
-        self._labels = labels_now
 
         return [cur_speed, max_speed, exp_speed, cur_width, max_width, exp_width, cur_bw, exp_bw, bottleneck, aer, info]

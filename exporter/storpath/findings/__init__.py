@@ -71,6 +71,9 @@ class Facts:
         self.roots = roots
         self.config = config or {}
         self._memo: Dict[str, Any] = {}
+        from storpath.facts import ScrapeFacts
+
+        self._reads = ScrapeFacts(roots)  # one check is one "scrape": the PCI tree and block devices, read once
         self._labels: Dict[str, List[str]] = {}
         self._groups: Dict[str, str] = {}
 
@@ -92,9 +95,7 @@ class Facts:
 
     # ---- shared facts -------------------------------------------------------
     def pci_devices(self):
-        from storpath.readers.pci import PciReader
-
-        return self.memo("pci.devices", lambda: PciReader(self.roots).read())
+        return self._reads.pci()
 
     def pci_by_address(self):
         return self.memo("pci.by_address", lambda: {d.address: d for d in self.pci_devices()})
@@ -105,9 +106,7 @@ class Facts:
         return self.memo("pcie.links", lambda: analyse(self.pci_devices()))
 
     def block_devices(self):
-        from storpath.readers.block import read_block_devices
-
-        return self.memo("block.devices", lambda: read_block_devices(self.roots))
+        return self._reads.blocks()
 
     def blocks_at(self, address: str) -> List[str]:
         """Block devices whose nearest PCI function is `address`."""

@@ -7,14 +7,13 @@ from __future__ import annotations
 from storpath.analysis.md import member_placement
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
 from storpath.readers.md import read_md_arrays
-from storpath.readers.numa import read_pci_numa
 
 
 @register("md", collector="md", order=50)
 def check(facts: Facts, out: Outcome) -> None:
     arrays = read_md_arrays(facts.roots)
     disk_address = {b.name: b.pci_address for b in facts.block_devices()}
-    address_node = {d.address: d.numa_node for d in read_pci_numa(facts.roots)}
+    address_node = {d.address: d.static.numa_node for d in facts.pci_devices()}
     placement = member_placement(arrays, disk_address, address_node)
     for array in sorted(arrays, key=lambda a: natural_key(a.name)):
         members = sorted(array.members, key=lambda m: (m.slot is None, m.slot or 0, m.name))

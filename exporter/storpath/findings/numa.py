@@ -9,13 +9,13 @@ from typing import Dict, List
 
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.numa import read_cpu_packages, read_nodes, read_pci_numa
+from storpath.readers.numa import pci_numa, read_cpu_packages, read_nodes
 
 
 @register("numa", collector="numa", order=40)
 def check(facts: Facts, out: Outcome) -> None:
     nodes = read_nodes(facts.roots)
-    pci = read_pci_numa(facts.roots)
+    pci = pci_numa(facts.pci_devices())
     with_cpus = [n for n in nodes if n.cpus]
     if len(with_cpus) < 2:
         out.count(len(nodes), "NUMA nodes")

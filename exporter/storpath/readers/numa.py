@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from storpath import log
-from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr
+from storpath.sysfs import list_dir, parse_numa_node, read_attr  # noqa: F401 (parse_numa_node re-exported)
 
 LOG = log.get("numa")
 
@@ -70,17 +69,6 @@ def parse_cpulist(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     return tuple(sorted(set(cpus)))
 
 
-def parse_numa_node(text: Optional[str]) -> Optional[int]:
-    """A device's numa_node: a node number or -1; anything else None."""
-    if text is None:
-        return None
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
-        return None
-    return value if value >= -1 else None
-
-
 def _once(key: tuple, msg: str, **fields) -> None:
     log.once(LOG, logging.WARNING, ("numa",) + key, msg, **fields)
 
@@ -125,24 +113,15 @@ def read_cpu_packages(roots: Roots) -> Dict[int, int]:
     return packages
 
 
+def pci_numa(devices) -> List[PciNuma]:
+    """NUMA node and class of every PCI function, from the PCI reader's records (which
+    read `numa_node` and `class` once per device instance and log a bad value once)."""
+    return [PciNuma(address=d.address, class_code=d.static.class_code, numa_node=d.static.numa_node)
+            for d in devices]
+
+
 def read_pci_numa(roots: Roots) -> List[PciNuma]:
-    base = roots.sys("bus", "pci", "devices")
-    devices = []
-    for address in list_dir(base):
-        if not PCI_ADDRESS.match(address):
-            continue
-        path = os.path.join(base, address)
-        class_text = read_attr(os.path.join(path, "class"))
-        try:
-            class_code = int(class_text, 16) if class_text else None
-        except ValueError:
-            class_code = None
-        numa_text = read_attr(os.path.join(path, "numa_node"))
-        numa_node = parse_numa_node(numa_text)
-        if numa_text is not None and numa_node is None:
-            _once((address, "numa_node"), "PCI numa_node not usable, leaving it out", address=address,
-                  value=numa_text)
-        if class_text is None and numa_text is None and not os.path.isdir(path):
-            continue  # removed while it was read
-        devices.append(PciNuma(address=address, class_code=class_code, numa_node=numa_node))
-    return devices
+    """One-shot read, for callers without a PCI read at hand."""
+    from storpath.readers.pci import PciReader
+
+    return pci_numa(PciReader(roots).read())

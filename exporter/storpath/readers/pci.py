@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, link_name, list_dir, read_attr, read_attr_why, read_bytes
+from storpath.sysfs import InstanceCache, link_name, list_dir, parse_numa_node, read_attr, read_attr_why, read_bytes
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 LOG = log.get("pcie")
@@ -175,10 +175,8 @@ class PciReader:
             class_code = None
             self._warn(address, "class", f"unparsable {class_text!r}")
         numa_text = read_attr(os.path.join(path, "numa_node"))
-        try:
-            numa_node = int(numa_text) if numa_text is not None else None
-        except ValueError:
-            numa_node = None
+        numa_node = parse_numa_node(numa_text)
+        if numa_text is not None and numa_node is None:
             self._warn(address, "numa_node", f"unparsable {numa_text!r}")
         speed_text, speed_err = read_attr_why(os.path.join(path, "max_link_speed"))
         has_link = speed_text is not None or os.path.exists(os.path.join(path, "max_link_width"))
