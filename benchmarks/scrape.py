@@ -1,13 +1,16 @@
 """Scrape cost of the exporter on synthetic hosts (a benchmark, not a test).
 
-Builds a sysfs tree with N NVMe endpoints, half of them behind their own root port and
-half behind PCIe switches (one switch of four downstream ports per four drives), each
-device with the full attribute set, and captured Identify data for every namespace (as
-on a replayed host: the Identify task reads files instead of running nvme-cli); starts the
-real `storpath serve` on it; scrapes it repeatedly over HTTP; and reports scrape
-latency (p50, p95), CPU seconds per scrape and peak RSS of the exporter process.
+Builds a sysfs tree with N NVMe endpoints, each device with the full attribute set, and
+captured Identify data for every namespace (as on a replayed host: the Identify task
+reads files instead of running nvme-cli); starts the real `storpath serve` on it;
+scrapes it repeatedly over HTTP, as Prometheus does (gzip); and reports scrape latency
+(p50, p95), CPU seconds per scrape and peak RSS of the exporter process.
 
-    python -m benchmarks.scrape [--sizes 64,256,1024] [--scrapes 60]
+Layouts: `ports`, every drive below its own root port (N drives, 2N PCI devices: the
+shape the targets are set for); `mixed`, half the drives below their own root port and
+half behind PCIe switches of four downstream ports (more PCI devices per drive).
+
+    python -m benchmarks.scrape [--sizes 64,256,1024] [--layouts ports,mixed] [--scrapes 60]
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from tests.fixtures.sysfs_builder import MachineBuilder, Namespace  # noqa: E402
 FORMATS = [Fmt(512, 0, relative_performance=2), Fmt(4096, 0, relative_performance=0)]
 
 
-def build_host(root: str, n: int) -> int:
+def build_host(root: str, n: int, layout: str = "mixed") -> int:
     """N drives; returns the number of PCI devices in the tree."""
     b = MachineBuilder(root)
     b.cpus(sockets=2, cores_per_socket=8, threads_per_core=2, numa_nodes=2)
@@ -46,7 +49,7 @@ def build_host(root: str, n: int) -> int:
             if drive >= n or bus > 250:
                 break
             port = f"{domain:04x}:00:{rp:02x}.0"
-            if rp % 2:  # a drive straight below a root port
+            if layout == "ports" or rp % 2:  # a drive straight below a root port
                 b.root_port(host, port, speed=16.0, width=4, numa_node=node)
                 _drive(b, port, f"{domain:04x}:{bus:02x}:00.0", drive)
                 drive += 1
@@ -91,11 +94,11 @@ def _peak_rss_bytes(pid: int) -> int:
     return 0
 
 
-def measure(n: int, scrapes: int, workdir: str) -> dict:
-    root = os.path.join(workdir, f"host-{n}")
+def measure(n: int, layout: str, scrapes: int, workdir: str) -> dict:
+    root = os.path.join(workdir, f"host-{layout}-{n}")
     if not os.path.isdir(root):
         t0 = time.monotonic()
-        devices = build_host(root, n)
+        devices = build_host(root, n, layout)
         print(f"  built host of {n} drives ({devices} PCI devices) in {time.monotonic() - t0:.1f} s", file=sys.stderr)
     else:
         devices = len(os.listdir(os.path.join(root, "sys", "bus", "pci", "devices")))
@@ -118,6 +121,7 @@ def measure(n: int, scrapes: int, workdir: str) -> dict:
         rss = _peak_rss_bytes(exporter.proc.pid)
     latencies.sort()
     return {
+        "layout": layout,
         "drives": n,
         "pci_devices": devices,
         "series": series,
@@ -132,17 +136,19 @@ def measure(n: int, scrapes: int, workdir: str) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="64,256,1024", help="drive counts, comma-separated")
+    parser.add_argument("--layouts", default="ports,mixed", help="ports, mixed or both, comma-separated")
     parser.add_argument("--scrapes", type=int, default=60)
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "storpath-bench"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     results = []
-    for n in [int(x) for x in args.sizes.split(",")]:
-        results.append(measure(n, args.scrapes, args.workdir))
+    runs = [(layout, int(n)) for layout in args.layouts.split(",") for n in args.sizes.split(",")]
+    for layout, n in runs:
+        results.append(measure(n, layout, args.scrapes, args.workdir))
         if not args.json:
             r = results[-1]
-            print(f"{r['drives']:>5} drives {r['pci_devices']:>5} PCI devices {r['series']:>6} series  "
+            print(f"{layout:<5} {r['drives']:>5} drives {r['pci_devices']:>5} PCI devices {r['series']:>6} series  "
                   f"p50 {r['p50_ms']:>6.1f} ms  p95 {r['p95_ms']:>6.1f} ms  "
                   f"CPU {r['cpu_ms_per_scrape']:>6.1f} ms/scrape  peak RSS {r['peak_rss_mb']:>5.1f} MB", flush=True)
     if args.json:

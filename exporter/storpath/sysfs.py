@@ -86,46 +86,52 @@ def link_name(path: str) -> Optional[str]:
         return None
 
 
+def list_entries(path: str) -> List[Tuple[str, int]]:
+    """(name, inode) of every entry of a directory, sorted by name; [] if unreadable.
+
+    The inodes come with the listing itself (getdents), with no stat per entry. sysfs
+    gives every node a new inode number when it is created, so the inode of a class or
+    bus symlink (/sys/bus/pci/devices/<address>) tells one device instance from another
+    that later appears under the same name."""
+    try:
+        with os.scandir(path) as it:
+            entries = [(entry.name, entry.inode()) for entry in it]
+    except OSError:
+        return []
+    entries.sort()
+    return entries
+
+
 class InstanceCache:
     """What a reader derives once per device instance and keeps while it exists.
 
-    sysfs gives every device directory its own inode, and a device that is removed and
-    replaced at the same name gets a new one: the inode tells a replacement apart from
-    the device that was there, so facts that cannot change while a device exists (its
-    place in the tree, its identity) are derived once and re-derived only for a new
-    instance. Not thread-safe: readers call it under their own lock.
+    Devices are listed with `list_entries` from a bus or class directory. The kernel
+    creates a device's symlink there when the device is added and removes it with the
+    device, and every sysfs node gets a fresh inode number: the inode tells a
+    replacement apart from the device that was there, so facts that cannot change
+    while a device exists (its place in the tree, its identity) are derived once and
+    derived again only for a new instance. Checking costs nothing beyond the listing.
+    Not thread-safe: readers call it under their own lock.
     """
 
     def __init__(self) -> None:
         self._entries: Dict[str, Tuple[int, object]] = {}
 
-    def refresh(self, base: str, names: Iterable[str], derive: Callable[[str, str], object],
-                real_path: Optional[Callable[[object], str]] = None) -> List[tuple]:
-        """(name, path, derived value) for every name whose directory below `base` still
-        exists; entries of devices that are gone are forgotten. With `real_path` (the
-        device's own directory, remembered in the derived value) a known device is checked
-        there instead of through the class symlink: a shorter walk for the kernel."""
-        out, seen = [], set()
-        for name in names:
-            path = os.path.join(base, name)
-            entry = self._entries.get(name)
-            inode = None
-            if entry is not None and real_path is not None:
-                try:
-                    inode = os.stat(real_path(entry[1])).st_ino
-                except OSError:
-                    inode = None  # gone, or moved: ask the symlink
-            if inode is None:
-                try:
-                    inode = os.stat(path).st_ino
-                except OSError:
-                    continue  # removed between listing and reading
+    def refresh(self, base: str, entries: Iterable[Tuple[str, int]],
+                derive: Callable[[str, str], object]) -> List[tuple]:
+        """(name, path, derived value) for every listed (name, inode); entries of devices
+        no longer listed are forgotten."""
+        out, seen, cache = [], set(), self._entries
+        for name, inode in entries:
+            entry = cache.get(name)
+            path = base + "/" + name
             if entry is None or entry[0] != inode:
-                entry = self._entries[name] = (inode, derive(name, path))
+                entry = cache[name] = (inode, derive(name, path))
             seen.add(name)
             out.append((name, path, entry[1]))
-        for gone in set(self._entries) - seen:
-            del self._entries[gone]
+        if len(seen) != len(cache):
+            for gone in set(cache) - seen:
+                del cache[gone]
         return out
 
     def forget(self, name: str) -> None:

@@ -108,12 +108,16 @@ def test_dynamic_values_seen_on_next_read_and_replacement_refreshes_cache(tmp_pa
     b.set_aer("0000:01:00.0", "correctable", 7)
     device = {d.address: d for d in reader.read()}["0000:01:00.0"]
     assert device.current_link_width == 2 and device.aer_totals["correctable"] == 7
-    # A different drive appears at the same address: new sysfs directory, new identity.
+    # A different drive appears at the same address: the kernel removes the device with
+    # its bus symlink and adds the new one with a new symlink (a new sysfs node).
     path = os.path.join(b.sys, b.nodes["0000:01:00.0"].path)
     moved = path + ".old"
     os.rename(path, moved)
     shutil.copytree(moved, path, symlinks=True)
     shutil.rmtree(moved)
+    link = os.path.join(b.sys, "bus", "pci", "devices", "0000:01:00.0")
+    os.symlink(os.readlink(link), link + ".new")
+    os.replace(link + ".new", link)
     b.set_attr("0000:01:00.0", "max_link_speed", "8.0 GT/s PCIe")
     b.set_attr("0000:01:00.0", "device", "0xa808")
     device = {d.address: d for d in reader.read()}["0000:01:00.0"]

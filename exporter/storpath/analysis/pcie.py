@@ -137,12 +137,18 @@ def expectations(devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
     return result
 
 
+def current_bandwidth(device: PciDevice, exp: LinkExpectation) -> Optional[float]:
+    """Usable bandwidth of the link as trained; 0 for a link that is down."""
+    if exp.partner is not None and device.current_link_width == 0:
+        return 0.0
+    return pcie_link_bytes_per_second(device.current_link_speed, device.current_link_width)
+
+
 def judge(device: PciDevice, exp: LinkExpectation) -> LinkAnalysis:
     link_down = exp.partner is not None and device.current_link_width == 0
     return LinkAnalysis(
         expectation=exp,
-        current_bandwidth=0.0 if link_down else pcie_link_bytes_per_second(device.current_link_speed,
-                                                                           device.current_link_width),
+        current_bandwidth=current_bandwidth(device, exp),
         speed_below_expected=(not link_down and exp.expected_speed is not None
                               and device.current_link_speed is not None
                               and device.current_link_speed < exp.expected_speed),

@@ -14,12 +14,13 @@ import logging
 import threading
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from storpath import log
 from storpath.analysis.nvme import judge
 from storpath.collectors import Collector, register
 from storpath.config import Duration
+from storpath.exposition import SeriesFamily
 from storpath.readers.nvme import IdentifyResult, NvmeNamespace, NvmeReader, identify_namespace
 
 TASK = "nvme-identify"
@@ -53,6 +54,8 @@ class NvmeCollector(Collector):
         self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
         self._triggered_for: Optional[Dict[str, Tuple]] = None
         self._first_pass = threading.Event()
+        # device -> (namespace record, Identify result, its rendered lines per family)
+        self._rendered: Dict[str, Tuple[NvmeNamespace, Optional[IdentifyResult], Tuple[str, ...]]] = {}
         self.reader = NvmeReader(self.roots)
         self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
 
@@ -86,6 +89,64 @@ class NvmeCollector(Collector):
         self.task.trigger()
 
     # ---- scrape ------------------------------------------------------------------
+    @staticmethod
+    def _families() -> Dict[str, SeriesFamily]:
+        def gauge(name: str, doc: str, labels=("device",)) -> SeriesFamily:
+            return SeriesFamily(f"storpath_nvme_{name}", doc, labels)
+
+        return dict(
+            ctrl_info=gauge("controller_info", "An NVMe controller: its PCI function (empty for fabrics), identity "
+                            "and transport; always 1.",
+                            ("controller", "address", "model", "serial", "firmware", "transport")),
+            ns_info=gauge("namespace_info", "An NVMe namespace's block device, the controller Identify is sent to, "
+                          "and its namespace ID; always 1.", ("device", "controller", "nsid")),
+            lba=gauge("namespace_lba_size_bytes", "Data size of the LBA format in use (queue/logical_block_size)."),
+            physical=gauge("namespace_physical_block_size_bytes", "Physical block size the drive reports "
+                           "(queue/physical_block_size)."),
+            optimal=gauge("namespace_optimal_io_size_bytes", "Optimal I/O size the drive reports "
+                          "(queue/optimal_io_size); absent when the drive states none."),
+            best=gauge("namespace_best_lba_size_bytes", "Data size of the best LBA format the namespace supports "
+                       "with the metadata size in use, ranked by Relative Performance, then data size (Identify "
+                       "Namespace)."),
+            formats=gauge("namespace_lba_format_info", "One LBA format the namespace supports (Identify "
+                          "Namespace); always 1.", ("device", "index", "data_size_bytes", "metadata_size_bytes",
+                                                    "relative_performance", "in_use")),
+            available=gauge("identify_available", "1 if the LBA formats of every namespace of this controller are "
+                            "known (Identify Namespace read), 0 if not; the reason is logged.", ("controller",)),
+            read_at=gauge("identify_timestamp_seconds", "When the Identify Namespace data served for this "
+                          "controller was read (captured data: when it was captured); the oldest of its "
+                          "namespaces.", ("controller",)),
+        )
+
+    # Families with lines per namespace, rendered when the namespace or its Identify data change.
+    PER_NAMESPACE = ("ns_info", "lba", "physical", "optimal", "best", "formats")
+
+    def _render_namespace(self, ns: NvmeNamespace, result: Optional[IdentifyResult],
+                          families: Dict[str, SeriesFamily]) -> Tuple[str, ...]:
+        staged = {name: SeriesFamily(families[name].name, "", families[name].label_names)
+                  for name in self.PER_NAMESPACE}
+        dev = staged["lba"].label_text((ns.device,))
+        staged["ns_info"].add((ns.device, ns.controller or "", str(ns.nsid) if ns.nsid is not None else ""), 1)
+        for name, value in (("lba", ns.logical_block_size), ("physical", ns.physical_block_size),
+                            ("optimal", ns.optimal_io_size)):
+            if value:
+                staged[name].add_text(dev, value)
+        verdict = judge(result.identify) if result is not None and result.identify is not None else None
+        if verdict is not None and ns.logical_block_size and verdict.in_use.data_size != ns.logical_block_size:
+            # Identify and the block layer disagree: the data is from before a format.
+            log.once(self.log, logging.WARNING, ("stale", ns.device, verdict.in_use.data_size),
+                     "Identify Namespace data disagrees with sysfs: leaving the formats out until read again",
+                     device=ns.device, identify_lba_bytes=verdict.in_use.data_size,
+                     sysfs_lba_bytes=ns.logical_block_size)
+            verdict = None
+        if verdict is not None:
+            staged["best"].add_text(dev, verdict.best.data_size)
+            for fmt in result.identify.formats:
+                staged["formats"].add((ns.device, str(fmt.index), str(fmt.data_size), str(fmt.metadata_size),
+                                       fmt.relative_performance_name,
+                                       "true" if fmt.index == verdict.in_use.index else "false"), 1)
+        return tuple("".join(staged[name].lines) for name in self.PER_NAMESPACE)
+
     def collect(self) -> Iterable[Metric]:
         controllers = self.reader.controllers()
         namespaces = self.reader.namespaces()
@@ -94,67 +155,35 @@ class NvmeCollector(Collector):
         self._maybe_trigger(namespaces)
         with self._lock:
             results = dict(self._results)
+        families = self._families()
 
-        def gauge(name: str, doc: str, labels=("device",)) -> GaugeMetricFamily:
-            return GaugeMetricFamily(f"storpath_nvme_{name}", doc, labels=list(labels))
-
-        ctrl_info = gauge("controller_info", "An NVMe controller: its PCI function (empty for fabrics), identity and "
-                          "transport; always 1.", ("controller", "address", "model", "serial", "firmware", "transport"))
-        ns_info = gauge("namespace_info", "An NVMe namespace's block device, the controller Identify is sent to, and "
-                        "its namespace ID; always 1.", ("device", "controller", "nsid"))
-        lba = gauge("namespace_lba_size_bytes", "Data size of the LBA format in use (queue/logical_block_size).")
-        physical = gauge("namespace_physical_block_size_bytes", "Physical block size the drive reports "
-                         "(queue/physical_block_size).")
-        optimal = gauge("namespace_optimal_io_size_bytes", "Optimal I/O size the drive reports "
-                        "(queue/optimal_io_size); absent when the drive states none.")
-        best = gauge("namespace_best_lba_size_bytes", "Data size of the best LBA format the namespace supports with "
-                     "the metadata size in use, ranked by Relative Performance, then data size (Identify Namespace).")
-        formats = gauge("namespace_lba_format_info", "One LBA format the namespace supports (Identify Namespace); "
-                        "always 1.", ("device", "index", "data_size_bytes", "metadata_size_bytes",
-                                      "relative_performance", "in_use"))
-        available = gauge("identify_available", "1 if the LBA formats of every namespace of this controller are "
-                          "known (Identify Namespace read), 0 if not; the reason is logged.", ("controller",))
-        read_at = gauge("identify_timestamp_seconds", "When the Identify Namespace data served for this controller "
-                        "was read (captured data: when it was captured); the oldest of its namespaces.",
-                        ("controller",))
-
+        ctrl_info = families["ctrl_info"]
         for ctrl in controllers:
-            ctrl_info.add_metric([ctrl.name, ctrl.address or "", ctrl.model or "", ctrl.serial or "",
-                                  ctrl.firmware or "", ctrl.transport or ""], 1)
+            ctrl_info.add((ctrl.name, ctrl.address or "", ctrl.model or "", ctrl.serial or "",
+                           ctrl.firmware or "", ctrl.transport or ""), 1)
 
+        per_namespace = [families[name] for name in self.PER_NAMESPACE]
         per_controller: Dict[str, List[Optional[IdentifyResult]]] = {}
+        previous, self._rendered = self._rendered, {}
         for ns in namespaces:
-            dev = [ns.device]
-            ns_info.add_metric([ns.device, ns.controller or "", str(ns.nsid) if ns.nsid is not None else ""], 1)
-            for family, value in ((lba, ns.logical_block_size), (physical, ns.physical_block_size)):
-                if value:
-                    family.add_metric(dev, value)
-            if ns.optimal_io_size:
-                optimal.add_metric(dev, ns.optimal_io_size)
-            if ns.controller is None:
-                continue
-            entry = results.get(ns.device)
-            fresh = entry is not None and entry[0] == ns.fingerprint
-            result = entry[1] if fresh else None
-            per_controller.setdefault(ns.controller, []).append(result)
-            if result is None or result.identify is None:
-                continue
-            verdict = judge(result.identify)
-            if verdict is None:
-                continue
-            if ns.logical_block_size and verdict.in_use.data_size != ns.logical_block_size:
-                # Identify and the block layer disagree: the data is from before a format.
-                log.once(self.log, logging.WARNING, ("stale", ns.device, verdict.in_use.data_size),
-                         "Identify Namespace data disagrees with sysfs: leaving the formats out until read again",
-                         device=ns.device, identify_lba_bytes=verdict.in_use.data_size,
-                         sysfs_lba_bytes=ns.logical_block_size)
-                continue
-            best.add_metric(dev, verdict.best.data_size)
-            for fmt in result.identify.formats:
-                formats.add_metric([ns.device, str(fmt.index), str(fmt.data_size), str(fmt.metadata_size),
-                                    fmt.relative_performance_name, "true" if fmt.index == verdict.in_use.index
-                                    else "false"], 1)
+            result = None
+            if ns.controller is not None:
+                entry = results.get(ns.device)
+                result = entry[1] if entry is not None and entry[0] == ns.fingerprint else None
+                per_controller.setdefault(ns.controller, []).append(result)
+            # The reader hands out the same record while a namespace is unchanged, and the
+            # Identify task a new result per read: identity tells when to render again.
+            cached = previous.get(ns.device)
+            if cached is not None and cached[0] is ns and cached[1] is result:
+                lines = cached[2]
+            else:
+                lines = self._render_namespace(ns, result, families)
+            self._rendered[ns.device] = (ns, result, lines)
+            for family, text in zip(per_namespace, lines):
+                if text:
+                    family.lines.append(text)
 
+        available, read_at = families["available"], families["read_at"]
         for controller, ctrl_results in sorted(per_controller.items()):
             known = [r for r in ctrl_results if r is not None]
             if not known:
@@ -164,9 +193,10 @@ class NvmeCollector(Collector):
                 log.once(self.log, logging.WARNING, ("identify", controller, r.error),
                          "NVMe LBA formats unknown: Identify Namespace could not be read; exporting what sysfs gives",
                          controller=controller, reason=r.error)
-            available.add_metric([controller], 0 if failed or len(known) < len(ctrl_results) else 1)
+            available.add((controller,), 0 if failed or len(known) < len(ctrl_results) else 1)
             read = [r.read_at for r in known if r.identify is not None]
             if read:
-                read_at.add_metric([controller], min(read))
+                read_at.add((controller,), min(read))
 
-        return [ctrl_info, ns_info, lba, physical, optimal, best, formats, available, read_at]
+        order = ("ctrl_info", "ns_info", "lba", "physical", "optimal", "best", "formats", "available", "read_at")
+        return [families[name] for name in order]

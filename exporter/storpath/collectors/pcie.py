@@ -2,34 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Dict, Iterable, Tuple
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.samples import Sample
+from prometheus_client.core import Metric
 
-from storpath.analysis.pcie import ExpectationCache, analyse
+from storpath.analysis.pcie import ExpectationCache, current_bandwidth
 from storpath.collectors import Collector, register
+from storpath.exposition import SeriesFamily, label_text
+
+INFO_LABELS = ("address", "upstream", "root_port", "port_type", "class", "vendor_id", "device_id",
+               "subsystem_vendor_id", "subsystem_device_id", "driver")
+SEVERITIES = ("correctable", "nonfatal", "fatal")
 
 
 def _fmt_class(code):
     return "0x%06x" % code if code is not None else ""
 
 
-def _device_labels(device, link):
-    """The label sets of one device's samples, shared by its families."""
-    static = device.static
-    addr = {"address": device.address}
-    info = {
-        "address": device.address, "upstream": static.parent or "",
-        "root_port": (link.root_port if link else None) or "", "port_type": device.port_type or "",
-        "class": _fmt_class(static.class_code), "vendor_id": static.vendor_id or "",
-        "device_id": static.device_id or "", "subsystem_vendor_id": static.subsystem_vendor_id or "",
-        "subsystem_device_id": static.subsystem_device_id or "", "driver": device.driver or "",
-    }
-    aer = {severity: {"address": device.address, "severity": severity} for severity in ("correctable", "nonfatal", "fatal")}
-    bottleneck = ({"address": device.address, "bottleneck": link.bottleneck}
-                  if link is not None and link.bottleneck is not None else None)
-    return addr, info, aer, bottleneck
+class _Rendered:
+    """One device's label parts and the lines of its families that cannot change while
+    the device instance, its driver and its link's expectation stay the same."""
+
+    __slots__ = ("key", "address", "aer", "static_lines")
+
+    def __init__(self, key: tuple, address: str, aer: Dict[str, str], static_lines: Tuple[str, ...]):
+        self.key = key
+        self.address = address
+        self.aer = aer
+        self.static_lines = static_lines
 
 
 @register("pcie", default=True)
@@ -39,66 +39,91 @@ class PcieCollector(Collector):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.expectations = ExpectationCache()
+        self._rendered: Dict[str, _Rendered] = {}
+
+    @staticmethod
+    def _families():
+        def gauge(name, doc, labels=("address",)):
+            return SeriesFamily(f"storpath_pcie_{name}", doc, labels)
+
+        return dict(
+            cur_speed=gauge("current_link_speed_transfers_per_second", "Speed the link trained to (current_link_speed)."),
+            max_speed=gauge("max_link_speed_transfers_per_second", "Highest speed this end supports (max_link_speed)."),
+            exp_speed=gauge("expected_link_speed_transfers_per_second",
+                            "Speed the link should train to: the lower maximum of its two ends."),
+            cur_width=gauge("current_link_width",
+                            "Lanes the link trained to (current_link_width); 0 when the link is down."),
+            max_width=gauge("max_link_width", "Most lanes this end supports (max_link_width)."),
+            exp_width=gauge("expected_link_width", "Lanes the link should train to: the lower maximum of its two ends."),
+            cur_bw=gauge("current_link_bandwidth_bytes_per_second",
+                         "Usable bandwidth of the link as trained, per direction, after line encoding."),
+            exp_bw=gauge("expected_link_bandwidth_bytes_per_second",
+                         "Usable bandwidth the link should have, per direction, after line encoding."),
+            bottleneck=gauge("path_bottleneck_bandwidth_bytes_per_second",
+                             "Lowest expected link bandwidth on the path from this device up to its root port; "
+                             "`bottleneck` is the device end of that hop.", labels=("address", "bottleneck")),
+            aer=SeriesFamily("storpath_pcie_aer_errors", "AER errors the device reported, by severity.",
+                             ("address", "severity"), kind="counter"),
+            info=gauge("device_info", "PCI identity and place in the tree of a device with a PCIe link or a storage "
+                       "controller; always 1.", INFO_LABELS),
+        )
+
+    # The families whose lines are rendered once per device instance, in this order.
+    STATIC = ("info", "max_speed", "max_width", "exp_speed", "exp_width", "exp_bw", "bottleneck")
+
+    def _render(self, key, device, exp, families) -> _Rendered:
+        static = device.static
+        address = device.address
+        addr = label_text(("address",), (address,))
+        staged = {name: SeriesFamily(f.name, "", f.label_names) for name, f in families.items() if name in self.STATIC}
+        staged["info"].add((address, static.parent or "", (exp.root_port if exp else None) or "",
+                            device.port_type or "", _fmt_class(static.class_code), static.vendor_id or "",
+                            static.device_id or "", static.subsystem_vendor_id or "",
+                            static.subsystem_device_id or "", device.driver or ""), 1.0)
+        if static.has_link:
+            staged["max_speed"].add_text(addr, static.max_link_speed)
+            staged["max_width"].add_text(addr, static.max_link_width)
+            if exp is not None:
+                staged["exp_speed"].add_text(addr, exp.expected_speed)
+                staged["exp_width"].add_text(addr, exp.expected_width)
+                staged["exp_bw"].add_text(addr, exp.expected_bandwidth)
+                if exp.bottleneck is not None:
+                    staged["bottleneck"].add((address, exp.bottleneck), exp.bottleneck_bandwidth)
+        aer = {severity: label_text(("address", "severity"), (address, severity)) for severity in SEVERITIES}
+        return _Rendered(key, addr, aer, tuple("".join(staged[name].lines) for name in self.STATIC))
 
     def collect(self) -> Iterable[Metric]:
         devices = self.ctx.facts.pci()
-        links = analyse(devices, self.expectations)
-
-        def gauge(name, doc, labels=("address",)):
-            return GaugeMetricFamily(f"storpath_pcie_{name}", doc, labels=list(labels))
-
-        cur_speed = gauge("current_link_speed_transfers_per_second", "Speed the link trained to (current_link_speed).")
-        max_speed = gauge("max_link_speed_transfers_per_second", "Highest speed this end supports (max_link_speed).")
-        cur_width = gauge("current_link_width", "Lanes the link trained to (current_link_width); 0 when the link is down.")
-        max_width = gauge("max_link_width", "Most lanes this end supports (max_link_width).")
-        exp_speed = gauge("expected_link_speed_transfers_per_second",
-                          "Speed the link should train to: the lower maximum of its two ends.")
-        exp_width = gauge("expected_link_width", "Lanes the link should train to: the lower maximum of its two ends.")
-        cur_bw = gauge("current_link_bandwidth_bytes_per_second",
-                       "Usable bandwidth of the link as trained, per direction, after line encoding.")
-        exp_bw = gauge("expected_link_bandwidth_bytes_per_second",
-                       "Usable bandwidth the link should have, per direction, after line encoding.")
-        bottleneck = gauge("path_bottleneck_bandwidth_bytes_per_second",
-                           "Lowest expected link bandwidth on the path from this device up to its root port; "
-                           "`bottleneck` is the device end of that hop.", labels=("address", "bottleneck"))
-        aer = CounterMetricFamily("storpath_pcie_aer_errors", "AER errors the device reported, by severity.",
-                                  labels=["address", "severity"])
-        info = GaugeMetricFamily(
-            "storpath_pcie_device_info",
-            "PCI identity and place in the tree of a device with a PCIe link or a storage controller; always 1.",
-            labels=["address", "upstream", "root_port", "port_type", "class", "vendor_id", "device_id",
-                    "subsystem_vendor_id", "subsystem_device_id", "driver"])
-
-        # Thousands of devices: samples are appended directly, sharing one label dict per
-        # device, instead of add_metric() building a new dict for every sample.
-        def put(family, labels, value):
-            if value is not None:
-                family.samples.append(Sample(family.name, labels, value, None))
-
-        aer_name = aer.name + "_total"
+        expected = self.expectations.get(devices)
+        families = self._families()
+        static_families = [families[name] for name in self.STATIC]
+        cur_speed, cur_width, cur_bw, aer = (families[n] for n in ("cur_speed", "cur_width", "cur_bw", "aer"))
+        previous, rendered = self._rendered, {}
         for device in devices:
             static = device.static
             is_storage = static.class_code is not None and static.class_code >> 16 == 0x01
             if not static.has_link and not is_storage:
                 continue
-            link = links.get(device.address)
-            addr, info_labels, aer_labels, bottleneck_labels = _device_labels(device, link)
-            put(info, info_labels, 1.0)
+            exp = expected.get(device.address)
+            # Same instance (the reader hands out the same static record), same driver,
+            # same expectation object (recomputed only when the topology changes).
+            key = (static, device.driver, device.port_type, exp)
+            entry = previous.get(device.address)
+            if entry is None or entry.key != key:
+                entry = self._render(key, device, exp, families)
+            rendered[device.address] = entry
+            for family, line in zip(static_families, entry.static_lines):
+                if line:
+                    family.lines.append(line)
             for severity, total in device.aer_totals.items():
-                aer.samples.append(Sample(aer_name, aer_labels[severity], total, None))
+                aer.add_text(entry.aer[severity], total)
             if not static.has_link:
                 continue
-            put(cur_speed, addr, device.current_link_speed)
-            put(max_speed, addr, static.max_link_speed)
-            put(cur_width, addr, device.current_link_width)
-            put(max_width, addr, static.max_link_width)
-            if link is None:
-                continue
-            put(exp_speed, addr, link.expected_speed)
-            put(exp_width, addr, link.expected_width)
-            put(cur_bw, addr, link.current_bandwidth)
-            put(exp_bw, addr, link.expected_bandwidth)
-            if bottleneck_labels is not None:
-                put(bottleneck, bottleneck_labels, link.bottleneck_bandwidth)
-
-        return [cur_speed, max_speed, exp_speed, cur_width, max_width, exp_width, cur_bw, exp_bw, bottleneck, aer, info]
+            cur_speed.add_text(entry.address, device.current_link_speed)
+            cur_width.add_text(entry.address, device.current_link_width)
+            if exp is not None:
+                cur_bw.add_text(entry.address, current_bandwidth(device, exp))
+        self._rendered = rendered
+        order = ("cur_speed", "max_speed", "exp_speed", "cur_width", "max_width", "exp_width", "cur_bw", "exp_bw",
+                 "bottleneck", "aer", "info")
+        return [families[name] for name in order]

@@ -23,7 +23,7 @@ from typing import List, Optional
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, list_dir
+from storpath.sysfs import InstanceCache, list_dir, list_entries
 
 _CONTROLLER = re.compile(r"^(nvme\d+|host\d+|ata\d+)$")
 _NVME_PATH_DISK = re.compile(r"^nvme\d+c\d+n\d+$")
@@ -53,7 +53,7 @@ def locate(name: str, real_path: str) -> BlockDevice:
 class BlockReader:
     """Reads the block devices, remembering where each device instance sits: the place
     of a device in the tree cannot change while it exists, and resolving it (realpath)
-    is the expensive part. A device instance is known by its sysfs directory's inode."""
+    is the expensive part. A device instance is known by the inode of its class symlink."""
 
     def __init__(self, roots: Roots):
         self.roots = roots
@@ -61,15 +61,11 @@ class BlockReader:
         self._lock = threading.Lock()
 
     def read(self) -> List[BlockDevice]:
-        names = [n for n in list_dir(self.roots.sys("class", "block")) if not _NVME_PATH_DISK.match(n)]
+        base = self.roots.sys("class", "block")
+        entries = [e for e in list_entries(base) if not _NVME_PATH_DISK.match(e[0])]
         with self._lock:
-            found = self._places.refresh(self.roots.sys("class", "block"), names, _locate_path,
-                                         real_path=_real_path)
+            found = self._places.refresh(base, entries, _locate_path)
         return [device for _, _, device in found if device is not None]
-
-
-def _real_path(device: Optional[BlockDevice]) -> str:
-    return device.real_path if device is not None else "/nonexistent"
 
 
 def read_block_devices(roots: Roots) -> List[BlockDevice]:

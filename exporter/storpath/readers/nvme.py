@@ -39,7 +39,6 @@ tasks only. In order it takes the data from:
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import errno
 import fcntl
 import json
@@ -51,11 +50,11 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, list_dir, read_attr, read_bytes, read_int
+from storpath.sysfs import InstanceCache, list_dir, list_entries, read_attr, read_bytes, read_int
 
 IDENTIFY_BYTES = 4096
 OPCODE_IDENTIFY = 0x06
@@ -78,7 +77,6 @@ class NvmeController:
     serial: Optional[str]
     firmware: Optional[str]
     transport: Optional[str]  # pcie, tcp, rdma, fc, loop
-    state: Optional[str]  # live, resetting, dead ...
 
 
 @dataclass(frozen=True)
@@ -227,8 +225,7 @@ def _controller_identity(name: str, path: str) -> NvmeController:
         model=_strip(read_attr(os.path.join(path, "model"))),
         serial=_strip(read_attr(os.path.join(path, "serial"))),
         firmware=_strip(read_attr(os.path.join(path, "firmware_rev"))),
-        transport=_strip(read_attr(os.path.join(path, "transport"))),
-        state=None)
+        transport=_strip(read_attr(os.path.join(path, "transport"))))
 
 
 def _controller_of(block_path: str, real: str) -> Optional[str]:
@@ -261,57 +258,55 @@ def _namespace_place(name: str, path: str) -> Optional[Tuple[Optional[str], Opti
     return _controller_of(path, real), nsid, real
 
 
-def _controller_entry(name: str, path: str) -> Tuple[NvmeController, str]:
-    return _controller_identity(name, path), os.path.realpath(path)
-
-
-def _entry_path(entry: Tuple[NvmeController, str]) -> str:
-    return entry[1]
-
-
-def _place_path(place) -> str:
-    return place[2] if place is not None else "/nonexistent"
-
-
 class NvmeReader:
-    """Reads controllers and namespaces, remembering per device instance (known by its
-    sysfs directory's inode) what cannot change: a controller's identity and PCI
-    function, a namespace's controller and ID. State, size and block sizes are read
-    every time: they change with a reset or an `nvme format`."""
+    """Reads controllers and namespaces, remembering per device instance (known by the
+    inode of its class symlink) what cannot change: a controller's identity and PCI
+    function, a namespace's controller and ID. A namespace's size and LBA size are read
+    every time (an `nvme format` changes them); its physical block size and optimal I/O
+    size come from the same Identify data and are read again when those change."""
 
     def __init__(self, roots: Roots):
         self.roots = roots
         self._controllers = InstanceCache()
         self._namespaces = InstanceCache()
         self._lock = threading.Lock()
+        self._previous: Dict[str, Tuple[object, NvmeNamespace]] = {}  # device -> (instance, record)
 
     def controllers(self) -> List[NvmeController]:
         """Every /sys/class/nvme/nvmeX; an empty list without the class (no nvme driver)."""
         base = self.roots.sys("class", "nvme")
-        names = [n for n in list_dir(base) if _CONTROLLER.match(n)]
+        entries = [e for e in list_entries(base) if _CONTROLLER.match(e[0])]
         with self._lock:
-            found = self._controllers.refresh(base, names, _controller_entry, real_path=_entry_path)
-        return [dataclasses.replace(identity, state=_strip(read_attr(real + "/state")))
-                for _, _, (identity, real) in found]
+            found = self._controllers.refresh(base, entries, _controller_identity)
+        return [identity for _, _, identity in found]
 
     def namespaces(self) -> List[NvmeNamespace]:
-        """Every NVMe namespace block device; a few sysfs reads each."""
+        """Every NVMe namespace block device; two sysfs reads each while nothing changes."""
         base = self.roots.sys("class", "block")
-        names = [n for n in list_dir(base) if _NAMESPACE_DISK.match(n)]
+        entries = [e for e in list_entries(base) if _NAMESPACE_DISK.match(e[0])]
+        result: List[NvmeNamespace] = []
         with self._lock:
-            found = self._namespaces.refresh(base, names, _namespace_place, real_path=_place_path)
-        result = []
-        for name, _, place in found:
-            if place is None:
-                continue
-            controller, nsid, real = place
-            sectors = read_int(real + "/size")
-            result.append(NvmeNamespace(
-                device=name, controller=controller, nsid=nsid,
-                size_bytes=sectors * 512 if sectors is not None else None,
-                logical_block_size=read_int(real + "/queue/logical_block_size"),
-                physical_block_size=read_int(real + "/queue/physical_block_size"),
-                optimal_io_size=read_int(real + "/queue/optimal_io_size")))
+            found = self._namespaces.refresh(base, entries, _namespace_place)
+            previous, self._previous = self._previous, {}
+            for name, _, place in found:
+                if place is None:
+                    continue
+                controller, nsid, real = place
+                sectors = read_int(real + "/size")
+                size = sectors * 512 if sectors is not None else None
+                lba = read_int(real + "/queue/logical_block_size")
+                if size is None and lba is None and not os.path.isdir(real):
+                    continue  # removed since the listing
+                instance, before = previous.get(name, (None, None))
+                if instance is place and before.size_bytes == size and before.logical_block_size == lba:
+                    ns = before  # unchanged: the same record, so consumers can tell by identity
+                else:
+                    ns = NvmeNamespace(
+                        device=name, controller=controller, nsid=nsid, size_bytes=size, logical_block_size=lba,
+                        physical_block_size=read_int(real + "/queue/physical_block_size"),
+                        optimal_io_size=read_int(real + "/queue/optimal_io_size"))
+                self._previous[name] = (place, ns)
+                result.append(ns)
         return result
 
 

@@ -9,8 +9,8 @@ first 64 bytes, which hold no PCIe capability).
 
 What cannot change while a device is present (ids, class, maximum speed and width,
 port type, place in the tree) is read once per device instance. A device instance is
-recognised by the inode of its sysfs directory, which the kernel allocates anew when
-a device is removed and another appears at the same address.
+recognised by the inode of its /sys/bus/pci/devices symlink, which the kernel creates
+anew when a device is removed and another appears at the same address.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, link_name, list_dir, parse_numa_node, read_attr, read_attr_why, read_bytes
+from storpath.sysfs import InstanceCache, link_name, list_entries, parse_numa_node, read_attr, read_attr_why, read_bytes
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 LOG = log.get("pcie")
@@ -210,10 +210,12 @@ class PciReader:
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
         with self._lock:
-            for address, path, static in self._statics.refresh(base, list_dir(base), self._read_static,
-                                                               real_path=_static_path):
+            for address, path, static in self._statics.refresh(base, list_entries(base), self._read_static):
                 device = PciDevice(static=static, driver=link_name(static.path + "/driver"),
                                    current_link_speed=None, current_link_width=None)
+                if not static.has_link and device.driver is None and not os.path.isdir(static.path):
+                    self._statics.forget(address)
+                    continue  # removed since the listing
                 if static.has_link:
                     speed_raw = read_bytes(static.path + "/current_link_speed", 64)
                     width_raw = read_bytes(static.path + "/current_link_width", 64)
@@ -234,10 +236,6 @@ class PciReader:
                 devices.append(device)
         resolve_port_types(devices)
         return devices
-
-
-def _static_path(static: PciStatic) -> str:
-    return static.path
 
 
 def resolve_port_types(devices: List[PciDevice]) -> None:
