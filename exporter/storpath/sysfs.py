@@ -86,6 +86,13 @@ def link_name(path: str) -> Optional[str]:
         return None
 
 
+def same_objects(a: List[object], b: List[object]) -> bool:
+    """Whether two lists hold the very same objects in the same order. Readers hand out
+    the same record for a device instance while it exists, so this tells cheaply that
+    nothing derived from those records can have changed."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
 def list_entries(path: str) -> List[Tuple[str, int]]:
     """(name, inode) of every entry of a directory, sorted by name; [] if unreadable.
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
+from storpath.sysfs import same_objects
 from storpath.units import pcie_link_bytes_per_second
 
 
@@ -170,8 +171,7 @@ class ExpectationCache:
 
     def get(self, devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
         statics = [d.static for d in devices]
-        same = len(statics) == len(self._statics) and all(a is b for a, b in zip(statics, self._statics))
-        if not same:
+        if not same_objects(statics, self._statics):
             self._result = expectations(devices)
             self._statics = statics
         return self._result

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, List, Tuple
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Collector, register
+from storpath.exposition import SeriesFamily
 from storpath.readers.numa import pci_numa, read_cpu_packages, read_nodes
-from storpath.sysfs import read_attr
+from storpath.sysfs import read_attr, same_objects
 
 
 @register("numa", default=True)
@@ -18,6 +19,11 @@ class NumaCollector(Collector):
 
     _topology_key = None
     _topology_value = None
+    # What the placement families were rendered from (the readers' per-instance records)
+    # and their lines: a host with thousands of devices renders them again only when a
+    # device comes or goes.
+    _placement_key: Tuple[List[object], List[object]] = ([], [])
+    _placement_lines: Tuple[List[str], List[str]] = ([], [])
 
     def _topology(self):
         """NUMA nodes and CPU sockets change only when CPUs or nodes go on- or offline:
@@ -32,7 +38,6 @@ class NumaCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         nodes, packages = self._topology()
-        pci = pci_numa(self.ctx.facts.pci())
         node_info = GaugeMetricFamily(
             "storpath_numa_node_info", "A NUMA node and its CPUs (cpulist, empty for a memory-only node); always 1.",
             labels=["node", "cpulist"])
@@ -44,17 +49,24 @@ class NumaCollector(Collector):
         value = nodes_per_socket(nodes, packages)
         if value is not None:
             per_socket.add_metric([], value)
-        controller = GaugeMetricFamily(
+        controller = SeriesFamily(
             "storpath_numa_storage_controller_node",
             "NUMA node of a storage controller (PCI class 01: NVMe, AHCI, SAS, RAID) from its numa_node; "
-            "-1 when the firmware did not say.", labels=["address"])
-        for device in pci:
-            if device.is_storage and device.numa_node is not None:
-                controller.add_metric([device.address], device.numa_node)
-        block = GaugeMetricFamily(
+            "-1 when the firmware did not say.", ("address",))
+        block = SeriesFamily(
             "storpath_block_device_numa_node",
             "NUMA node of the PCI function a block device sits behind; -1 when the firmware did not say.",
-            labels=["device"])
-        for name, node in block_device_nodes(self.ctx.facts.blocks(), pci):
-            block.add_metric([name], node)
+            ("device",))
+        devices, blocks = self.ctx.facts.pci(), self.ctx.facts.blocks()
+        key = ([d.static for d in devices], blocks)
+        if same_objects(key[0], self._placement_key[0]) and same_objects(key[1], self._placement_key[1]):
+            controller.lines, block.lines = (list(lines) for lines in self._placement_lines)
+        else:
+            pci = pci_numa(devices)
+            for device in pci:
+                if device.is_storage and device.numa_node is not None:
+                    controller.add((device.address,), device.numa_node)
+            for name, node in block_device_nodes(blocks, pci):
+                block.add((name,), node)
+            self._placement_key, self._placement_lines = key, (list(controller.lines), list(block.lines))
         return [node_info, per_socket, controller, block]

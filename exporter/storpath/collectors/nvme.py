@@ -20,8 +20,9 @@ from storpath import log
 from storpath.analysis.nvme import judge
 from storpath.collectors import Collector, register
 from storpath.config import Duration
-from storpath.exposition import SeriesFamily
+from storpath.exposition import SeriesFamily, label_text
 from storpath.readers.nvme import IdentifyResult, NvmeNamespace, NvmeReader, identify_namespace
+from storpath.sysfs import same_objects
 
 TASK = "nvme-identify"
 
@@ -53,9 +54,11 @@ class NvmeCollector(Collector):
         self._results: Dict[str, Tuple[Tuple, IdentifyResult]] = {}
         self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
         self._triggered_for: Optional[Dict[str, Tuple]] = None
+        self._compared: Tuple[List[NvmeNamespace], Optional[Dict[str, Tuple]]] = ([], None)
         self._first_pass = threading.Event()
-        # device -> (namespace record, Identify result, its rendered lines per family)
-        self._rendered: Dict[str, Tuple[NvmeNamespace, Optional[IdentifyResult], Tuple[str, ...]]] = {}
+        # device -> (namespace record, Identify entry, the result served, its rendered lines)
+        self._rendered: Dict[str, tuple] = {}
+        self._controller_text: Dict[str, Tuple[object, str, str]] = {}
         self.reader = NvmeReader(self.roots)
         self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
 
@@ -78,9 +81,16 @@ class NvmeCollector(Collector):
             self._first_pass.set()
 
     def _maybe_trigger(self, namespaces: List[NvmeNamespace]) -> None:
-        current = {ns.device: ns.fingerprint for ns in namespaces}
+        # The outcome depends only on the namespace records (the same objects while nothing
+        # changes) and on what the last Identify pass saw (a new dict per pass).
         with self._lock:
             seen = self._fingerprints_read
+        last_namespaces, last_seen = self._compared
+        if seen is last_seen and same_objects(last_namespaces, namespaces):
+            return
+        self._compared = (namespaces, seen)
+        current = {ns.device: ns.fingerprint for ns in namespaces}
+        with self._lock:
             if seen is None or current == seen or current == self._triggered_for:
                 return
             self._triggered_for = current
@@ -158,27 +168,35 @@ class NvmeCollector(Collector):
         families = self._families()
 
         ctrl_info = families["ctrl_info"]
+        # controller -> (identity record, its info line, its `controller` label part); the
+        # reader hands out the same record per controller instance.
+        previous_ctrl, self._controller_text = self._controller_text, {}
         for ctrl in controllers:
-            ctrl_info.add((ctrl.name, ctrl.address or "", ctrl.model or "", ctrl.serial or "",
-                           ctrl.firmware or "", ctrl.transport or ""), 1)
+            cached = previous_ctrl.get(ctrl.name)
+            if cached is None or cached[0] is not ctrl:
+                info = SeriesFamily(ctrl_info.name, "", ctrl_info.label_names)
+                info.add((ctrl.name, ctrl.address or "", ctrl.model or "", ctrl.serial or "",
+                          ctrl.firmware or "", ctrl.transport or ""), 1)
+                cached = (ctrl, info.lines[0], label_text(("controller",), (ctrl.name,)))
+            self._controller_text[ctrl.name] = cached
+            ctrl_info.lines.append(cached[1])
 
         per_namespace = [families[name] for name in self.PER_NAMESPACE]
         per_controller: Dict[str, List[Optional[IdentifyResult]]] = {}
         previous, self._rendered = self._rendered, {}
         for ns in namespaces:
-            result = None
-            if ns.controller is not None:
-                entry = results.get(ns.device)
-                result = entry[1] if entry is not None and entry[0] == ns.fingerprint else None
-                per_controller.setdefault(ns.controller, []).append(result)
+            entry = results.get(ns.device)
             # The reader hands out the same record while a namespace is unchanged, and the
-            # Identify task a new result per read: identity tells when to render again.
+            # Identify task a new entry per read: identity tells when to render again.
             cached = previous.get(ns.device)
-            if cached is not None and cached[0] is ns and cached[1] is result:
-                lines = cached[2]
+            if cached is not None and cached[0] is ns and cached[1] is entry:
+                result, lines = cached[2], cached[3]
             else:
+                result = entry[1] if entry is not None and entry[0] == ns.fingerprint else None
                 lines = self._render_namespace(ns, result, families)
-            self._rendered[ns.device] = (ns, result, lines)
+            self._rendered[ns.device] = (ns, entry, result, lines)
+            if ns.controller is not None:
+                per_controller.setdefault(ns.controller, []).append(result)
             for family, text in zip(per_namespace, lines):
                 if text:
                     family.lines.append(text)
@@ -193,10 +211,11 @@ class NvmeCollector(Collector):
                 log.once(self.log, logging.WARNING, ("identify", controller, r.error),
                          "NVMe LBA formats unknown: Identify Namespace could not be read; exporting what sysfs gives",
                          controller=controller, reason=r.error)
-            available.add((controller,), 0 if failed or len(known) < len(ctrl_results) else 1)
-            read = [r.read_at for r in known if r.identify is not None]
-            if read:
-                read_at.add((controller,), min(read))
+            cached = self._controller_text.get(controller)
+            labels = cached[2] if cached is not None else label_text(("controller",), (controller,))
+            available.add_text(labels, 0 if failed or len(known) < len(ctrl_results) else 1)
+            if len(known) > len(failed):
+                read_at.add_text(labels, min(r.read_at for r in known if r.identify is not None))
 
         order = ("ctrl_info", "ns_info", "lba", "physical", "optimal", "best", "formats", "available", "read_at")
         return [families[name] for name in order]

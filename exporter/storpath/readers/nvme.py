@@ -91,7 +91,8 @@ class NvmeNamespace:
 
     @property
     def fingerprint(self) -> Tuple:
-        """What changes when the namespace is reformatted or replaced: a new Identify is due."""
+        """What changes when the namespace is reformatted or replaced: a new Identify is due.
+        (The size is read again only with a new LBA size or a new namespace instance.)"""
         return (self.controller, self.nsid, self.size_bytes, self.logical_block_size)
 
 
@@ -261,9 +262,9 @@ def _namespace_place(name: str, path: str) -> Optional[Tuple[Optional[str], Opti
 class NvmeReader:
     """Reads controllers and namespaces, remembering per device instance (known by the
     inode of its class symlink) what cannot change: a controller's identity and PCI
-    function, a namespace's controller and ID. A namespace's size and LBA size are read
-    every time (an `nvme format` changes them); its physical block size and optimal I/O
-    size come from the same Identify data and are read again when those change."""
+    function, a namespace's controller and ID. A namespace's LBA size is read every time
+    (an `nvme format` changes it); its size, physical block size and optimal I/O size
+    are read again when the LBA size changes, and for a new namespace instance."""
 
     def __init__(self, roots: Roots):
         self.roots = roots
@@ -281,7 +282,7 @@ class NvmeReader:
         return [identity for _, _, identity in found]
 
     def namespaces(self) -> List[NvmeNamespace]:
-        """Every NVMe namespace block device; two sysfs reads each while nothing changes."""
+        """Every NVMe namespace block device; one sysfs read each while nothing changes."""
         base = self.roots.sys("class", "block")
         entries = [e for e in list_entries(base) if _NAMESPACE_DISK.match(e[0])]
         result: List[NvmeNamespace] = []
@@ -292,22 +293,31 @@ class NvmeReader:
                 if place is None:
                     continue
                 controller, nsid, real = place
-                sectors = read_int(real + "/size")
-                size = sectors * 512 if sectors is not None else None
-                lba = read_int(real + "/queue/logical_block_size")
-                if size is None and lba is None and not os.path.isdir(real):
-                    continue  # removed since the listing
+                lba = _int(read_bytes(real + "/queue/logical_block_size", 64))
                 instance, before = previous.get(name, (None, None))
-                if instance is place and before.size_bytes == size and before.logical_block_size == lba:
+                if instance is place and before.logical_block_size == lba:
                     ns = before  # unchanged: the same record, so consumers can tell by identity
                 else:
+                    if lba is None and not os.path.isdir(real):
+                        continue  # removed since the listing
+                    sectors = read_int(real + "/size")
                     ns = NvmeNamespace(
-                        device=name, controller=controller, nsid=nsid, size_bytes=size, logical_block_size=lba,
+                        device=name, controller=controller, nsid=nsid,
+                        size_bytes=sectors * 512 if sectors is not None else None, logical_block_size=lba,
                         physical_block_size=read_int(real + "/queue/physical_block_size"),
                         optimal_io_size=read_int(real + "/queue/optimal_io_size"))
                 self._previous[name] = (place, ns)
                 result.append(ns)
         return result
+
+
+def _int(raw: Optional[bytes]) -> Optional[int]:
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
 
 
 def read_controllers(roots: Roots) -> List[NvmeController]:

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, link_name, list_entries, parse_numa_node, read_attr, read_attr_why, read_bytes
+from storpath.sysfs import InstanceCache, link_name, list_entries, parse_numa_node, same_objects, read_attr, read_attr_why, read_bytes
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 LOG = log.get("pcie")
@@ -44,6 +44,8 @@ PORT_TYPES = {
 }
 # Ports whose link leads away from the root complex, to the device below them.
 DOWNSTREAM_FACING = frozenset({"root_port", "downstream_port", "pci_to_pcie_bridge"})
+
+_UNPARSED = object()
 
 AER_FILES = (("correctable", "aer_dev_correctable"), ("nonfatal", "aer_dev_nonfatal"), ("fatal", "aer_dev_fatal"))
 
@@ -70,7 +72,7 @@ class PciStatic:
     path: str = ""  # the device's own directory under /sys/devices, for the attributes read every scrape
 
 
-@dataclass
+@dataclass(slots=True)
 class PciDevice:
     static: PciStatic
     driver: Optional[str]
@@ -145,6 +147,8 @@ class PciReader:
         # The same few spellings recur on every device and scrape: parse each once.
         self._speeds: Dict[bytes, Tuple[Optional[float], Optional[str]]] = {}
         self._widths: Dict[bytes, Tuple[Optional[int], Optional[str]]] = {}
+        self._aer: Dict[bytes, Optional[int]] = {}  # an aer_dev_* file's text -> its total
+        self._port_types = PortTypeCache()
 
     def _speed(self, raw: Optional[bytes]) -> Tuple[Optional[float], Optional[str]]:
         if raw is None:
@@ -206,6 +210,16 @@ class PciReader:
             path=real,
         )
 
+    def _aer_total(self, raw: Optional[bytes]) -> Optional[int]:
+        if raw is None:
+            return None
+        total = self._aer.get(raw, _UNPARSED)
+        if total is _UNPARSED:
+            if len(self._aer) >= 4096:  # counters move: keep the cache small
+                self._aer.clear()
+            total = self._aer[raw] = parse_aer_total(raw.decode("ascii", "replace"))
+        return total
+
     def read(self) -> List[PciDevice]:
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
@@ -222,19 +236,18 @@ class PciReader:
                     if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
                         self._statics.forget(address)
                         continue  # vanished mid-read
-                    device.current_link_speed, why = self._speed(speed_raw)
+                    device.current_link_speed, why = self._speeds.get(speed_raw) or self._speed(speed_raw)
                     if why:
                         self._warn(address, "current_link_speed", why)
-                    device.current_link_width, why = self._width(width_raw)
+                    device.current_link_width, why = self._widths.get(width_raw) or self._width(width_raw)
                     if why:
                         self._warn(address, "current_link_width", why)
                 for severity, aer_path in static.aer_files:
-                    raw = read_bytes(aer_path, 4096)
-                    total = parse_aer_total(raw.decode("ascii", "replace")) if raw is not None else None
+                    total = self._aer_total(read_bytes(aer_path, 4096))
                     if total is not None:
                         device.aer_totals[severity] = total
                 devices.append(device)
-        resolve_port_types(devices)
+            self._port_types.apply(devices)
         return devices
 
 
@@ -269,3 +282,21 @@ def resolve_port_types(devices: List[PciDevice]) -> None:
                 device.port_type = "unknown"
         else:
             device.port_type = "endpoint"
+
+
+class PortTypeCache:
+    """Port types depend only on what cannot change while the devices exist: they are
+    resolved again only when the list of device instances changes."""
+
+    def __init__(self) -> None:
+        self._statics: List[PciStatic] = []
+        self._types: List[Optional[str]] = []
+
+    def apply(self, devices: List[PciDevice]) -> None:
+        statics = [d.static for d in devices]
+        if same_objects(statics, self._statics):
+            for device, port_type in zip(devices, self._types):
+                device.port_type = port_type
+            return
+        resolve_port_types(devices)
+        self._statics, self._types = statics, [d.port_type for d in devices]
