@@ -61,7 +61,7 @@ class StorpathExporter:
 def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[Collector]:
     """Instantiate the collectors the config enables, in registry order."""
     specs = load_all()
-    facts = ScrapeFacts(roots)
+    facts = ScrapeFacts(roots, hold_dirs=True)
     collectors = []
     for name, spec in specs.items():
         section = config.get("collectors", {}).get(name, {})

@@ -18,12 +18,16 @@ from storpath.roots import Roots
 
 
 class ScrapeFacts:
-    def __init__(self, roots: Roots):
-        self.pci_reader = PciReader(roots)
+    def __init__(self, roots: Roots, hold_dirs: bool = False):
+        # A long-running exporter holds each PCI device's directory open (see PciReader).
+        self.pci_reader = PciReader(roots, hold_dirs=hold_dirs)
         self.block_reader = BlockReader(roots)
         self._pci: Optional[List[PciDevice]] = None
         self._blocks: Optional[List[BlockDevice]] = None
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.pci_reader.close()
 
     def new_scrape(self) -> None:
         with self._lock:

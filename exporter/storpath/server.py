@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import html
 import logging
 import socket
@@ -54,6 +53,9 @@ class _Server(ThreadingHTTPServer):
             raise
         self.registry = registry
         self.collector_names = collector_names
+        # Both keep the last scrape's pieces: an unchanged family costs no work twice.
+        self.writer = exposition.TextWriter()
+        self.gzip = exposition.ChunkedGzip()
 
 
 def _ipv6_available() -> bool:
@@ -104,15 +106,17 @@ class Handler(BaseHTTPRequestHandler):
             # accepts it whatever it asks for first.
             content_type = exposition.CONTENT_TYPE
             try:
-                body = exposition.generate(self.server.registry.collect())
+                chunks = self.server.writer.chunks(self.server.registry.collect())
             except Exception as exc:  # never expected: collectors are fenced off in StorpathExporter
                 log.kv(LOG, logging.ERROR, "metrics exposition failed", err=str(exc))
                 self._send(500, b"exposition failed\n", "text/plain; charset=utf-8")
                 return
             extra = []
             if "gzip" in (self.headers.get("Accept-Encoding") or ""):
-                body = gzip.compress(body, compresslevel=1)
+                body = self.server.gzip.compress(chunks)
                 extra.append(("Content-Encoding", "gzip"))
+            else:
+                body = b"".join(text for _, text in chunks)
             self._send(200, body, content_type, extra)
         elif path in ("/-/healthy", "/-/ready"):
             self._send(200, b"Healthy\n" if path == "/-/healthy" else b"Ready\n", "text/plain; charset=utf-8")

@@ -37,9 +37,10 @@ def read_attr_why(path: str) -> Tuple[Optional[str], Optional[str]]:
     return data.decode("utf-8", "replace").strip(), None
 
 
-def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:
+def read_bytes(path: str, limit: int = 4096, dir_fd: Optional[int] = None) -> Optional[bytes]:
+    """The raw bytes of a file; `path` relative to the open directory `dir_fd` if given."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
     except OSError:
         return None
     try:
@@ -78,12 +79,13 @@ def list_dir(path: str) -> List[str]:
         return []
 
 
-def link_name(path: str) -> Optional[str]:
+def link_name(path: str, dir_fd: Optional[int] = None) -> Optional[str]:
     """The last component of a symlink's target (a driver's name, a device's name)."""
     try:
-        return os.path.basename(os.readlink(path))
+        target = os.readlink(path, dir_fd=dir_fd)
     except OSError:
         return None
+    return target[target.rfind("/") + 1:]
 
 
 def same_objects(a: List[object], b: List[object]) -> bool:
@@ -143,3 +145,76 @@ class InstanceCache:
 
     def forget(self, name: str) -> None:
         self._entries.pop(name, None)
+
+
+def raise_open_files_limit() -> Tuple[int, int]:
+    """Raise the soft limit of open files to the hard limit (as Go programs such as
+    node_exporter do at start): a long-running reader of thousands of devices holds a
+    directory open per device. Returns the (old, new) soft limit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY or soft >= hard:
+        return soft, soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        return soft, soft
+    return soft, hard
+
+
+class HeldDirs:
+    """Open directories of device instances, to read their attributes relative to them.
+
+    Reading `current_link_speed` relative to an open device directory spares the kernel
+    the walk down a long path on every read. A directory is held for one device
+    instance (`owner`, the record the instance cache hands out) and let go when the
+    instance goes. Opening stops short of the open-files limit, leaving `reserve`
+    descriptors for everything else; a device beyond it is read by path. Not
+    thread-safe: the reader calls it under its own lock.
+    """
+
+    def __init__(self, reserve: int = 256):
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.budget = 1 << 20 if soft == resource.RLIM_INFINITY else max(0, soft - reserve)
+        self._held: Dict[str, Tuple[object, int]] = {}
+
+    def get(self, key: str, owner: object, path: str) -> Optional[int]:
+        held = self._held.get(key)
+        if held is not None:
+            if held[0] is owner:
+                return held[1]
+            self.drop(key)
+        if len(self._held) >= self.budget:
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        self._held[key] = (owner, fd)
+        return fd
+
+    def drop(self, key: str) -> None:
+        held = self._held.pop(key, None)
+        if held is not None:
+            os.close(held[1])
+
+    def keep_only(self, keys: Iterable[str]) -> None:
+        for gone in set(self._held) - set(keys):
+            self.drop(gone)
+
+    def close(self) -> None:
+        self.keep_only(())
+
+    def __del__(self) -> None:
+        for _, fd in self._held.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._held.clear()
+
+    def __len__(self) -> int:
+        return len(self._held)

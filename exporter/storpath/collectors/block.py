@@ -17,7 +17,7 @@ class BlockCollector(Collector):
 
     # The block reader's per-instance records the lines were rendered from, and the lines.
     _rendered_from: List[object] = []
-    _lines: List[str] = []
+    _text = ""
 
     def collect(self) -> Iterable[Metric]:
         info = SeriesFamily(
@@ -30,6 +30,7 @@ class BlockCollector(Collector):
             for dev in devices:
                 if dev.pci_address is not None:
                     info.add((dev.name, dev.controller or "", dev.pci_address), 1)
-            self._rendered_from, self._lines = devices, info.lines
-        info.lines = list(self._lines)
+            self._rendered_from, self._text = devices, "".join(info.lines)
+        text = self._text
+        info.set_text(self._rendered_from, lambda: text)
         return [info]

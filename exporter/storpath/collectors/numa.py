@@ -23,7 +23,7 @@ class NumaCollector(Collector):
     # and their lines: a host with thousands of devices renders them again only when a
     # device comes or goes.
     _placement_key: Tuple[List[object], List[object]] = ([], [])
-    _placement_lines: Tuple[List[str], List[str]] = ([], [])
+    _placement_lines: Tuple[str, str] = ("", "")
 
     def _topology(self):
         """NUMA nodes and CPU sockets change only when CPUs or nodes go on- or offline:
@@ -59,14 +59,16 @@ class NumaCollector(Collector):
             ("device",))
         devices, blocks = self.ctx.facts.pci(), self.ctx.facts.blocks()
         key = ([d.static for d in devices], blocks)
-        if same_objects(key[0], self._placement_key[0]) and same_objects(key[1], self._placement_key[1]):
-            controller.lines, block.lines = (list(lines) for lines in self._placement_lines)
-        else:
+        if not (same_objects(key[0], self._placement_key[0]) and same_objects(key[1], self._placement_key[1])):
             pci = pci_numa(devices)
             for device in pci:
                 if device.is_storage and device.numa_node is not None:
                     controller.add((device.address,), device.numa_node)
             for name, node in block_device_nodes(blocks, pci):
                 block.add((name,), node)
-            self._placement_key, self._placement_lines = key, (list(controller.lines), list(block.lines))
+            self._placement_key = key
+            self._placement_lines = ("".join(controller.lines), "".join(block.lines))
+        texts = self._placement_lines
+        controller.set_text(self._placement_key, lambda: texts[0])
+        block.set_text(self._placement_key, lambda: texts[1])
         return [node_info, per_socket, controller, block]

@@ -27,6 +27,10 @@ from storpath.sysfs import same_objects
 TASK = "nvme-identify"
 
 
+def _constant(text: str):
+    return lambda: text
+
+
 @register("nvme", default=True)
 class NvmeCollector(Collector):
     """NVMe namespaces: LBA format in use against the best supported one (Identify Namespace), and controllers."""
@@ -59,7 +63,9 @@ class NvmeCollector(Collector):
         # device -> (namespace record, Identify entry, the result served, its rendered lines)
         self._rendered: Dict[str, tuple] = {}
         self._controller_text: Dict[str, Tuple[object, str, str]] = {}
-        self.reader = NvmeReader(self.roots)
+        self._served_from: Optional[tuple] = None  # (controllers, namespaces, Identify results) last rendered
+        self._served: Dict[str, str] = {}
+        self.reader = NvmeReader(self.roots, hold_dirs=True)
         self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
 
     # ---- background ------------------------------------------------------------
@@ -128,6 +134,7 @@ class NvmeCollector(Collector):
                           "namespaces.", ("controller",)),
         )
 
+    ORDER = ("ctrl_info", "ns_info", "lba", "physical", "optimal", "best", "formats", "available", "read_at")
     # Families with lines per namespace, rendered when the namespace or its Identify data change.
     PER_NAMESPACE = ("ns_info", "lba", "physical", "optimal", "best", "formats")
 
@@ -164,8 +171,17 @@ class NvmeCollector(Collector):
             self._first_pass.wait(self.startup_wait)
         self._maybe_trigger(namespaces)
         with self._lock:
-            results = dict(self._results)
+            results = self._results  # replaced, never changed, by each Identify pass
         families = self._families()
+        # The readers hand out the same records while nothing changes: then every line
+        # is what the last scrape served.
+        source = (controllers, namespaces, results)
+        last = self._served_from
+        if last is not None and results is last[2] and same_objects(controllers, last[0]) and same_objects(
+                namespaces, last[1]):
+            for name, text in self._served.items():
+                families[name].set_text(last, _constant(text))
+            return [families[name] for name in self.ORDER]
 
         ctrl_info = families["ctrl_info"]
         # controller -> (identity record, its info line, its `controller` label part); the
@@ -217,5 +233,8 @@ class NvmeCollector(Collector):
             if len(known) > len(failed):
                 read_at.add_text(labels, min(r.read_at for r in known if r.identify is not None))
 
-        order = ("ctrl_info", "ns_info", "lba", "physical", "optimal", "best", "formats", "available", "read_at")
-        return [families[name] for name in order]
+        self._served_from = source
+        self._served = {name: "".join(family.lines) for name, family in families.items()}
+        for name, text in self._served.items():
+            families[name].set_text(source, _constant(text))
+        return [families[name] for name in self.ORDER]

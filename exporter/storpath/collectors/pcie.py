@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 from prometheus_client.core import Metric
 
@@ -12,7 +12,6 @@ from storpath.exposition import SeriesFamily, label_text
 
 INFO_LABELS = ("address", "upstream", "root_port", "port_type", "class", "vendor_id", "device_id",
                "subsystem_vendor_id", "subsystem_device_id", "driver")
-SEVERITIES = ("correctable", "nonfatal", "fatal")
 
 
 def _fmt_class(code):
@@ -20,16 +19,22 @@ def _fmt_class(code):
 
 
 class _Rendered:
-    """One device's label parts and the lines of its families that cannot change while
-    the device instance, its driver and its link's expectation stay the same."""
+    """One device's label parts, the lines of its families that cannot change while the
+    device instance, its driver and its link's expectation stay the same, and the lines
+    of its current values with the values they were rendered from."""
 
-    __slots__ = ("key", "address", "aer", "static_lines")
+    __slots__ = ("key", "address", "static_lines", "values", "value_lines")
 
-    def __init__(self, key: tuple, address: str, aer: Dict[str, str], static_lines: Tuple[str, ...]):
+    def __init__(self, key: tuple, address: str, static_lines: Tuple[str, ...]):
         self.key = key
         self.address = address
-        self.aer = aer
         self.static_lines = static_lines
+        self.values: object = None  # none yet: rendered on first use
+        self.value_lines: Tuple[str, ...] = ()
+
+
+def _joiner(entries: List[_Rendered], attribute: str, index: int):
+    return lambda: "".join(getattr(e, attribute)[index] for e in entries)
 
 
 @register("pcie", default=True)
@@ -40,6 +45,8 @@ class PcieCollector(Collector):
         super().__init__(ctx)
         self.expectations = ExpectationCache()
         self._rendered: Dict[str, _Rendered] = {}
+        self._static_token: object = None  # new whenever a line of the static families changes
+        self._value_token: object = None  # likewise for the families of current values
 
     @staticmethod
     def _families():
@@ -75,7 +82,7 @@ class PcieCollector(Collector):
         static = device.static
         address = device.address
         addr = label_text(("address",), (address,))
-        staged = {name: SeriesFamily(f.name, "", f.label_names) for name, f in families.items() if name in self.STATIC}
+        staged = {name: SeriesFamily(families[name].name, "", families[name].label_names) for name in self.STATIC}
         staged["info"].add((address, static.parent or "", (exp.root_port if exp else None) or "",
                             device.port_type or "", _fmt_class(static.class_code), static.vendor_id or "",
                             static.device_id or "", static.subsystem_vendor_id or "",
@@ -89,16 +96,30 @@ class PcieCollector(Collector):
                 staged["exp_bw"].add_text(addr, exp.expected_bandwidth)
                 if exp.bottleneck is not None:
                     staged["bottleneck"].add((address, exp.bottleneck), exp.bottleneck_bandwidth)
-        aer = {severity: label_text(("address", "severity"), (address, severity)) for severity in SEVERITIES}
-        return _Rendered(key, addr, aer, tuple("".join(staged[name].lines) for name in self.STATIC))
+        return _Rendered(key, addr, tuple("".join(staged[name].lines) for name in self.STATIC))
+
+    # The families of current values, rendered when a device's values change.
+    CURRENT = ("cur_speed", "cur_width", "cur_bw", "aer")
+
+    def _render_values(self, entry: _Rendered, device, exp, families) -> Tuple[str, ...]:
+        staged = {name: SeriesFamily(families[name].name, "", families[name].label_names, families[name].type)
+                  for name in self.CURRENT}
+        for severity, total in device.aer_totals.items():
+            staged["aer"].add((device.address, severity), total)
+        if device.static.has_link:
+            staged["cur_speed"].add_text(entry.address, device.current_link_speed)
+            staged["cur_width"].add_text(entry.address, device.current_link_width)
+            if exp is not None:
+                staged["cur_bw"].add_text(entry.address, current_bandwidth(device, exp))
+        return tuple("".join(staged[name].lines) for name in self.CURRENT)
 
     def collect(self) -> Iterable[Metric]:
         devices = self.ctx.facts.pci()
         expected = self.expectations.get(devices)
         families = self._families()
-        static_families = [families[name] for name in self.STATIC]
-        cur_speed, cur_width, cur_bw, aer = (families[n] for n in ("cur_speed", "cur_width", "cur_bw", "aer"))
         previous, rendered = self._rendered, {}
+        static_changed = values_changed = False
+        entries = []
         for device in devices:
             static = device.static
             is_storage = static.class_code is not None and static.class_code >> 16 == 0x01
@@ -111,19 +132,27 @@ class PcieCollector(Collector):
             entry = previous.get(device.address)
             if entry is None or entry.key != key:
                 entry = self._render(key, device, exp, families)
+                static_changed = True
+            values = (device.current_link_speed, device.current_link_width, tuple(device.aer_totals.items()))
+            if entry.values != values:
+                entry.value_lines = self._render_values(entry, device, exp, families)
+                entry.values = values
+                values_changed = True
             rendered[device.address] = entry
-            for family, line in zip(static_families, entry.static_lines):
-                if line:
-                    family.lines.append(line)
-            for severity, total in device.aer_totals.items():
-                aer.add_text(entry.aer[severity], total)
-            if not static.has_link:
-                continue
-            cur_speed.add_text(entry.address, device.current_link_speed)
-            cur_width.add_text(entry.address, device.current_link_width)
-            if exp is not None:
-                cur_bw.add_text(entry.address, current_bandwidth(device, exp))
+            entries.append(entry)
+        if len(rendered) != len(previous) or rendered.keys() != previous.keys():
+            static_changed = values_changed = True
         self._rendered = rendered
+        # A family's text is joined again only when a line of it changed, and only if
+        # the writer does not hold it already (see SeriesFamily.set_text).
+        if static_changed or self._static_token is None:
+            self._static_token = object()
+        if values_changed or self._value_token is None:
+            self._value_token = object()
+        for i, name in enumerate(self.STATIC):
+            families[name].set_text(self._static_token, _joiner(entries, "static_lines", i))
+        for i, name in enumerate(self.CURRENT):
+            families[name].set_text(self._value_token, _joiner(entries, "value_lines", i))
         order = ("cur_speed", "max_speed", "exp_speed", "cur_width", "max_width", "exp_width", "cur_bw", "exp_bw",
                  "bottleneck", "aer", "info")
         return [families[name] for name in order]

@@ -13,6 +13,7 @@ from storpath.cli import roots_from
 from storpath.config import DEFAULT_PORT
 from storpath.exporter import build_collectors, make_registry
 from storpath.server import make_server, serve_in_thread
+from storpath.sysfs import raise_open_files_limit
 
 LOG = log.get("serve")
 
@@ -27,6 +28,11 @@ def add_parser(sub, common):
 
 def run(args, config) -> int:
     roots = roots_from(config)
+    # Each PCI device's directory is held open (see PciReader): up to the hard limit,
+    # as node_exporter (Go) raises its own limit at start.
+    before, after = raise_open_files_limit()
+    if after != before:
+        log.kv(LOG, logging.DEBUG, "raised the open files limit", soft=before, to=after)
     scheduler = Scheduler()
     collectors = build_collectors(roots, config, scheduler)
     names = [c.name for c in collectors]

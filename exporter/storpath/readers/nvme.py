@@ -54,7 +54,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, list_dir, list_entries, read_attr, read_bytes, read_int
+from storpath.sysfs import HeldDirs, InstanceCache, list_dir, list_entries, read_attr, read_bytes, read_int
 
 IDENTIFY_BYTES = 4096
 OPCODE_IDENTIFY = 0x06
@@ -208,8 +208,11 @@ def _strip(text: Optional[str]) -> Optional[str]:
 
 # ---- sysfs -------------------------------------------------------------------------
 
-def _controller_identity(name: str, path: str) -> NvmeController:
-    """What cannot change while the controller exists: its PCI function and identity."""
+def _controller_identity(name: str, path: str) -> Optional[NvmeController]:
+    """What cannot change while the controller exists: its PCI function and identity;
+    None for a controller removed since the listing."""
+    if not os.path.isdir(path):
+        return None
     address = None
     try:
         device = os.path.basename(os.path.realpath(os.path.join(path, "device")))
@@ -266,8 +269,10 @@ class NvmeReader:
     (an `nvme format` changes it); its size, physical block size and optimal I/O size
     are read again when the LBA size changes, and for a new namespace instance."""
 
-    def __init__(self, roots: Roots):
+    def __init__(self, roots: Roots, hold_dirs: bool = False):
         self.roots = roots
+        # A long-running exporter holds each namespace's directory open (see PciReader).
+        self._dirs = HeldDirs() if hold_dirs else None
         self._controllers = InstanceCache()
         self._namespaces = InstanceCache()
         self._lock = threading.Lock()
@@ -279,7 +284,7 @@ class NvmeReader:
         entries = [e for e in list_entries(base) if _CONTROLLER.match(e[0])]
         with self._lock:
             found = self._controllers.refresh(base, entries, _controller_identity)
-        return [identity for _, _, identity in found]
+        return [identity for _, _, identity in found if identity is not None]
 
     def namespaces(self) -> List[NvmeNamespace]:
         """Every NVMe namespace block device; one sysfs read each while nothing changes."""
@@ -293,7 +298,12 @@ class NvmeReader:
                 if place is None:
                     continue
                 controller, nsid, real = place
-                lba = _int(read_bytes(real + "/queue/logical_block_size", 64))
+                dir_fd = self._dirs.get(name, place, real) if self._dirs is not None else None
+                at = "" if dir_fd is not None else real + "/"
+                lba = _int(read_bytes(at + "queue/logical_block_size", 64, dir_fd))
+                if lba is None and dir_fd is not None:  # the held directory went: by path
+                    self._dirs.drop(name)
+                    lba = _int(read_bytes(real + "/queue/logical_block_size", 64))
                 instance, before = previous.get(name, (None, None))
                 if instance is place and before.logical_block_size == lba:
                     ns = before  # unchanged: the same record, so consumers can tell by identity
@@ -308,6 +318,8 @@ class NvmeReader:
                         optimal_io_size=read_int(real + "/queue/optimal_io_size"))
                 self._previous[name] = (place, ns)
                 result.append(ns)
+            if self._dirs is not None:
+                self._dirs.keep_only(self._previous)
         return result
 
 

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, link_name, list_entries, parse_numa_node, same_objects, read_attr, read_attr_why, read_bytes
+from storpath.sysfs import HeldDirs, InstanceCache, link_name, list_entries, parse_numa_node, same_objects, read_attr, read_attr_why, read_bytes
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 LOG = log.get("pcie")
@@ -68,7 +68,7 @@ class PciStatic:
     max_link_width: Optional[int]
     has_link: bool  # the device has link attributes at all
     config_port_type: Optional[str]  # from the PCIe capability, when config space was readable
-    aer_files: Tuple[Tuple[str, str], ...]  # (severity, path) of the AER counters present
+    aer_files: Tuple[Tuple[str, str], ...]  # (severity, file name) of the AER counters present
     path: str = ""  # the device's own directory under /sys/devices, for the attributes read every scrape
 
 
@@ -138,10 +138,14 @@ def _hex_id(text: Optional[str]) -> Optional[str]:
 
 
 class PciReader:
-    """Reads every PCI device; keeps the per-instance cache between calls. Thread-safe."""
+    """Reads every PCI device; keeps the per-instance cache between calls. Thread-safe.
 
-    def __init__(self, roots: Roots):
+    With `hold_dirs` (a long-running exporter) each device's directory is kept open and
+    the attributes read on every call are read relative to it."""
+
+    def __init__(self, roots: Roots, hold_dirs: bool = False):
         self.roots = roots
+        self._dirs = HeldDirs() if hold_dirs else None
         self._statics = InstanceCache()  # address -> PciStatic of the device instance there
         self._lock = threading.Lock()
         # The same few spellings recur on every device and scrape: parse each once.
@@ -206,7 +210,7 @@ class PciReader:
             max_link_width=max_width,
             has_link=has_link,
             config_port_type=parse_port_type(read_bytes(os.path.join(path, "config"), 256)),
-            aer_files=tuple((sev, os.path.join(real, os.path.basename(p))) for sev, p in aer),
+            aer_files=tuple((sev, os.path.basename(p)) for sev, p in aer),
             path=real,
         )
 
@@ -223,18 +227,29 @@ class PciReader:
     def read(self) -> List[PciDevice]:
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
+        dirs = self._dirs
         with self._lock:
             for address, path, static in self._statics.refresh(base, list_entries(base), self._read_static):
-                device = PciDevice(static=static, driver=link_name(static.path + "/driver"),
+                dir_fd = dirs.get(address, static, static.path) if dirs is not None else None
+                # Attributes relative to the held directory, or by path beyond the fd budget.
+                at = "" if dir_fd is not None else static.path + "/"
+                device = PciDevice(static=static, driver=link_name(at + "driver", dir_fd),
                                    current_link_speed=None, current_link_width=None)
                 if not static.has_link and device.driver is None and not os.path.isdir(static.path):
-                    self._statics.forget(address)
+                    self._forget(address)
                     continue  # removed since the listing
                 if static.has_link:
-                    speed_raw = read_bytes(static.path + "/current_link_speed", 64)
-                    width_raw = read_bytes(static.path + "/current_link_width", 64)
+                    speed_raw = read_bytes(at + "current_link_speed", 64, dir_fd)
+                    width_raw = read_bytes(at + "current_link_width", 64, dir_fd)
+                    if speed_raw is None and width_raw is None and dir_fd is not None:
+                        # The held directory went (a device is removed with its symlink,
+                        # so this is a removal caught mid-scrape): try by path.
+                        dirs.drop(address)
+                        dir_fd, at = None, static.path + "/"
+                        speed_raw = read_bytes(at + "current_link_speed", 64)
+                        width_raw = read_bytes(at + "current_link_width", 64)
                     if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
-                        self._statics.forget(address)
+                        self._forget(address)
                         continue  # vanished mid-read
                     device.current_link_speed, why = self._speeds.get(speed_raw) or self._speed(speed_raw)
                     if why:
@@ -242,13 +257,26 @@ class PciReader:
                     device.current_link_width, why = self._widths.get(width_raw) or self._width(width_raw)
                     if why:
                         self._warn(address, "current_link_width", why)
-                for severity, aer_path in static.aer_files:
-                    total = self._aer_total(read_bytes(aer_path, 4096))
+                for severity, name in static.aer_files:
+                    total = self._aer_total(read_bytes(at + name, 4096, dir_fd))
                     if total is not None:
                         device.aer_totals[severity] = total
                 devices.append(device)
+            if dirs is not None:
+                dirs.keep_only(d.address for d in devices)
             self._port_types.apply(devices)
         return devices
+
+    def _forget(self, address: str) -> None:
+        self._statics.forget(address)
+        if self._dirs is not None:
+            self._dirs.drop(address)
+
+    def close(self) -> None:
+        """Let go of the held directories."""
+        with self._lock:
+            if self._dirs is not None:
+                self._dirs.close()
 
 
 def resolve_port_types(devices: List[PciDevice]) -> None:
