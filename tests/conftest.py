@@ -91,10 +91,10 @@ class RunningExporter:
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
 
-    def get(self, path: str = "/metrics", headers: Optional[dict] = None):
+    def get(self, path: str = "/metrics", headers: Optional[dict] = None, **kwargs):
         import requests
 
-        return requests.get(self.url + path, headers=headers or {}, timeout=10)
+        return requests.get(self.url + path, headers=headers or {}, timeout=10, **kwargs)
 
     def metrics(self) -> str:
         response = self.get("/metrics")

@@ -37,6 +37,23 @@ def test_endpoints(exporter_on):
         assert om.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
 
 
+def test_gzip_responses_decode_with_gzip_itself_scrape_after_scrape(exporter_on):
+    """The gzip body is built from per-family pieces kept between scrapes: GNU gzip (not
+    Python's decoder) must read every response as exactly the plain text."""
+    import re
+
+    volatile = re.compile(r"^storpath_scrape_collector_duration_seconds\{.*$", re.M)
+    with exporter_on("am4-x570-firecuda", "healthy") as exporter:
+        for _ in range(3):
+            raw = exporter.get("/metrics", headers={"Accept-Encoding": "gzip"}, stream=True)
+            assert raw.headers.get("Content-Encoding") == "gzip"
+            body = raw.raw.read(decode_content=False)
+            done = subprocess.run(["gzip", "-dc"], input=body, capture_output=True, timeout=30)
+            assert done.returncode == 0, done.stderr
+            plain = exporter.get("/metrics", headers={"Accept-Encoding": "identity"}).text
+            assert volatile.sub("", done.stdout.decode()) == volatile.sub("", plain)
+
+
 def test_no_collector_flag_turns_a_collector_off(exporter_on):
     with exporter_on("am4-x570-firecuda", "healthy", "--no-collector.pcie") as exporter:
         text = exporter.metrics()

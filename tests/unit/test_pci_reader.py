@@ -122,3 +122,43 @@ def test_dynamic_values_seen_on_next_read_and_replacement_refreshes_cache(tmp_pa
     b.set_attr("0000:01:00.0", "device", "0xa808")
     device = {d.address: d for d in reader.read()}["0000:01:00.0"]
     assert device.static.max_link_speed == 8e9 and device.static.device_id == "0xa808"
+
+
+def _open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_held_directories_read_the_same_and_are_let_go(tmp_path):
+    b = _tree(tmp_path)
+    roots = Roots(sysfs=str(tmp_path / "sys"))
+    by_path = PciReader(roots)
+    fds_before = _open_fds()
+    held = PciReader(roots, hold_dirs=True)
+
+    def facts(reader):
+        return [(d.address, d.driver, d.current_link_speed, d.current_link_width, d.aer_totals, d.port_type)
+                for d in reader.read()]
+
+    assert facts(held) == facts(by_path)
+    count = len(held._dirs)
+    assert count == len(facts(by_path)) and _open_fds() == fds_before + count
+    b.set_link("0000:01:00.0", cur_width=1)
+    b.set_aer("0000:01:00.0", "fatal", 2)
+    assert facts(held) == facts(by_path)
+    # Hot removal: the device's directory is let go with it.
+    shutil.rmtree(os.path.join(b.sys, b.nodes["0000:01:00.0"].path))
+    os.unlink(os.path.join(b.sys, "bus", "pci", "devices", "0000:01:00.0"))
+    assert facts(held) == facts(by_path)
+    assert len(held._dirs) == count - 1 and _open_fds() == fds_before + count - 1
+    held.close()
+    assert _open_fds() == fds_before
+
+
+def test_beyond_the_open_files_budget_devices_are_read_by_path(tmp_path):
+    _tree(tmp_path)
+    roots = Roots(sysfs=str(tmp_path / "sys"))
+    held = PciReader(roots, hold_dirs=True)
+    held._dirs.budget = 1
+    expected = [(d.address, d.current_link_speed, d.current_link_width, d.aer_totals) for d in PciReader(roots).read()]
+    assert [(d.address, d.current_link_speed, d.current_link_width, d.aer_totals) for d in held.read()] == expected
+    assert len(held._dirs) == 1 and len(expected) > 1
