@@ -8,7 +8,7 @@ from prometheus_client.core import Metric
 
 from storpath.analysis.pcie import ExpectationCache, current_bandwidth
 from storpath.collectors import Collector, register
-from storpath.exposition import SeriesFamily, label_text
+from storpath.exposition import SeriesFamily, label_text, value_text
 
 INFO_LABELS = ("address", "upstream", "root_port", "port_type", "class", "vendor_id", "device_id",
                "subsystem_vendor_id", "subsystem_device_id", "driver")
@@ -31,6 +31,10 @@ class _Rendered:
         self.static_lines = static_lines
         self.values: object = None  # none yet: rendered on first use
         self.value_lines: Tuple[str, ...] = ()
+
+
+def _line(name: str, labels: str, value) -> str:
+    return f"{name}{labels} {value_text(value)}\n" if value is not None else ""
 
 
 def _joiner(entries: List[_Rendered], attribute: str, index: int):
@@ -102,16 +106,18 @@ class PcieCollector(Collector):
     CURRENT = ("cur_speed", "cur_width", "cur_bw", "aer")
 
     def _render_values(self, entry: _Rendered, device, exp, families) -> Tuple[str, ...]:
-        staged = {name: SeriesFamily(families[name].name, "", families[name].label_names, families[name].type)
-                  for name in self.CURRENT}
-        for severity, total in device.aer_totals.items():
-            staged["aer"].add((device.address, severity), total)
-        if device.static.has_link:
-            staged["cur_speed"].add_text(entry.address, device.current_link_speed)
-            staged["cur_width"].add_text(entry.address, device.current_link_width)
-            if exp is not None:
-                staged["cur_bw"].add_text(entry.address, current_bandwidth(device, exp))
-        return tuple("".join(staged[name].lines) for name in self.CURRENT)
+        """The lines of a device's current values. On a host whose AER counters all move
+        this runs for every device on every scrape: plain string building."""
+        address = entry.address  # '{address="..."}'; `severity` sorts after `address`
+        aer_prefix = families["aer"].sample_name + address[:-1] + ',severity="'
+        aer = "".join(f'{aer_prefix}{severity}"}} {value_text(total)}\n'
+                      for severity, total in device.aer_totals.items())
+        if not device.static.has_link:
+            return "", "", "", aer
+        return (_line(families["cur_speed"].sample_name, address, device.current_link_speed),
+                _line(families["cur_width"].sample_name, address, device.current_link_width),
+                _line(families["cur_bw"].sample_name, address, current_bandwidth(device, exp)) if exp else "",
+                aer)
 
     def collect(self) -> Iterable[Metric]:
         devices = self.ctx.facts.pci()
