@@ -139,6 +139,7 @@ class PcieCollector(Collector):
             if entry is None or entry.key != key:
                 entry = self._render(key, device, exp, families)
                 static_changed = True
+            entry.key = key  # equal: the newest objects make the next comparison one of identity
             values = (device.current_link_speed, device.current_link_width, tuple(device.aer_totals.items()))
             if entry.values != values:
                 entry.value_lines = self._render_values(entry, device, exp, families)
