@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
+import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 # errno values that mean "the thing is not there (any more)".
@@ -151,10 +153,8 @@ def raise_open_files_limit() -> Tuple[int, int]:
     """Raise the soft limit of open files to the hard limit (as Go programs such as
     node_exporter do at start): a long-running reader of thousands of devices holds a
     directory open per device. Returns the (old, new) soft limit."""
-    import resource
-
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY or soft >= hard:
+    if soft == resource.RLIM_INFINITY or (hard != resource.RLIM_INFINITY and soft >= hard):
         return soft, soft
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -169,16 +169,18 @@ class HeldDirs:
     Reading `current_link_speed` relative to an open device directory spares the kernel
     the walk down a long path on every read. A directory is held for one device
     instance (`owner`, the record the instance cache hands out) and let go when the
-    instance goes. Opening stops short of the open-files limit, leaving `reserve`
-    descriptors for everything else; a device beyond it is read by path. Not
-    thread-safe: the reader calls it under its own lock.
+    instance goes. All HeldDirs of the process together stop short of the open-files
+    limit, leaving `RESERVE` descriptors for everything else (sockets, probes); a device
+    beyond that is read by path. `budget` caps one instance. Not thread-safe per
+    instance: the reader calls it under its own lock.
     """
 
-    def __init__(self, reserve: int = 256):
-        import resource
+    RESERVE = 256
+    _total = 0  # directories held by all instances
+    _total_lock = threading.Lock()
 
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        self.budget = 1 << 20 if soft == resource.RLIM_INFINITY else max(0, soft - reserve)
+    def __init__(self, budget: Optional[int] = None):
+        self.budget = budget
         self._held: Dict[str, Tuple[object, int]] = {}
 
     def get(self, key: str, owner: object, path: str) -> Optional[int]:
@@ -187,19 +189,24 @@ class HeldDirs:
             if held[0] is owner:
                 return held[1]
             self.drop(key)
-        if len(self._held) >= self.budget:
+        if self.budget is not None and len(self._held) >= self.budget:
             return None
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return None
+        with HeldDirs._total_lock:
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            if soft != resource.RLIM_INFINITY and HeldDirs._total >= soft - self.RESERVE:
+                return None
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                return None
+            HeldDirs._total += 1
         self._held[key] = (owner, fd)
         return fd
 
     def drop(self, key: str) -> None:
         held = self._held.pop(key, None)
         if held is not None:
-            os.close(held[1])
+            self._close(held[1])
 
     def keep_only(self, keys: Iterable[str]) -> None:
         for gone in set(self._held) - set(keys):
@@ -208,12 +215,18 @@ class HeldDirs:
     def close(self) -> None:
         self.keep_only(())
 
+    @staticmethod
+    def _close(fd: int) -> None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        with HeldDirs._total_lock:
+            HeldDirs._total -= 1
+
     def __del__(self) -> None:
         for _, fd in self._held.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            self._close(fd)
         self._held.clear()
 
     def __len__(self) -> int:

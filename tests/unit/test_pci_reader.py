@@ -162,3 +162,27 @@ def test_beyond_the_open_files_budget_devices_are_read_by_path(tmp_path):
     expected = [(d.address, d.current_link_speed, d.current_link_width, d.aer_totals) for d in PciReader(roots).read()]
     assert [(d.address, d.current_link_speed, d.current_link_width, d.aer_totals) for d in held.read()] == expected
     assert len(held._dirs) == 1 and len(expected) > 1
+
+
+def test_all_held_directories_together_stay_below_the_open_files_limit(tmp_path):
+    import resource
+
+    from storpath.sysfs import HeldDirs
+
+    _tree(tmp_path)
+    roots = Roots(sysfs=str(tmp_path / "sys"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # Room for exactly two more held directories besides the reserve left for everything else.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (HeldDirs._total + HeldDirs.RESERVE + 2, hard))
+    try:
+        first, second = PciReader(roots, hold_dirs=True), PciReader(roots, hold_dirs=True)
+        expected = [(d.address, d.current_link_width, d.aer_totals) for d in PciReader(roots).read()]
+        for reader in (first, second):
+            assert [(d.address, d.current_link_width, d.aer_totals) for d in reader.read()] == expected
+        assert len(first._dirs) == 2 and len(second._dirs) == 0
+        first.close()
+        second.read()
+        assert len(second._dirs) == 2
+        second.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
