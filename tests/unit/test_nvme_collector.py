@@ -94,8 +94,22 @@ def test_identify_missing_for_one_controller(tmp_path, caplog):
     assert not [k for k in s if k[0] == "storpath_nvme_namespace_lba_format_info" and ("device", "nvme1n1") in k[1]]
     reasons = [r for r in caplog.records if "LBA formats unknown" in r.getMessage()]
     assert len(reasons) == 1, "the reason is logged once, not per scrape"
-    assert reasons[0].fields["controller"] == "nvme1"
+    assert reasons[0].fields["controllers"] == "nvme1"
     assert "no captured Identify data" in reasons[0].fields["reason"]
+
+
+def test_one_reason_is_one_log_line_for_many_controllers(tmp_path, caplog):
+    log.forget_once_keys()
+    b = _machine(tmp_path, drives=10)
+    c = _collector(b)  # no captured Identify data at all
+    c.ctx.scheduler.run_all_once()
+    with caplog.at_level(logging.WARNING, logger="storpath"):
+        s = _samples(c)
+    assert all(_get(s, "storpath_nvme_identify_available", controller=f"nvme{i}") == 0 for i in range(10))
+    reasons = [r for r in caplog.records if "LBA formats unknown" in r.getMessage()]
+    assert len(reasons) == 1
+    assert reasons[0].fields["controllers"] == "nvme0,nvme1,nvme2,nvme3,nvme4,nvme5,nvme6,nvme7,... (10 controllers)"
+    assert "/nvme*/" in reasons[0].fields["reason"] and "nvme0" not in reasons[0].fields["reason"]
 
 
 def test_live_without_ioctl_or_nvme_cli(tmp_path):

@@ -11,6 +11,7 @@ namespace's current format.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -25,6 +26,7 @@ from storpath.readers.nvme import IdentifyResult, NvmeNamespace, NvmeReader, ide
 from storpath.sysfs import same_objects
 
 TASK = "nvme-identify"
+_CONTROLLER_NAME = re.compile(r"\bnvme\d+\b")
 
 
 def _constant(text: str):
@@ -218,21 +220,27 @@ class NvmeCollector(Collector):
                     family.lines.append(text)
 
         available, read_at = families["available"], families["read_at"]
+        unknown: Dict[str, List[str]] = {}  # reason, without the controller's name -> controllers
         for controller, ctrl_results in sorted(per_controller.items()):
             known = [r for r in ctrl_results if r is not None]
             if not known:
                 continue  # not read yet: neither known nor unknown
             failed = [r for r in known if r.identify is None]
-            for r in failed:
-                log.once(self.log, logging.WARNING, ("identify", controller, r.error),
-                         "NVMe LBA formats unknown: Identify Namespace could not be read; exporting what sysfs gives",
-                         controller=controller, reason=r.error)
+            for reason in sorted({_CONTROLLER_NAME.sub("nvme*", r.error or "") for r in failed}):
+                unknown.setdefault(reason, []).append(controller)
             cached = self._controller_text.get(controller)
             labels = cached[2] if cached is not None else label_text(("controller",), (controller,))
             available.add_text(labels, 0 if failed or len(known) < len(ctrl_results) else 1)
             if len(known) > len(failed):
                 read_at.add_text(labels, min(r.read_at for r in known if r.identify is not None))
 
+        # One line per reason, not one per controller: a host of 1024 drives without root
+        # has one reason.
+        for reason, names in unknown.items():
+            shown = ",".join(names[:8]) + (f",... ({len(names)} controllers)" if len(names) > 8 else "")
+            log.once(self.log, logging.WARNING, ("identify", reason, tuple(names)),
+                     "NVMe LBA formats unknown: Identify Namespace could not be read; exporting what sysfs gives",
+                     controllers=shown, reason=reason)
         self._served_from = source
         self._served = {name: "".join(family.lines) for name, family in families.items()}
         for name, text in self._served.items():
