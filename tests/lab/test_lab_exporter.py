@@ -165,6 +165,51 @@ def test_nvme_reformat_to_4k_is_followed(nvme_guest, nvme_scrape, nvme_addresses
     assert_collectors_ok(s)
 
 
+def test_nvme_unbind_hot_removal_and_rescan_are_followed(nvme_guest, nvme_scrape, nvme_addresses):
+    """The exporter keeps per-device records and holds device directories open between
+    scrapes: a real kernel's driver unbind, hot removal and rescan must show on the next
+    scrapes, and the device that comes back is read as the new instance it is."""
+    ctrl, address, port = nvme_addresses["SPLAB3NUMA1"]
+    speed = nvme_scrape.value("storpath_pcie_current_link_speed_transfers_per_second", address=address)
+    assert speed is not None
+
+    def driver(s):
+        info = s.label_sets("storpath_pcie_device_info", address=address)
+        return info[0]["driver"] if info else None
+
+    nvme_guest.sh(f"echo {address} > /sys/bus/pci/drivers/nvme/unbind")
+    s = scrape_until(nvme_guest, lambda s: driver(s) == "", what=f"{address} without a driver")
+    assert s.value("storpath_nvme_controller_info", controller=ctrl) is None
+    assert s.value("storpath_pcie_current_link_speed_transfers_per_second", address=address) == speed
+    assert_collectors_ok(s)
+
+    nvme_guest.sh(f"echo 1 > /sys/bus/pci/devices/{address}/remove")
+    s = scrape_until(nvme_guest, lambda s: driver(s) is None, what=f"{address} removed")
+    assert s.value("storpath_pcie_current_link_speed_transfers_per_second", address=address) is None
+    # The port stays, its link now down.
+    assert s.value("storpath_pcie_current_link_width", address=port) is not None
+    assert_collectors_ok(s)
+
+    nvme_guest.sh("echo 1 > /sys/bus/pci/rescan")
+    s = scrape_until(
+        nvme_guest, lambda s: driver(s) == "nvme" and any(
+            labels["address"] == address for labels in s.label_sets("storpath_nvme_controller_info"))
+        and any(v == 1 for _, v in s.series("storpath_nvme_identify_available")),
+        what=f"{address} back after a rescan")
+    assert s.value("storpath_pcie_current_link_speed_transfers_per_second", address=address) == speed
+    back = [labels["controller"] for labels in s.label_sets("storpath_nvme_controller_info")
+            if labels["address"] == address]
+    assert len(back) == 1
+    # With native multipath the disk is named after the subsystem, which a rescan may number anew.
+    disks = [labels["device"] for labels in s.label_sets("storpath_block_device_info", address=address)]
+    assert len(disks) == 1
+    s = scrape_until(nvme_guest, lambda s: s.value("storpath_nvme_identify_available", controller=back[0]) == 1,
+                     what=f"Identify of the namespace of {back[0]} after the rescan")
+    assert s.value("storpath_nvme_namespace_lba_size_bytes", device=disks[0]) == 512
+    assert s.value("storpath_nvme_namespace_best_lba_size_bytes", device=disks[0]) == 4096
+    assert_collectors_ok(s)
+
+
 # --------------------------------------------------------------------------- sas / sata
 
 @pytest.fixture(scope="module")

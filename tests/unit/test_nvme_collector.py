@@ -179,6 +179,28 @@ def test_a_new_namespace_triggers_identify(tmp_path):
     assert triggered == [True]
 
 
+def test_a_namespace_that_is_gone_and_back_triggers_identify(tmp_path):
+    """A drive pulled and another put in its place can come back under the same names,
+    size and LBA size: its new block device (a new class symlink) is what tells."""
+    b = _machine(tmp_path, drives=1)
+    write_captured(b, "nvme0", 1, identify_namespace(FIRECUDA, 0, SIZE), "id-ns")
+    c = _collector(b)
+    triggered = []
+    c.task.trigger = lambda: triggered.append(True)
+    c.ctx.scheduler.run_all_once()
+    _samples(c)
+    assert not triggered
+    link = os.path.join(b.sys, "class", "block", "nvme0n1")
+    os.symlink(os.readlink(link), link + ".new")
+    os.replace(link + ".new", link)
+    s = _samples(c)
+    assert triggered == [True]
+    # Until Identify was read for the new namespace, its formats are not claimed.
+    assert _get(s, "storpath_nvme_namespace_best_lba_size_bytes", device="nvme0n1") is None
+    c.ctx.scheduler.run_all_once()
+    assert _get(_samples(c), "storpath_nvme_namespace_best_lba_size_bytes", device="nvme0n1") == 4096
+
+
 def test_stale_identify_disagreeing_with_sysfs_is_left_out(tmp_path):
     """Identify says 4096 in use, sysfs says 512 (data from another format): formats left out."""
     b = _machine(tmp_path, drives=1)

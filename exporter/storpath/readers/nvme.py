@@ -88,12 +88,13 @@ class NvmeNamespace:
     logical_block_size: Optional[int]  # the LBA data size in use, bytes
     physical_block_size: Optional[int]
     optimal_io_size: Optional[int]  # 0 when the drive gives no preference
+    instance: Optional[int] = None  # inode of its /sys/class/block symlink: new for a new namespace
 
     @property
     def fingerprint(self) -> Tuple:
         """What changes when the namespace is reformatted or replaced: a new Identify is due.
         (The size is read again only with a new LBA size or a new namespace instance.)"""
-        return (self.controller, self.nsid, self.size_bytes, self.logical_block_size)
+        return (self.controller, self.nsid, self.size_bytes, self.logical_block_size, self.instance)
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,7 @@ class NvmeReader:
         result: List[NvmeNamespace] = []
         with self._lock:
             found = self._namespaces.refresh(base, entries, _namespace_place)
+            instances = dict(entries)
             previous, self._previous = self._previous, {}
             for name, _, place in found:
                 if place is None:
@@ -312,7 +314,7 @@ class NvmeReader:
                         continue  # removed since the listing
                     sectors = read_int(real + "/size")
                     ns = NvmeNamespace(
-                        device=name, controller=controller, nsid=nsid,
+                        device=name, controller=controller, nsid=nsid, instance=instances.get(name),
                         size_bytes=sectors * 512 if sectors is not None else None, logical_block_size=lba,
                         physical_block_size=read_int(real + "/queue/physical_block_size"),
                         optimal_io_size=read_int(real + "/queue/optimal_io_size"))
