@@ -183,6 +183,9 @@ def test_nvme_unbind_hot_removal_and_rescan_are_followed(nvme_guest, nvme_scrape
     assert s.value("storpath_pcie_current_link_speed_transfers_per_second", address=address) == speed
     assert_collectors_ok(s)
 
+    # What the exporter's per-instance records rest on: the kernel gives the bus symlink of
+    # a device that comes back a new inode.
+    inode_before = nvme_guest.sh(f"stat -c %i /sys/bus/pci/devices/{address}").strip()
     nvme_guest.sh(f"echo 1 > /sys/bus/pci/devices/{address}/remove")
     s = scrape_until(nvme_guest, lambda s: driver(s) is None, what=f"{address} removed")
     assert s.value("storpath_pcie_current_link_speed_transfers_per_second", address=address) is None
@@ -197,6 +200,7 @@ def test_nvme_unbind_hot_removal_and_rescan_are_followed(nvme_guest, nvme_scrape
         and any(v == 1 for _, v in s.series("storpath_nvme_identify_available")),
         what=f"{address} back after a rescan")
     assert s.value("storpath_pcie_current_link_speed_transfers_per_second", address=address) == speed
+    assert nvme_guest.sh(f"stat -c %i /sys/bus/pci/devices/{address}").strip() != inode_before
     back = [labels["controller"] for labels in s.label_sets("storpath_nvme_controller_info")
             if labels["address"] == address]
     assert len(back) == 1
