@@ -21,16 +21,12 @@ from storpath import log
 from storpath.analysis.nvme import judge
 from storpath.collectors import Collector, register
 from storpath.config import Duration
-from storpath.exposition import SeriesFamily, label_text
-from storpath.readers.nvme import IdentifyResult, NvmeNamespace, NvmeReader, identify_namespace
+from storpath.exposition import SeriesFamily
+from storpath.readers.nvme import IdentifyResult, NvmeController, NvmeNamespace, NvmeReader, identify_namespace
 from storpath.sysfs import same_objects
 
 TASK = "nvme-identify"
 _CONTROLLER_NAME = re.compile(r"\bnvme\d+\b")
-
-
-def _constant(text: str):
-    return lambda: text
 
 
 @register("nvme", default=True)
@@ -62,11 +58,7 @@ class NvmeCollector(Collector):
         self._triggered_for: Optional[Dict[str, Tuple]] = None
         self._compared: Tuple[List[NvmeNamespace], Optional[Dict[str, Tuple]]] = ([], None)
         self._first_pass = threading.Event()
-        # device -> (namespace record, Identify entry, the result served, its rendered lines)
-        self._rendered: Dict[str, tuple] = {}
-        self._controller_text: Dict[str, Tuple[object, str, str]] = {}
-        self._served_from: Optional[tuple] = None  # (controllers, namespaces, Identify results) last rendered
-        self._served: Dict[str, str] = {}
+        self._served_from: Optional[tuple] = None  # (controllers, namespaces, Identify results) last served
         self.reader = NvmeReader(self.roots, hold_dirs=True)
         self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
 
@@ -137,19 +129,47 @@ class NvmeCollector(Collector):
         )
 
     ORDER = ("ctrl_info", "ns_info", "lba", "physical", "optimal", "best", "formats", "available", "read_at")
-    # Families with lines per namespace, rendered when the namespace or its Identify data change.
-    PER_NAMESPACE = ("ns_info", "lba", "physical", "optimal", "best", "formats")
+    def _render(self, controllers: List[NvmeController], namespaces: List[NvmeNamespace],
+                results: Dict[str, Tuple[Tuple, IdentifyResult]], families: Dict[str, SeriesFamily]) -> None:
+        """Fill every family from the records of one scrape."""
+        for ctrl in controllers:
+            families["ctrl_info"].add((ctrl.name, ctrl.address or "", ctrl.model or "", ctrl.serial or "",
+                                       ctrl.firmware or "", ctrl.transport or ""), 1)
+        per_controller: Dict[str, List[Optional[IdentifyResult]]] = {}
+        for ns in namespaces:
+            entry = results.get(ns.device)
+            result = entry[1] if entry is not None and entry[0] == ns.fingerprint else None
+            if ns.controller is not None:
+                per_controller.setdefault(ns.controller, []).append(result)
+            self._render_namespace(ns, result, families)
+
+        unknown: Dict[str, List[str]] = {}  # reason, without the controller's name -> controllers
+        for controller, ctrl_results in sorted(per_controller.items()):
+            known = [r for r in ctrl_results if r is not None]
+            if not known:
+                continue  # not read yet: neither known nor unknown
+            failed = [r for r in known if r.identify is None]
+            for reason in sorted({_CONTROLLER_NAME.sub("nvme*", r.error or "") for r in failed}):
+                unknown.setdefault(reason, []).append(controller)
+            families["available"].add((controller,), 0 if failed or len(known) < len(ctrl_results) else 1)
+            if len(known) > len(failed):
+                families["read_at"].add((controller,), min(r.read_at for r in known if r.identify is not None))
+        # One line per reason, not one per controller: a host of 1024 drives without root
+        # has one reason.
+        for reason, names in unknown.items():
+            shown = ",".join(names[:8]) + (f",... ({len(names)} controllers)" if len(names) > 8 else "")
+            log.once(self.log, logging.WARNING, ("identify", reason, tuple(names)),
+                     "NVMe LBA formats unknown: Identify Namespace could not be read; exporting what sysfs gives",
+                     controllers=shown, reason=reason)
 
     def _render_namespace(self, ns: NvmeNamespace, result: Optional[IdentifyResult],
-                          families: Dict[str, SeriesFamily]) -> Tuple[str, ...]:
-        staged = {name: SeriesFamily(families[name].name, "", families[name].label_names)
-                  for name in self.PER_NAMESPACE}
-        dev = staged["lba"].label_text((ns.device,))
-        staged["ns_info"].add((ns.device, ns.controller or "", str(ns.nsid) if ns.nsid is not None else ""), 1)
+                          families: Dict[str, SeriesFamily]) -> None:
+        dev = families["lba"].label_text((ns.device,))
+        families["ns_info"].add((ns.device, ns.controller or "", str(ns.nsid) if ns.nsid is not None else ""), 1)
         for name, value in (("lba", ns.logical_block_size), ("physical", ns.physical_block_size),
                             ("optimal", ns.optimal_io_size)):
             if value:
-                staged[name].add_text(dev, value)
+                families[name].add_text(dev, value)
         verdict = judge(result.identify) if result is not None and result.identify is not None else None
         if verdict is not None and ns.logical_block_size and verdict.in_use.data_size != ns.logical_block_size:
             # Identify and the block layer disagree: the data is from before a format.
@@ -159,12 +179,11 @@ class NvmeCollector(Collector):
                      sysfs_lba_bytes=ns.logical_block_size)
             verdict = None
         if verdict is not None:
-            staged["best"].add_text(dev, verdict.best.data_size)
+            families["best"].add_text(dev, verdict.best.data_size)
             for fmt in result.identify.formats:
-                staged["formats"].add((ns.device, str(fmt.index), str(fmt.data_size), str(fmt.metadata_size),
-                                       fmt.relative_performance_name,
-                                       "true" if fmt.index == verdict.in_use.index else "false"), 1)
-        return tuple("".join(staged[name].lines) for name in self.PER_NAMESPACE)
+                families["formats"].add((ns.device, str(fmt.index), str(fmt.data_size), str(fmt.metadata_size),
+                                         fmt.relative_performance_name,
+                                         "true" if fmt.index == verdict.in_use.index else "false"), 1)
 
     def collect(self) -> Iterable[Metric]:
         controllers = self.reader.controllers()
@@ -174,75 +193,22 @@ class NvmeCollector(Collector):
         self._maybe_trigger(namespaces)
         with self._lock:
             results = self._results  # replaced, never changed, by each Identify pass
-        families = self._families()
-        # The readers hand out the same records while nothing changes: then every line
-        # is what the last scrape served.
-        source = (controllers, namespaces, results)
+        # The readers hand out the same records while nothing changes, and each Identify
+        # pass makes a new result dict: then every line is what the last scrape served,
+        # and the writer, which keeps that text, does not ask for it (SeriesFamily.set_text).
         last = self._served_from
-        if last is not None and results is last[2] and same_objects(controllers, last[0]) and same_objects(
+        if last is None or results is not last[2] or not same_objects(controllers, last[0]) or not same_objects(
                 namespaces, last[1]):
-            for name, text in self._served.items():
-                families[name].set_text(last, _constant(text))
-            return [families[name] for name in self.ORDER]
+            last = self._served_from = (controllers, namespaces, results)
+        families = self._families()
+        staged: List[Dict[str, SeriesFamily]] = []
 
-        ctrl_info = families["ctrl_info"]
-        # controller -> (identity record, its info line, its `controller` label part); the
-        # reader hands out the same record per controller instance.
-        previous_ctrl, self._controller_text = self._controller_text, {}
-        for ctrl in controllers:
-            cached = previous_ctrl.get(ctrl.name)
-            if cached is None or cached[0] is not ctrl:
-                info = SeriesFamily(ctrl_info.name, "", ctrl_info.label_names)
-                info.add((ctrl.name, ctrl.address or "", ctrl.model or "", ctrl.serial or "",
-                          ctrl.firmware or "", ctrl.transport or ""), 1)
-                cached = (ctrl, info.lines[0], label_text(("controller",), (ctrl.name,)))
-            self._controller_text[ctrl.name] = cached
-            ctrl_info.lines.append(cached[1])
+        def text(name: str) -> str:
+            if not staged:
+                staged.append(self._families())
+                self._render(controllers, namespaces, results, staged[0])
+            return "".join(staged[0][name].lines)
 
-        per_namespace = [families[name] for name in self.PER_NAMESPACE]
-        per_controller: Dict[str, List[Optional[IdentifyResult]]] = {}
-        previous, self._rendered = self._rendered, {}
-        for ns in namespaces:
-            entry = results.get(ns.device)
-            # The reader hands out the same record while a namespace is unchanged, and the
-            # Identify task a new entry per read: identity tells when to render again.
-            cached = previous.get(ns.device)
-            if cached is not None and cached[0] is ns and cached[1] is entry:
-                result, lines = cached[2], cached[3]
-            else:
-                result = entry[1] if entry is not None and entry[0] == ns.fingerprint else None
-                lines = self._render_namespace(ns, result, families)
-            self._rendered[ns.device] = (ns, entry, result, lines)
-            if ns.controller is not None:
-                per_controller.setdefault(ns.controller, []).append(result)
-            for family, text in zip(per_namespace, lines):
-                if text:
-                    family.lines.append(text)
-
-        available, read_at = families["available"], families["read_at"]
-        unknown: Dict[str, List[str]] = {}  # reason, without the controller's name -> controllers
-        for controller, ctrl_results in sorted(per_controller.items()):
-            known = [r for r in ctrl_results if r is not None]
-            if not known:
-                continue  # not read yet: neither known nor unknown
-            failed = [r for r in known if r.identify is None]
-            for reason in sorted({_CONTROLLER_NAME.sub("nvme*", r.error or "") for r in failed}):
-                unknown.setdefault(reason, []).append(controller)
-            cached = self._controller_text.get(controller)
-            labels = cached[2] if cached is not None else label_text(("controller",), (controller,))
-            available.add_text(labels, 0 if failed or len(known) < len(ctrl_results) else 1)
-            if len(known) > len(failed):
-                read_at.add_text(labels, min(r.read_at for r in known if r.identify is not None))
-
-        # One line per reason, not one per controller: a host of 1024 drives without root
-        # has one reason.
-        for reason, names in unknown.items():
-            shown = ",".join(names[:8]) + (f",... ({len(names)} controllers)" if len(names) > 8 else "")
-            log.once(self.log, logging.WARNING, ("identify", reason, tuple(names)),
-                     "NVMe LBA formats unknown: Identify Namespace could not be read; exporting what sysfs gives",
-                     controllers=shown, reason=reason)
-        self._served_from = source
-        self._served = {name: "".join(family.lines) for name, family in families.items()}
-        for name, text in self._served.items():
-            families[name].set_text(source, _constant(text))
+        for name in self.ORDER:
+            families[name].set_text(last, lambda name=name: text(name))
         return [families[name] for name in self.ORDER]

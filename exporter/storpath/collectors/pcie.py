@@ -19,16 +19,17 @@ def _fmt_class(code):
 
 
 class _Rendered:
-    """One device's label parts, the lines of its families that cannot change while the
-    device instance, its driver and its link's expectation stay the same, and the lines
-    of its current values with the values they were rendered from."""
+    """What is kept of one device between scrapes: what its lines were rendered from (its
+    instance, driver, port type and link expectation: `key`; its current values), its
+    label part, and the lines of its current values. The lines of the families that
+    cannot change while `key` stays are not kept: the writer keeps their text, and they
+    are rendered again, for all devices, only when some device's key changes."""
 
-    __slots__ = ("key", "address", "static_lines", "values", "value_lines")
+    __slots__ = ("key", "address", "values", "value_lines")
 
-    def __init__(self, key: tuple, address: str, static_lines: Tuple[str, ...]):
+    def __init__(self, key: tuple, address: str):
         self.key = key
         self.address = address
-        self.static_lines = static_lines
         self.values: object = None  # none yet: rendered on first use
         self.value_lines: Tuple[str, ...] = ()
 
@@ -37,8 +38,8 @@ def _line(name: str, labels: str, value) -> str:
     return f"{name}{labels} {value_text(value)}\n" if value is not None else ""
 
 
-def _joiner(entries: List[_Rendered], attribute: str, index: int):
-    return lambda: "".join(getattr(e, attribute)[index] for e in entries)
+def _joiner(entries: List[_Rendered], index: int):
+    return lambda: "".join(e.value_lines[index] for e in entries)
 
 
 @register("pcie", default=True)
@@ -79,28 +80,34 @@ class PcieCollector(Collector):
                        "controller; always 1.", INFO_LABELS),
         )
 
-    # The families whose lines are rendered once per device instance, in this order.
+    # The families whose lines change only with a device's instance, driver or link expectation.
     STATIC = ("info", "max_speed", "max_width", "exp_speed", "exp_width", "exp_bw", "bottleneck")
 
-    def _render(self, key, device, exp, families) -> _Rendered:
-        static = device.static
-        address = device.address
-        addr = label_text(("address",), (address,))
-        staged = {name: SeriesFamily(families[name].name, "", families[name].label_names) for name in self.STATIC}
-        staged["info"].add((address, static.parent or "", (exp.root_port if exp else None) or "",
-                            device.port_type or "", _fmt_class(static.class_code), static.vendor_id or "",
-                            static.device_id or "", static.subsystem_vendor_id or "",
-                            static.subsystem_device_id or "", device.driver or ""), 1.0)
-        if static.has_link:
-            staged["max_speed"].add_text(addr, static.max_link_speed)
-            staged["max_width"].add_text(addr, static.max_link_width)
-            if exp is not None:
-                staged["exp_speed"].add_text(addr, exp.expected_speed)
-                staged["exp_width"].add_text(addr, exp.expected_width)
-                staged["exp_bw"].add_text(addr, exp.expected_bandwidth)
-                if exp.bottleneck is not None:
-                    staged["bottleneck"].add((address, exp.bottleneck), exp.bottleneck_bandwidth)
-        return _Rendered(key, addr, tuple("".join(staged[name].lines) for name in self.STATIC))
+    def _render_static(self, included, families) -> List[str]:
+        """The text of each STATIC family, for the devices of this scrape, in order."""
+        texts: Dict[str, List[str]] = {name: [] for name in self.STATIC}
+        names = {name: families[name].sample_name for name in self.STATIC}
+        for device, exp, entry in included:
+            static = device.static
+            info = (device.address, static.parent or "", (exp.root_port if exp else None) or "",
+                    device.port_type or "", _fmt_class(static.class_code), static.vendor_id or "",
+                    static.device_id or "", static.subsystem_vendor_id or "", static.subsystem_device_id or "",
+                    device.driver or "")
+            texts["info"].append(_line(names["info"], label_text(INFO_LABELS, info), 1.0))
+            if not static.has_link:
+                continue
+            address = entry.address
+            texts["max_speed"].append(_line(names["max_speed"], address, static.max_link_speed))
+            texts["max_width"].append(_line(names["max_width"], address, static.max_link_width))
+            if exp is None:
+                continue
+            texts["exp_speed"].append(_line(names["exp_speed"], address, exp.expected_speed))
+            texts["exp_width"].append(_line(names["exp_width"], address, exp.expected_width))
+            texts["exp_bw"].append(_line(names["exp_bw"], address, exp.expected_bandwidth))
+            if exp.bottleneck is not None:
+                texts["bottleneck"].append(_line(names["bottleneck"], label_text(
+                    ("address", "bottleneck"), (device.address, exp.bottleneck)), exp.bottleneck_bandwidth))
+        return ["".join(texts[name]) for name in self.STATIC]
 
     # The families of current values, rendered when a device's values change.
     CURRENT = ("cur_speed", "cur_width", "cur_bw", "aer")
@@ -125,7 +132,7 @@ class PcieCollector(Collector):
         families = self._families()
         previous, rendered = self._rendered, {}
         static_changed = values_changed = False
-        entries = []
+        included = []
         for device in devices:
             static = device.static
             is_storage = static.class_code is not None and static.class_code >> 16 == 0x01
@@ -137,7 +144,7 @@ class PcieCollector(Collector):
             key = (static, device.driver, device.port_type, exp)
             entry = previous.get(device.address)
             if entry is None or entry.key != key:
-                entry = self._render(key, device, exp, families)
+                entry = _Rendered(key, label_text(("address",), (device.address,)))
                 static_changed = True
             entry.key = key  # equal: the newest objects make the next comparison one of identity
             values = (device.current_link_speed, device.current_link_width, tuple(device.aer_totals.items()))
@@ -146,20 +153,28 @@ class PcieCollector(Collector):
                 entry.values = values
                 values_changed = True
             rendered[device.address] = entry
-            entries.append(entry)
+            included.append((device, exp, entry))
         if len(rendered) != len(previous) or rendered.keys() != previous.keys():
             static_changed = values_changed = True
         self._rendered = rendered
-        # A family's text is joined again only when a line of it changed, and only if
-        # the writer does not hold it already (see SeriesFamily.set_text).
+        # A family's text is rendered or joined only if the writer does not hold it for
+        # the current token already (see SeriesFamily.set_text).
         if static_changed or self._static_token is None:
             self._static_token = object()
         if values_changed or self._value_token is None:
             self._value_token = object()
+        static_texts: List[List[str]] = []
+
+        def static_text(index: int) -> str:
+            if not static_texts:
+                static_texts.append(self._render_static(included, families))
+            return static_texts[0][index]
+
         for i, name in enumerate(self.STATIC):
-            families[name].set_text(self._static_token, _joiner(entries, "static_lines", i))
+            families[name].set_text(self._static_token, lambda i=i: static_text(i))
+        entries = [entry for _, _, entry in included]
         for i, name in enumerate(self.CURRENT):
-            families[name].set_text(self._value_token, _joiner(entries, "value_lines", i))
+            families[name].set_text(self._value_token, _joiner(entries, i))
         order = ("cur_speed", "max_speed", "exp_speed", "cur_width", "max_width", "exp_width", "cur_bw", "exp_bw",
                  "bottleneck", "aer", "info")
         return [families[name] for name in order]
