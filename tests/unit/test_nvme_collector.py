@@ -132,13 +132,20 @@ def test_before_the_first_identify_pass_nothing_is_claimed(tmp_path):
     assert not [k for k in s if k[0] == "storpath_nvme_namespace_best_lba_size_bytes"]
 
 
-def test_a_format_is_noticed_and_identify_read_again(tmp_path, caplog):
+def _watched(tmp_path, captured=True):
+    """One drive, its first Identify pass done; `triggered` records each trigger of the task."""
     b = _machine(tmp_path, drives=1)
-    write_captured(b, "nvme0", 1, identify_namespace(FIRECUDA, 0, SIZE), "id-ns")
+    if captured:
+        write_captured(b, "nvme0", 1, identify_namespace(FIRECUDA, 0, SIZE), "id-ns")
     c = _collector(b)
     triggered = []
     c.task.trigger = lambda: triggered.append(True)
     c.ctx.scheduler.run_all_once()
+    return b, c, triggered
+
+
+def test_a_format_is_noticed_and_identify_read_again(tmp_path, caplog):
+    b, c, triggered = _watched(tmp_path)
     s = _samples(c)
     assert _get(s, "storpath_nvme_namespace_best_lba_size_bytes", device="nvme0n1") == 4096
     assert not triggered, "no change, no Identify"
@@ -165,11 +172,7 @@ def test_a_format_is_noticed_and_identify_read_again(tmp_path, caplog):
 
 
 def test_a_new_namespace_triggers_identify(tmp_path):
-    b = _machine(tmp_path, drives=1)
-    c = _collector(b)
-    triggered = []
-    c.task.trigger = lambda: triggered.append(True)
-    c.ctx.scheduler.run_all_once()
+    b, c, triggered = _watched(tmp_path, captured=False)
     _samples(c)
     assert not triggered
     b.root_port(b.host_bridge("0000:00"), "0000:00:01.5", speed=16.0, width=4)
@@ -182,12 +185,7 @@ def test_a_new_namespace_triggers_identify(tmp_path):
 def test_a_namespace_that_is_gone_and_back_triggers_identify(tmp_path):
     """A drive pulled and another put in its place can come back under the same names,
     size and LBA size: its new block device (a new class symlink) is what tells."""
-    b = _machine(tmp_path, drives=1)
-    write_captured(b, "nvme0", 1, identify_namespace(FIRECUDA, 0, SIZE), "id-ns")
-    c = _collector(b)
-    triggered = []
-    c.task.trigger = lambda: triggered.append(True)
-    c.ctx.scheduler.run_all_once()
+    b, c, triggered = _watched(tmp_path)
     _samples(c)
     assert not triggered
     link = os.path.join(b.sys, "class", "block", "nvme0n1")
