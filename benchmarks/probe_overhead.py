@@ -31,40 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.conftest import run_exporter  # noqa: E402
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime of the process itself
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def fio_children(pid: int):
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/comm") as handle:
-                comm = handle.read().strip()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and comm == "fio":
-            found.append(int(entry))
-    return found
-
+from tests.processes import cpu_seconds, fio_children, memory_bytes  # noqa: E402
 
 def summarise(latencies, cpu, seconds, rss):
     ordered = sorted(latencies)
@@ -131,7 +98,7 @@ def main(argv=None) -> int:
                 now_cpu, now_t = cpu_seconds(pid), time.monotonic()
                 phase["cpu"] += now_cpu - last_cpu
                 phase["secs"] += now_t - last_t
-                phase["rss"] = max(phase["rss"], rss_bytes(pid))
+                phase["rss"] = max(phase["rss"], memory_bytes(pid))
                 last_cpu, last_t = now_cpu, now_t
             text = exporter.metrics()
         probe_bw = next((line.rsplit(" ", 1)[1] for line in text.splitlines()

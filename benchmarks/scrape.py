@@ -29,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.conftest import run_exporter  # noqa: E402
+from tests.processes import cpu_seconds, memory_bytes  # noqa: E402
 from tests.fixtures.builders_nvme import Fmt, identify_namespace, write_captured  # noqa: E402
 from tests.fixtures.sysfs_builder import MachineBuilder, Namespace  # noqa: E402
 
@@ -81,21 +82,6 @@ def _drive(b, port, address, index):
            device=0xa824, speed=16.0, width=4, namespaces=[Namespace(size_bytes=3_840_755_982_336, lba_bytes=4096)])
 
 
-def _proc_cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
-
-
-def _peak_rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def measure(n: int, layout: str, scrapes: int, workdir: str) -> dict:
     root = os.path.join(workdir, f"host-{layout}-{n}")
     if not os.path.isdir(root):
@@ -114,14 +100,14 @@ def measure(n: int, layout: str, scrapes: int, workdir: str) -> dict:
         first = session.get(url).text  # the first scrape renders everything
         first_ms = (time.perf_counter() - start) * 1000
         series = sum(1 for line in first.splitlines() if line and not line.startswith("#"))
-        cpu_before = _proc_cpu_seconds(exporter.proc.pid)
+        cpu_before = cpu_seconds(exporter.proc.pid)
         latencies = _scrapes(session, url, scrapes)
-        cpu = (_proc_cpu_seconds(exporter.proc.pid) - cpu_before) / scrapes
+        cpu = (cpu_seconds(exporter.proc.pid) - cpu_before) / scrapes
         # The worst case for what the exporter keeps between scrapes: every PCI device's
         # correctable AER count moves before every scrape.
         aer_files = _aer_files(root)
         churn = _scrapes(session, url, max(10, scrapes // 3), before=lambda i: _bump(aer_files, i))
-        rss = _peak_rss_bytes(exporter.proc.pid)
+        rss = memory_bytes(exporter.proc.pid, "VmHWM")
     return {
         "layout": layout,
         "drives": n,

@@ -63,15 +63,23 @@ def read_int(path: str, base: int = 10) -> Optional[int]:
         return None
 
 
-def parse_numa_node(text: Optional[str]) -> Optional[int]:
-    """A device's numa_node: a node number or -1; anything else None."""
+def parse_int(text, minimum: Optional[int] = None, maximum: Optional[int] = None) -> Optional[int]:
+    """A decimal integer attribute (str or the raw bytes of a read, whitespace allowed)
+    within [minimum, maximum]; None when absent, unparsable or out of range."""
     if text is None:
         return None
     try:
-        value = int(text.strip(), 10)
+        value = int(text, 10)
     except ValueError:
         return None
-    return value if value >= -1 else None
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        return None
+    return value
+
+
+def parse_numa_node(text: Optional[str]) -> Optional[int]:
+    """A device's numa_node: a node number or -1; anything else None."""
+    return parse_int(text, minimum=-1)
 
 
 def list_dir(path: str) -> List[str]:

@@ -18,6 +18,7 @@ import yaml
 from tests.conftest import ROOT, require_tool, run_exporter
 from tests.fixtures import machines
 from tests.fixtures.builders_probes import add_md
+from tests.processes import fio_children
 
 GEN4_X4 = 16e9 * 128 / 130 / 8 * 4
 
@@ -118,7 +119,7 @@ def test_scrape_during_a_probe_is_as_fast_as_without(tmp_path, fio_tool):
                                      "targets": [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}]})
     with run_exporter([f"--config.file={config}"], str(tmp_path)) as exporter:
         deadline = time.monotonic() + 30
-        while not _fio_children(exporter.proc.pid):
+        while not fio_children(exporter.proc.pid):
             assert time.monotonic() < deadline, exporter.log()
             time.sleep(0.05)
         durations = []
@@ -126,26 +127,9 @@ def test_scrape_during_a_probe_is_as_fast_as_without(tmp_path, fio_tool):
             start = time.monotonic()
             exporter.metrics()
             durations.append(time.monotonic() - start)
-        assert _fio_children(exporter.proc.pid), "the probe ended before the scrapes: they did not overlap"
+        assert fio_children(exporter.proc.pid), "the probe ended before the scrapes: they did not overlap"
         # A scrape does not wait for the probe (4 s of fio): it serves what it has.
         assert max(durations) < 1.0, durations
-
-
-def _fio_children(pid: int):
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/comm") as handle:
-                comm = handle.read().strip()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and comm == "fio":
-            found.append(int(entry))
-    return found
 
 
 def test_write_profile_refused_at_load(tmp_path):

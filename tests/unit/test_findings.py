@@ -6,7 +6,7 @@ import pytest
 
 from storpath.commands.check import render, report_width, use_colour
 from storpath.commands.capture import Redactor, expand_braces
-from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, Outcome, counted, load_all,
+from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, load_all,
                                register, run_checks, REGISTRY)
 from storpath.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder

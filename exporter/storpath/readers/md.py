@@ -226,6 +226,15 @@ def _attr(base: str, name: str, errors: List[str]) -> Optional[str]:
     return value
 
 
+def _known(base: str, name: str, values: Tuple[str, ...], errors: List[str]) -> Optional[str]:
+    """An attribute that takes one of a fixed set of words; anything else is an error."""
+    value = _attr(base, name, errors)
+    if value is not None and value not in values:
+        errors.append(f"{name}: unknown value {value!r}")
+        return None
+    return value
+
+
 def _member_device(base: str, entry: str) -> Tuple[str, str]:
     """(member, whole disk) from dev-<name>/block, a link into the member's block
     device directory; a partition's directory sits inside its disk's and has a
@@ -269,12 +278,7 @@ def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
         return None
     array = MdArray(name=name)
     errors = array.errors
-    state = _attr(md_dir, "array_state", errors)
-    if state is not None:
-        if state in ARRAY_STATES:
-            array.array_state = state
-        else:
-            errors.append(f"array_state: unknown value {state!r}")
+    array.array_state = _known(md_dir, "array_state", ARRAY_STATES, errors)
     level = _attr(md_dir, "level", errors)
     array.level = level or None
     for attr, target in (("raid_disks", "raid_disks"), ("degraded", "degraded"), ("mismatch_cnt", "mismatch_count"),
@@ -285,12 +289,7 @@ def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
         setattr(array, target, value)
     if array.chunk_size_bytes == 0:
         array.chunk_size_bytes = None  # raid1 and linear have no chunks
-    action = _attr(md_dir, "sync_action", errors)
-    if action is not None:
-        if action in SYNC_ACTIONS:
-            array.sync_action = action
-        else:
-            errors.append(f"sync_action: unknown value {action!r}")
+    array.sync_action = _known(md_dir, "sync_action", SYNC_ACTIONS, errors)
     completed, why = parse_sync_completed(_attr(md_dir, "sync_completed", errors))
     if why:
         errors.append(f"sync_completed: {why}")

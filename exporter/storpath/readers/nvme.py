@@ -54,7 +54,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import HeldDirs, InstanceCache, list_dir, list_entries, read_attr, read_bytes, read_int
+from storpath.sysfs import HeldDirs, InstanceCache, list_dir, list_entries, parse_int, read_attr, read_bytes, read_int
 
 IDENTIFY_BYTES = 4096
 OPCODE_IDENTIFY = 0x06
@@ -302,10 +302,10 @@ class NvmeReader:
                 controller, nsid, real = place
                 dir_fd = self._dirs.get(name, place, real) if self._dirs is not None else None
                 at = "" if dir_fd is not None else real + "/"
-                lba = _int(read_bytes(at + "queue/logical_block_size", 64, dir_fd))
+                lba = parse_int(read_bytes(at + "queue/logical_block_size", 64, dir_fd))
                 if lba is None and dir_fd is not None:  # the held directory went: by path
                     self._dirs.drop(name)
-                    lba = _int(read_bytes(real + "/queue/logical_block_size", 64))
+                    lba = parse_int(read_bytes(real + "/queue/logical_block_size", 64))
                 instance, before = previous.get(name, (None, None))
                 if instance is place and before.logical_block_size == lba:
                     ns = before  # unchanged: the same record, so consumers can tell by identity
@@ -323,15 +323,6 @@ class NvmeReader:
             if self._dirs is not None:
                 self._dirs.keep_only(self._previous)
         return result
-
-
-def _int(raw: Optional[bytes]) -> Optional[int]:
-    if raw is None:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        return None
 
 
 def read_controllers(roots: Roots) -> List[NvmeController]:

@@ -251,10 +251,10 @@ class PciReader:
                     if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
                         self._forget(address)
                         continue  # vanished mid-read
-                    device.current_link_speed, why = self._speeds.get(speed_raw) or self._speed(speed_raw)
+                    device.current_link_speed, why = self._speed(speed_raw)
                     if why:
                         self._warn(address, "current_link_speed", why)
-                    device.current_link_width, why = self._widths.get(width_raw) or self._width(width_raw)
+                    device.current_link_width, why = self._width(width_raw)
                     if why:
                         self._warn(address, "current_link_width", why)
                 for severity, name in static.aer_files:

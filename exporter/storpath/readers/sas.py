@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr_why
+from storpath.sysfs import list_dir, parse_int, read_attr_why
 from storpath.units import parse_sas_rate
 
 LOG = log.get("sas")
@@ -139,13 +139,7 @@ def parse_link_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]
 
 def parse_counter(text: Optional[str]) -> Optional[int]:
     """A link error counter: the kernel prints an unsigned 32-bit number."""
-    if text is None:
-        return None
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
-        return None
-    return value if 0 <= value <= 0xFFFFFFFF else None
+    return parse_int(text, minimum=0, maximum=0xFFFFFFFF)
 
 
 def parse_sas_address(text: Optional[str]) -> Optional[str]:

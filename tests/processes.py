@@ -1,0 +1,43 @@
+"""What /proc says about a process: used by the benchmarks and by tests that watch the
+exporter and the fio it runs."""
+
+from __future__ import annotations
+
+import os
+from typing import List
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process itself (not its children)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def memory_bytes(pid: int, field: str = "VmRSS") -> int:
+    """A memory line of /proc/PID/status (VmRSS now, VmHWM the peak), in bytes."""
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def fio_children(pid: int) -> List[int]:
+    """The fio processes whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/comm") as handle:
+                comm = handle.read().strip()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and comm == "fio":
+            found.append(int(entry))
+    return found
