@@ -1,0 +1,100 @@
+"""Fleet outliers: an NVMe drive whose link bandwidth or probe throughput is far below the median
+of its siblings, the drives of the same model (and firmware) across every host the Prometheus sees.
+
+The per-host alerts judge a drive against what its own path should give; these judge it against
+its twins. They catch what a host alone cannot tell: a drive whose link is "as expected" only
+because its slot or riser reports a low capability too, a drive that reads slower than its
+identical neighbours on healthy links (heat, wear, a firmware quirk), and they give the capacity
+review its list of drives that deliver less than the ones they were bought with.
+
+Model and firmware come from storpath_nvme_controller_info (the only metric that carries them:
+SATA and SAS disks have no model label today). The peers are grouped by fleet.peer_labels
+(model and firmware by default), never by target: the median is over the whole fleet this
+Prometheus holds, so these rules belong on the central side (a federating Prometheus, vmalert
+on a long-term store), and in a site Prometheus they compare the drives of that site.
+"""
+
+CUR_BW = "storpath_pcie_current_link_bandwidth_bytes_per_second"
+CONTROLLER_INFO = "storpath_nvme_controller_info"
+NAMESPACE_INFO = "storpath_nvme_namespace_info"
+PROBE_READ = "storpath_probe_read_bytes_per_second"
+PROBE_TARGET_INFO = "storpath_probe_target_info"
+
+LINK = "controller:storpath_nvme_link_bandwidth_bytes_per_second:with_model"
+LINK_MEDIAN = "model:storpath_nvme_link_bandwidth_bytes_per_second:median"
+LINK_RATIO = "controller:storpath_nvme_link_bandwidth:ratio_to_model_median"
+PROBE = "target_profile:storpath_nvme_probe_read_bytes_per_second:with_model"
+PROBE_MEDIAN = "model:storpath_nvme_probe_read_bytes_per_second:median"
+PROBE_RATIO = "target_profile:storpath_nvme_probe_read_throughput:ratio_to_model_median"
+
+
+def rules(c):
+    cfg = c.cfg
+    peers = ", ".join(cfg.peer_labels)
+    # A probe's siblings also ran the same profile on the same kind of target.
+    probe_peers = ", ".join(list(cfg.peer_labels) + ["profile", "kind"])
+
+    def median(series, by):
+        """The fleet median of ``series`` per peer group, only where the group has enough drives."""
+        return c.expr("""
+            quantile by (${by}) (0.5, ${series})
+            and on(${by})
+            count by (${by}) (${series}) >= ${min_peers}
+        """, series=series, by=by, min_peers=str(cfg.min_peers))
+
+    def peer_median(metric, series, by):
+        """The group's median and size in an alert description (queried when the alert is sent)."""
+        matchers = ",".join(f"{name}=%q" for name in by.split(", "))
+        args = " ".join(f"$labels.{name}" for name in by.split(", "))
+        return (f'{{{{ range query (printf "{metric}{{{matchers}}} / 1e9" {args}) }}}}'
+                f'{{{{ printf "%.3g GB/s" .Value }}}}{{{{ end }}}} over '
+                f'{{{{ range query (printf "count({series}{{{matchers}}})" {args}) }}}}'
+                f'{{{{ printf "%.0f" .Value }}}}{{{{ end }}}} drives')
+
+    link_ratio_pct = f"{cfg.link_bandwidth_ratio_threshold * 100:.0f} %"
+    probe_ratio_pct = f"{cfg.throughput_ratio_threshold * 100:.0f} %"
+    drive = ("{{ $labels.controller }} ({{ $labels.model }}, firmware {{ $labels.firmware }}) "
+             "at {{ $labels.address }}")
+    return [
+        # ---- every NVMe drive's link bandwidth and probe throughput with its model ------------------
+        c.record(LINK, c.expr("""
+            ${bw}
+            * ${on} group_left(controller, model, firmware)
+            ${info}{address!=""}
+        """, bw=CUR_BW, on=c.on("address"), info=CONTROLLER_INFO)),
+        c.record(LINK_MEDIAN, median(LINK, peers)),
+        c.record(LINK_RATIO, c.expr("${link} / on(${by}) group_left() ${median}",
+                                    link=LINK, by=peers, median=LINK_MEDIAN)),
+        c.record(PROBE, c.expr("""
+            ${read}
+            * ${on_target} group_left(kind, device) ${target_info}{kind="device"}
+            * ${on_device} group_left(controller) ${namespace_info}
+            * ${on_controller} group_left(address, model, firmware) ${controller_info}
+        """, read=PROBE_READ, target_info=PROBE_TARGET_INFO, namespace_info=NAMESPACE_INFO,
+            controller_info=CONTROLLER_INFO, on_target=c.on("target"), on_device=c.on("device"),
+            on_controller=c.on("controller"))),
+        c.record(PROBE_MEDIAN, median(PROBE, probe_peers)),
+        c.record(PROBE_RATIO, c.expr("${probe} / on(${by}) group_left() ${median}",
+                                     probe=PROBE, by=probe_peers, median=PROBE_MEDIAN)),
+        # ---- drives far below their siblings ------------------------------------------------------
+        c.alert(
+            "NvmeLinkBandwidthBelowModelPeers",
+            f"{LINK_RATIO} < {cfg.link_bandwidth_ratio_threshold}",
+            cfg.link_bandwidth_for, cfg.severity,
+            "An NVMe drive's PCIe link carries far less than the median of its model in the fleet.",
+            f"""{drive} on {{{{ $labels.instance }}}} has a link of {c.gbytes(CUR_BW, 'address')} per
+            direction, {{{{ $value | humanizePercentage }}}} of the median of its siblings (same
+            {peers}), {peer_median(LINK_MEDIAN, LINK, peers)} (threshold {link_ratio_pct}).""",
+        ),
+        c.alert(
+            "NvmeProbeThroughputBelowModelPeers",
+            f"{PROBE_RATIO} < {cfg.throughput_ratio_threshold}",
+            cfg.throughput_for, cfg.severity,
+            "An NVMe drive reads far slower than the median of its model in the fleet.",
+            f"""Probe {{{{ $labels.profile }}}} of {{{{ $labels.target }}}} ({drive}) on
+            {{{{ $labels.instance }}}} read {c.gbytes(PROBE_READ, 'target', 'profile')},
+            {{{{ $value | humanizePercentage }}}} of the median of its siblings (same
+            {peers}, profile and kind of target), {peer_median(PROBE_MEDIAN, PROBE, probe_peers)}
+            (threshold {probe_ratio_pct}).""",
+        ),
+    ]
