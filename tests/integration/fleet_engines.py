@@ -57,7 +57,8 @@ class Engines:
             self._stops.pop()()
 
     def prometheus(self, config: dict, agent: bool = False, rules: Iterable[Path] = (),
-                   extra_args: Iterable[str] = (), timeout: float = 60) -> "CentralPrometheus":
+                   extra_args: Iterable[str] = (), port: Optional[int] = None,
+                   timeout: float = 60) -> "CentralPrometheus":
         """Prometheus with ``config`` (rule files added from ``rules``); ``agent``: agent mode."""
         require(PROMETHEUS)
         d = self._dir("prometheus-agent" if agent else "prometheus")
@@ -65,7 +66,7 @@ class Engines:
         if rules:
             config["rule_files"] = [str(p) for p in rules]
         (d / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-        port = free_port()
+        port = port or free_port()
         argv = [PROMETHEUS, f"--config.file={d / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{port}",
                 "--web.enable-lifecycle", "--log.level=warn"]
         if agent:
