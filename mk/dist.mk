@@ -16,7 +16,7 @@ DIST_IMAGE ?= storpath:$(DIST_VERSION)
 # Debian's own Python and build tools, whatever python3 comes first on PATH (pyenv, a venv).
 DIST_PATH := /usr/sbin:/usr/bin:/sbin:/bin
 
-.PHONY: dist dist-python dist-deb dist-image dist-chart dist-mixin dist-sums mixin
+.PHONY: dist dist-python dist-deb dist-image dist-chart dist-mixin dist-sums mixin chart-files
 
 dist: dist-python dist-deb dist-image dist-chart dist-mixin
 	$(MAKE) --no-print-directory dist-sums
@@ -40,9 +40,10 @@ dist-image:
 	docker tag local/storpath:latest $(DIST_IMAGE) && \
 	docker save $(DIST_IMAGE) | gzip -1 >$(DIST_DIR)/storpath-image-$(DIST_VERSION).tar.gz
 
-dist-chart:
+dist-chart: chart-files
 	mkdir -p $(DIST_DIR)
-	"$$(deploy/helm/build-helm)" package deploy/helm/storpath --destination $(DIST_DIR)
+	"$$(deploy/helm/build-helm)" package deploy/helm/storpath --version $(DIST_VERSION) \
+	    --app-version $(DIST_VERSION) --destination $(DIST_DIR)
 
 dist-mixin:
 	PATH=$(DIST_PATH) python3 mixin/generate.py --check
@@ -55,3 +56,9 @@ dist-sums:
 
 mixin:
 	PATH=$(DIST_PATH) python3 mixin/generate.py
+
+# The chart carries rules/*.yml and dashboards/*.json (Helm reads files inside the chart only).
+chart-files:
+	rm -rf deploy/helm/storpath/files && mkdir -p deploy/helm/storpath/files/rules deploy/helm/storpath/files/dashboards
+	cp rules/*.yml deploy/helm/storpath/files/rules/
+	cp dashboards/*.json deploy/helm/storpath/files/dashboards/
