@@ -97,3 +97,23 @@ def docker(*args: str, timeout: float = 900, check: bool = True, input=None) -> 
     if check:
         assert result.returncode == 0, f"docker {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
     return result
+
+
+class ContainerLog:
+    """What wait_healthy shows when a container's exporter dies or does not answer: its log."""
+
+    def __init__(self, cid: str):
+        self.cid = cid
+
+    def read_text(self) -> str:
+        result = docker("logs", self.cid, check=False)
+        return result.stdout + result.stderr
+
+
+def container_url(cid: str, port: int = 9866) -> str:
+    """The exporter of container ``cid``, once it answers on its published ``port``."""
+    host_port = docker("port", cid, f"{port}/tcp").stdout.split()[0].rsplit(":", 1)[1]
+    url = f"http://127.0.0.1:{host_port}"
+    wait_healthy(url, lambda: docker("inspect", "-f", "{{.State.Running}}", cid).stdout.strip() == "true",
+                 ContainerLog(cid))
+    return url

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import NVME_SPEED, VERSION, docker, make_dist, scrape, wait_healthy
+from .conftest import NVME_SPEED, VERSION, container_url, docker, make_dist, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -90,13 +90,7 @@ def test_service_starts_as_the_unit_says_and_serves_metrics(installed_image, sys
     cid = docker("run", "-d", "-p", "127.0.0.1::9866", "-v", f"{sysfs_tree}:/srv/sys:ro", installed_image,
                  "sh", "-c", script).stdout.strip()
     try:
-        host_port = docker("port", cid, "9866/tcp").stdout.split()[0].rsplit(":", 1)[1]
-        url = f"http://127.0.0.1:{host_port}"
-
-        def alive():
-            return docker("inspect", "-f", "{{.State.Running}}", cid).stdout.strip() == "true"
-
-        wait_healthy(url, alive, _ContainerLog(cid))
+        url = container_url(cid)
         assert NVME_SPEED.search(scrape(url))
         status = docker("exec", cid, "sh", "-c", "grep ^Uid: /proc/1/status; id -u storpath").stdout.split()
         assert status[1] == status[-1] != "0", status  # PID 1 is the exporter, as the storpath user
@@ -104,13 +98,3 @@ def test_service_starts_as_the_unit_says_and_serves_metrics(installed_image, sys
     finally:
         docker("rm", "-f", cid, check=False)
 
-
-class _ContainerLog:
-    """What wait_healthy shows when the exporter dies or does not answer: the container's log."""
-
-    def __init__(self, cid: str):
-        self.cid = cid
-
-    def read_text(self) -> str:
-        result = docker("logs", self.cid, check=False)
-        return result.stdout + result.stderr
