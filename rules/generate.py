@@ -221,12 +221,19 @@ def _load_definitions(name: str):
     return module
 
 
-def render(config: Optional[dict] = None, for_override: Optional[str] = None) -> Dict[str, dict]:
-    """{subsystem: rule file document} for every subsystem."""
+def subsystems() -> List[str]:
+    """Every module of rules/definitions/: those of SUBSYSTEMS in that order, then any other by name."""
+    found = sorted(f[:-3] for f in os.listdir(DEFINITIONS) if f.endswith(".py") and not f.startswith("_"))
+    return [name for name in SUBSYSTEMS if name in found] + [name for name in found if name not in SUBSYSTEMS]
+
+
+def render(config: Optional[dict] = None, for_override: Optional[str] = None,
+           context: type = Context) -> Dict[str, dict]:
+    """{subsystem: rule file document} for every subsystem (``context``: mixin/generate.py's symbolic one)."""
     config = config if config is not None else load_config()
     out = {}
-    for name in SUBSYSTEMS:
-        ctx = Context(config, name, for_override)
+    for name in subsystems():
+        ctx = context(config, name, for_override)
         rules = _load_definitions(name).rules(ctx)
         out[name] = {"groups": [{"name": f"storpath-{name.replace('_', '-')}", "rules": rules}]}
     return out

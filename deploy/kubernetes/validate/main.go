@@ -42,6 +42,8 @@ func newObject(apiVersion, kind string) any {
 		return &corev1.ServiceAccount{}
 	case "v1/ConfigMap":
 		return &corev1.ConfigMap{}
+	case "v1/Secret":
+		return &corev1.Secret{}
 	case "apps/v1/DaemonSet":
 		return &appsv1.DaemonSet{}
 	case "rbac.authorization.k8s.io/v1/Role":

@@ -1,0 +1,64 @@
+# Release artifacts (included by the top-level Makefile). Nothing is published from here:
+# `make dist` writes into dist/ what a release would carry, and tests/packaging installs each
+# one the way a user would.
+#   make dist          all of it, then dist/SHA256SUMS
+#   make dist-python   wheel and sdist (Debian's python3-build, no download)
+#   make dist-deb      prometheus-storpath-exporter_<version>-1_all.deb (dpkg-buildpackage, debhelper, pybuild)
+#   make dist-image    storpath:<version> saved with `docker save` (gzip) for `docker load`
+#   make dist-chart    the Helm chart (deploy/helm/storpath) packaged at <version>
+#   make dist-mixin    the monitoring mixin (mixin/, with the dashboards it imports)
+#   make mixin         regenerate mixin/ from rules/definitions and rules/config
+
+DIST_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' exporter/storpath/__init__.py)
+DIST_DIR ?= dist
+DIST_WORK := .cache/dist-work
+DIST_IMAGE ?= storpath:$(DIST_VERSION)
+# Debian's own Python and build tools, whatever python3 comes first on PATH (pyenv, a venv).
+DIST_PATH := /usr/sbin:/usr/bin:/sbin:/bin
+
+.PHONY: dist dist-python dist-deb dist-image dist-chart dist-mixin dist-sums mixin chart-files
+
+dist: dist-python dist-deb dist-image dist-chart dist-mixin
+	$(MAKE) --no-print-directory dist-sums
+
+dist-python:
+	mkdir -p $(DIST_DIR)
+	rm -f $(DIST_DIR)/storpath-$(DIST_VERSION)-*.whl $(DIST_DIR)/storpath-$(DIST_VERSION).tar.gz
+	PATH=$(DIST_PATH) python3 -m build --no-isolation --outdir $(DIST_DIR) .
+
+# The tree as committed plus what is new and not ignored, without .venv/.cache/dist.
+dist-deb:
+	rm -rf $(DIST_WORK)/deb && mkdir -p $(DIST_WORK)/deb/storpath-$(DIST_VERSION) $(DIST_DIR)
+	git ls-files -z -co --exclude-standard | tar --null -T - -c | tar -x -C $(DIST_WORK)/deb/storpath-$(DIST_VERSION)
+	cd $(DIST_WORK)/deb/storpath-$(DIST_VERSION) && PATH=$(DIST_PATH) dpkg-buildpackage -us -uc -b
+	mv $(DIST_WORK)/deb/*.deb $(DIST_DIR)/
+
+dist-image:
+	mkdir -p $(DIST_DIR)
+	@if [ -z "$$DOCKER_HOST" ]; then eval "$$(scripts/docker-daemon start)"; fi; \
+	deploy/container/build-base-images storpath && \
+	docker tag local/storpath:latest $(DIST_IMAGE) && \
+	docker save $(DIST_IMAGE) | gzip -1 >$(DIST_DIR)/storpath-image-$(DIST_VERSION).tar.gz
+
+dist-chart: chart-files
+	mkdir -p $(DIST_DIR)
+	"$$(deploy/helm/build-helm)" package deploy/helm/storpath --version $(DIST_VERSION) \
+	    --app-version $(DIST_VERSION) --destination $(DIST_DIR)
+
+dist-mixin:
+	PATH=$(DIST_PATH) python3 mixin/generate.py --check
+	mkdir -p $(DIST_DIR)
+	tar -czf $(DIST_DIR)/storpath-mixin-$(DIST_VERSION).tar.gz --sort=name --owner=0 --group=0 \
+	    --exclude=__pycache__ mixin dashboards/*.json
+
+dist-sums:
+	cd $(DIST_DIR) && rm -f SHA256SUMS && sha256sum -- * >SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS
+
+mixin:
+	PATH=$(DIST_PATH) python3 mixin/generate.py
+
+# The chart carries rules/*.yml and dashboards/*.json (Helm reads files inside the chart only).
+chart-files:
+	rm -rf deploy/helm/storpath/files && mkdir -p deploy/helm/storpath/files/rules deploy/helm/storpath/files/dashboards
+	cp rules/*.yml deploy/helm/storpath/files/rules/
+	cp dashboards/*.json deploy/helm/storpath/files/dashboards/
