@@ -126,5 +126,29 @@
     // and the throughput alert are looking at old data.
     probesStaleAfter: '4h',
     probesStaleFor: '15m',
+
+    // ---- fleet ---------------------------------------------------------------------------
+    // Drives are siblings when these labels of storpath_nvme_controller_info match. Firmware is
+    // included because a firmware update can change what a drive negotiates and reads; drop it
+    // to compare every drive of a model whatever its firmware.
+    fleetPeerLabels: ['model', 'firmware'],
+    // A median needs enough drives to stand for "what this model does": with four, one or two
+    // drives off still leave the median at the healthy value (or between), never at the outlier.
+    fleetMinPeers: 4,
+    // A drive's link bandwidth below this fraction of its model's median. Any PCIe downgrade of
+    // an NVMe drive (Gen4 to Gen3, x4 to x2) halves it, and identical drives on identical links
+    // have equal bandwidth, so anything under 1 is real; 0.75 only leaves room for a model
+    // whose drives legitimately sit in slots of two generations.
+    fleetLinkBandwidthRatioThreshold: 0.75,
+    // Links are static between boots: an hour keeps a drive that is being moved quiet.
+    fleetLinkBandwidthFor: '1h',
+    // A drive's probe throughput below this fraction of its siblings' median with the same profile.
+    // Identical drives read within 10-20 % of each other (fill level, temperature); 60 % is a
+    // drive that is clearly slower, not noise.
+    fleetThroughputRatioThreshold: 0.6,
+    // Longer than one probe interval (hourly): the latest two probes of the drive were both slow.
+    fleetThroughputFor: '90m',
+    // For the capacity review, not for paging: the per-host alerts page on the causes.
+    fleetSeverity: 'info',
   },
 }

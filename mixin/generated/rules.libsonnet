@@ -21,6 +21,14 @@ local format = import '../lib/format.libsonnet';
       probesThroughputRatioThreshold: format.number(c.probesThroughputRatioThreshold),
       probesThroughputRatioThresholdPercent: std.format('%.0f', c.probesThroughputRatioThreshold * 100),
       probesStaleAfterSeconds: format.seconds(c.probesStaleAfter),
+      fleetPeerLabelsJoined: std.join(', ', c.fleetPeerLabels),
+      fleetMinPeers: format.number(c.fleetMinPeers),
+      fleetLinkBandwidthRatioThreshold: format.number(c.fleetLinkBandwidthRatioThreshold),
+      fleetPeerLabelsMatchers: std.join('=%q,', c.fleetPeerLabels),
+      fleetPeerLabelsTemplateArgs: std.join(' $labels.', c.fleetPeerLabels),
+      fleetLinkBandwidthRatioThresholdPercent: std.format('%.0f', c.fleetLinkBandwidthRatioThreshold * 100),
+      fleetThroughputRatioThreshold: format.number(c.fleetThroughputRatioThreshold),
+      fleetThroughputRatioThresholdPercent: std.format('%.0f', c.fleetThroughputRatioThreshold * 100),
     };
     {
       'storpath.yml': {
@@ -794,6 +802,82 @@ local format = import '../lib/format.libsonnet';
                   summary: 'A storage probe\'s latest result is old.',
                   description: 'The latest successful probe {{ $labels.profile }} of {{ $labels.target }} is {{ $value | humanizeDuration }} old (more than %(probesStaleAfter)s): dashboards and the throughput alert show old data.' % v,
                   runbook_url: '%(runbookUrlBase)sProbeResultsStale.md' % v,
+                },
+              },
+            ],
+          },
+        ],
+      },
+      'fleet.yml': {
+        groups: [
+          {
+            name: 'storpath-fleet',
+            rules: [
+              {
+                record: 'controller:storpath_nvme_link_bandwidth_bytes_per_second:with_model',
+                expr: |||
+                  storpath_pcie_current_link_bandwidth_bytes_per_second
+                  * on(%(targetLabelsJoined)s, address) group_left(controller, model, firmware)
+                  storpath_nvme_controller_info{address!=""}
+                ||| % v,
+              },
+              {
+                record: 'model:storpath_nvme_link_bandwidth_bytes_per_second:median',
+                expr: |||
+                  quantile by (%(fleetPeerLabelsJoined)s) (0.5, controller:storpath_nvme_link_bandwidth_bytes_per_second:with_model)
+                  and on(%(fleetPeerLabelsJoined)s)
+                  count by (%(fleetPeerLabelsJoined)s) (controller:storpath_nvme_link_bandwidth_bytes_per_second:with_model) >= %(fleetMinPeers)s
+                ||| % v,
+              },
+              {
+                record: 'controller:storpath_nvme_link_bandwidth:ratio_to_model_median',
+                expr: 'controller:storpath_nvme_link_bandwidth_bytes_per_second:with_model / on(%(fleetPeerLabelsJoined)s) group_left() model:storpath_nvme_link_bandwidth_bytes_per_second:median' % v,
+              },
+              {
+                record: 'target_profile:storpath_nvme_probe_read_bytes_per_second:with_model',
+                expr: |||
+                  storpath_probe_read_bytes_per_second
+                  * on(%(targetLabelsJoined)s, target) group_left(kind, device) storpath_probe_target_info{kind="device"}
+                  * on(%(targetLabelsJoined)s, device) group_left(controller) storpath_nvme_namespace_info
+                  * on(%(targetLabelsJoined)s, controller) group_left(address, model, firmware) storpath_nvme_controller_info
+                ||| % v,
+              },
+              {
+                record: 'model:storpath_nvme_probe_read_bytes_per_second:median',
+                expr: |||
+                  quantile by (%(fleetPeerLabelsJoined)s, profile, kind) (0.5, target_profile:storpath_nvme_probe_read_bytes_per_second:with_model)
+                  and on(%(fleetPeerLabelsJoined)s, profile, kind)
+                  count by (%(fleetPeerLabelsJoined)s, profile, kind) (target_profile:storpath_nvme_probe_read_bytes_per_second:with_model) >= %(fleetMinPeers)s
+                ||| % v,
+              },
+              {
+                record: 'target_profile:storpath_nvme_probe_read_throughput:ratio_to_model_median',
+                expr: 'target_profile:storpath_nvme_probe_read_bytes_per_second:with_model / on(%(fleetPeerLabelsJoined)s, profile, kind) group_left() model:storpath_nvme_probe_read_bytes_per_second:median' % v,
+              },
+              {
+                alert: 'NvmeLinkBandwidthBelowModelPeers',
+                expr: 'controller:storpath_nvme_link_bandwidth:ratio_to_model_median < %(fleetLinkBandwidthRatioThreshold)s' % v,
+                [if format.seconds(c.fleetLinkBandwidthFor) > 0 then 'for']: c.fleetLinkBandwidthFor,
+                labels: {
+                  severity: '%(fleetSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'An NVMe drive\'s PCIe link carries far less than the median of its model in the fleet.',
+                  description: '{{ $labels.controller }} ({{ $labels.model }}, firmware {{ $labels.firmware }}) at {{ $labels.address }} on {{ $labels.instance }} has a link of {{ range query (printf "storpath_pcie_current_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} per direction, {{ $value | humanizePercentage }} of the median of its siblings (same %(fleetPeerLabelsJoined)s), {{ range query (printf "model:storpath_nvme_link_bandwidth_bytes_per_second:median{%(fleetPeerLabelsMatchers)s=%%q} / 1e9" $labels.%(fleetPeerLabelsTemplateArgs)s) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} over {{ range query (printf "count(controller:storpath_nvme_link_bandwidth_bytes_per_second:with_model{%(fleetPeerLabelsMatchers)s=%%q})" $labels.%(fleetPeerLabelsTemplateArgs)s) }}{{ printf "%%.0f" .Value }}{{ end }} drives (threshold %(fleetLinkBandwidthRatioThresholdPercent)s %%).' % v,
+                  runbook_url: '%(runbookUrlBase)sNvmeLinkBandwidthBelowModelPeers.md' % v,
+                },
+              },
+              {
+                alert: 'NvmeProbeThroughputBelowModelPeers',
+                expr: 'target_profile:storpath_nvme_probe_read_throughput:ratio_to_model_median < %(fleetThroughputRatioThreshold)s' % v,
+                [if format.seconds(c.fleetThroughputFor) > 0 then 'for']: c.fleetThroughputFor,
+                labels: {
+                  severity: '%(fleetSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'An NVMe drive reads far slower than the median of its model in the fleet.',
+                  description: 'Probe {{ $labels.profile }} of {{ $labels.target }} ({{ $labels.controller }} ({{ $labels.model }}, firmware {{ $labels.firmware }}) at {{ $labels.address }}) on {{ $labels.instance }} read {{ range query (printf "storpath_probe_read_bytes_per_second{%(targetLabelsMatchers)s=%%q,target=%%q,profile=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.target $labels.profile) }}{{ printf "%%.3g GB/s" .Value }}{{ end }}, {{ $value | humanizePercentage }} of the median of its siblings (same %(fleetPeerLabelsJoined)s, profile and kind of target), {{ range query (printf "model:storpath_nvme_probe_read_bytes_per_second:median{%(fleetPeerLabelsMatchers)s=%%q,profile=%%q,kind=%%q} / 1e9" $labels.%(fleetPeerLabelsTemplateArgs)s $labels.profile $labels.kind) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} over {{ range query (printf "count(target_profile:storpath_nvme_probe_read_bytes_per_second:with_model{%(fleetPeerLabelsMatchers)s=%%q,profile=%%q,kind=%%q})" $labels.%(fleetPeerLabelsTemplateArgs)s $labels.profile $labels.kind) }}{{ printf "%%.0f" .Value }}{{ end }} drives (threshold %(fleetThroughputRatioThresholdPercent)s %%).' % v,
+                  runbook_url: '%(runbookUrlBase)sNvmeProbeThroughputBelowModelPeers.md' % v,
                 },
               },
             ],
