@@ -192,7 +192,11 @@ def table(title: str, targets: Sequence[prom.Dataquery], columns: Dict[str, Colu
     styles label columns (a state label coloured by a value mapping, a link on instance).
     """
     p = table_panel.Panel().cell_height(cm.TableCellHeight.SM).show_header(True).align(cm.FieldTextAlignment.AUTO)
-    _with_targets(p, [t.format(pm.PromQueryFormat.TABLE).instant() for t in targets])
+    for t in targets:
+        # `merge` joins rows whose common columns agree, and a metric name is a column: two
+        # metrics would never share a row. `max without ()` drops the name, keeps every label.
+        t.expr(f"max without () ({t.build().expr})").format(pm.PromQueryFormat.TABLE).instant()
+    _with_targets(p, targets)
     refs = "ABCDEFGHIJKLMNOP"
     value_names = {("Value" if len(targets) == 1 else f"Value #{refs[i]}"): name
                    for i, name in enumerate(columns)}

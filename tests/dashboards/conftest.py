@@ -249,6 +249,7 @@ def table_rows(prom, panel: dict, instance: str = ".*") -> List[dict]:
 
 
 def panel(dashboard: str, title: str) -> dict:
-    found = [p for p in load(DASH_DIR / dashboard)["panels"] if p["title"].startswith(title)]
+    panels = load(DASH_DIR / dashboard)["panels"]
+    found = [p for p in panels if p["title"] == title] or [p for p in panels if p["title"].startswith(title)]
     assert len(found) == 1, f"{dashboard}: {len(found)} panels titled {title!r}"
     return found[0]
