@@ -62,7 +62,7 @@ HOST_ONLY = 'instance="$instance"'  # node_exporter's series have their own job
 HOST_ONLY_FLEET = 'instance=~"$instance"'
 HOST_URL = "/d/storpath-host/storpath-host?var-instance=${__data.fields.instance}&${datasource:queryparam}"
 
-GREEN, ORANGE, RED, BLUE, GREY = "green", "orange", "red", "blue", "text"
+GREEN, ORANGE, RED, BLUE = "green", "orange", "red", "blue"
 
 
 def load_thresholds(path: Optional[str] = None) -> dict:
@@ -211,13 +211,6 @@ def table(title: str, targets: Sequence[prom.Dataquery], columns: Dict[str, Colu
         if props:
             p.override_by_name(name, props)
     return _finish(p, title, description, width, height, links)
-
-
-def text_panel(title: str, content: str, width: int = 24, height: int = 3):
-    from grafana_foundation_sdk.builders import text
-    from grafana_foundation_sdk.models import text as text_model
-
-    return text.Panel().title(title).span(width).height(height).mode(text_model.TextMode.MARKDOWN).content(content)
 
 
 # ---- variables --------------------------------------------------------------------
