@@ -1,400 +1,678 @@
 """Generates storpath's Grafana dashboards (dashboards/*.json) from code.
 
-    python dashboards/generate.py          # rewrite the JSON files
-    python dashboards/generate.py --check  # exit 1 if a committed file is out of date
+    python dashboards/generate.py                  # rewrite the JSON files
+    python dashboards/generate.py --check          # exit 1 if a committed file is out of date
+    python dashboards/generate.py --config site.yml --out DIR   # a site's thresholds
 
-A small builder instead of a dashboard SDK: the panels storpath needs are few, and
-keeping the model in ~one screen of helpers makes every query easy to review. Every
-panel query is run against a real Prometheus in tests/dashboards/.
+Built with grafana-foundation-sdk's Python builders (typed panels, variables, units; the
+`dashboards` extra of pyproject.toml pins the version made for the Grafana of
+deploy/compose). The thresholds drawn on panels come from rules/config/thresholds.yml, the
+file the alerts are rendered from, so a board and an alert never disagree about "too full"
+or "too slow". Every panel query is run against a real Prometheus in tests/dashboards/.
 
-Layout: each dashboard is a list of rows; a row is a list of panels that share the
-24-column grid; the view a reviewer wants first is the first row.
+Units: PCIe speeds are divided by 1e9 in the query and shown with the custom unit
+"suffix: GT/s" (Grafana has no GT/s unit; `hertz` read "16 GHz"); SAS and SATA line rates
+the same way in Gbit/s; lanes with "prefix: x"; bandwidth in bytes/s (`Bps`).
+
+Layout: each dashboard is a list of sections (a row header and panels that fill the
+24-column grid); the view a reviewer wants first is the first section.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus as prom
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import stat as stat_panel
+from grafana_foundation_sdk.builders import table as table_panel
+from grafana_foundation_sdk.builders import timeseries as ts_panel
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DS = {"type": "prometheus", "uid": "${datasource}"}
+REPO = os.path.dirname(HERE)
+DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 TAGS = ["storpath", "storage"]
-SCHEMA_VERSION = 39
 
-# Selector every query carries, so the job/instance variables narrow every panel.
-SEL = 'job=~"$job", instance=~"$instance"'
+# Units (Grafana unit ids). Custom units keep the space after the colon: "16 GT/s".
+GTS = "suffix: GT/s"
+GBITS = "suffix: Gbit/s"
+LANES = "prefix:x"
+BPS = "Bps"
+BYTES = "bytes"
+RATIO = "percentunit"
+DAYS = "d"
+
+# Selectors. The Host board shows one host at a time (single-select, no "All"), so its
+# selector is an exact match; the fleet boards take any number of hosts.
+FLEET_SEL = 'job=~"$job", instance=~"$instance"'
+HOST_SEL = 'job="$job", instance="$instance"'
+HOST_ONLY = 'instance="$instance"'  # node_exporter's series have their own job
+# The capacity rules aggregate node_exporter's and storpath's series by (instance, device):
+# they carry no job label, so only the host filter applies.
+HOST_ONLY_FLEET = 'instance=~"$instance"'
+HOST_URL = "/d/storpath-host/storpath-host?var-instance=${__data.fields.instance}&${datasource:queryparam}"
+
+GREEN, ORANGE, RED, BLUE = "green", "orange", "red", "blue"
 
 
-# ---- panels ------------------------------------------------------------------
-def target(expr: str, legend: str = "", instant: bool = False, fmt: str = "time_series") -> Dict:
-    t = {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": "", "range": not instant,
-         "instant": instant}
-    if fmt != "time_series":
-        t["format"] = fmt
+def load_thresholds(path: Optional[str] = None) -> dict:
+    """rules/config/thresholds.yml (with a site's file merged over it), as the rules read it."""
+    spec = importlib.util.spec_from_file_location("storpath_rules_generate", os.path.join(REPO, "rules", "generate.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.load_config(path)
+
+
+# ---- small builders ---------------------------------------------------------------
+def q(expr: str, legend: str = "", kind: str = "range", interval: str = "") -> prom.Dataquery:
+    """A Prometheus query: kind is "range" (time series), "instant" (stat) or "table"."""
+    t = prom.Dataquery().expr(expr).datasource(DS)
+    if legend:
+        t.legend_format(legend)
+    if kind == "table":
+        t.format(pm.PromQueryFormat.TABLE).instant()
+    elif kind == "instant":
+        t.instant()
+    else:
+        t.range()
+    if interval:
+        t.interval(interval)
     return t
 
 
-def panel(kind: str, title: str, targets: List[Dict], width: int, height: int, unit: str = "short",
-          description: str = "", **extra) -> Dict:
-    p = {"type": kind, "title": title, "description": description, "datasource": DS, "targets": targets,
-         "gridPos": {"w": width, "h": height}, "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-         "options": {}}
-    for t, ref in zip(targets, "ABCDEFGHIJ"):
-        t["refId"] = ref
-    p.update(extra)
-    return p
+def steps(*pairs: Tuple[Optional[float], str]) -> db.ThresholdsConfig:
+    return db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(
+        [dm.Threshold(value=v, color=c) for v, c in pairs])
 
 
-def stat(title: str, expr: str, width: int = 4, unit: str = "short", description: str = "",
-         thresholds: Optional[List] = None, link: str = "") -> Dict:
-    steps = thresholds or [{"color": "green", "value": None}, {"color": "red", "value": 1}]
-    p = panel("stat", title, [target(expr, instant=True)], width, 4, unit, description)
-    p["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": steps}
-    p["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                    "colorMode": "background", "graphMode": "none", "textMode": "value"}
-    if link:
-        p["links"] = [{"title": "details", "url": link}]
-    return p
+def value_map(mapping: Dict[str, Tuple[str, str]]) -> dm.ValueMap:
+    """{value or text: (shown text, colour)}"""
+    return dm.ValueMap(options={k: dm.ValueMappingResult(text=t, color=c, index=i)
+                                for i, (k, (t, c)) in enumerate(mapping.items())})
 
 
-def timeseries(title: str, targets: List[Dict], width: int = 12, height: int = 8, unit: str = "short",
-               description: str = "") -> Dict:
-    p = panel("timeseries", title, targets, width, height, unit, description)
-    p["options"] = {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
-                    "tooltip": {"mode": "multi", "sort": "desc"}}
-    p["fieldConfig"]["defaults"]["custom"] = {"lineWidth": 1, "fillOpacity": 0, "showPoints": "never"}
-    return p
+def regex_map(pattern: str, shown: str, color: str) -> dm.RegexMap:
+    return dm.RegexMap(options=dm.DashboardRegexMapOptions(
+        pattern=pattern, result=dm.ValueMappingResult(text=shown, color=color)))
 
 
-def table(title: str, targets: List[Dict], width: int = 24, height: int = 8, description: str = "",
-          rename: Optional[Dict[str, str]] = None, units: Optional[Dict[str, str]] = None,
-          links: Optional[Dict[str, str]] = None, hide: Optional[List[str]] = None) -> Dict:
-    """A table from instant queries in table format, merged on their common labels."""
+def runbook(base: str, alert: str) -> db.DashboardLink:
+    return db.DashboardLink(f"Runbook: {alert}").type(dm.DashboardLinkType.LINK).url(
+        f"{base}{alert}.md").target_blank(True)
+
+
+class Column:
+    """A table column: the query's value renamed, its unit, colours and mappings."""
+
+    def __init__(self, name: str, unit: str = "", mappings: Sequence = (), thresholds=None, colored: bool = False,
+                 link: str = ""):
+        self.name, self.unit, self.mappings, self.thresholds = name, unit, list(mappings), thresholds
+        self.colored, self.link = colored or bool(mappings) or thresholds is not None, link
+
+    def properties(self) -> List[dm.DynamicConfigValue]:
+        props = []
+        if self.unit:
+            props.append(dm.DynamicConfigValue(id_val="unit", value=self.unit))
+        if self.mappings:
+            props.append(dm.DynamicConfigValue(id_val="mappings", value=self.mappings))
+        if self.thresholds is not None:
+            props.append(dm.DynamicConfigValue(id_val="thresholds", value=self.thresholds.build()))
+            props.append(dm.DynamicConfigValue(id_val="color", value=dm.FieldColor(
+                mode=dm.FieldColorModeId.THRESHOLDS)))
+        if self.colored:
+            props.append(dm.DynamicConfigValue(id_val="custom.cellOptions", value=cm.TableColoredBackgroundCellOptions(
+                mode=cm.TableCellBackgroundDisplayMode.BASIC)))
+        if self.link:
+            props.append(dm.DynamicConfigValue(id_val="links", value=[
+                db.DashboardLink("Open this host").url(self.link).build()]))
+        return props
+
+
+def _finish(panel, title: str, description: str, width: int, height: int, links: Sequence = ()):
+    panel.title(title).datasource(DS).span(width).height(height)
+    if description:
+        panel.description(description)
+    if links:
+        panel.links(list(links))
+    return panel
+
+
+def _with_targets(panel, targets: Sequence[prom.Dataquery]):
+    for target, ref in zip(targets, "ABCDEFGHIJKLMNOP"):
+        panel.with_target(target.ref_id(ref))
+    return panel
+
+
+def stat(title: str, expr: str, width: int = 4, unit: str = "none", description: str = "",
+         thresholds: Optional[db.ThresholdsConfig] = None, links: Sequence = (), mappings: Sequence = ()):
+    p = stat_panel.Panel().unit(unit).thresholds(thresholds or steps((None, GREEN), (1, RED)))
+    p.color_mode(cm.BigValueColorMode.BACKGROUND).graph_mode(cm.BigValueGraphMode.NONE).text_mode(
+        cm.BigValueTextMode.VALUE).reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+    if mappings:
+        p.mappings(list(mappings))
+    _with_targets(p, [q(expr, kind="instant")])
+    return _finish(p, title, description, width, 4, links)
+
+
+def timeseries(title: str, targets: Sequence[prom.Dataquery], width: int = 12, height: int = 8, unit: str = "short",
+               description: str = "", thresholds: Optional[db.ThresholdsConfig] = None, links: Sequence = (),
+               interval: str = "", soft_max: Optional[float] = None):
+    p = ts_panel.Panel().unit(unit).line_width(1).fill_opacity(0).show_points(cm.VisibilityMode.NEVER)
+    p.legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE).placement(
+        cm.LegendPlacement.BOTTOM).show_legend(True).calcs(["lastNotNull", "max"]))
+    p.tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
+    if thresholds is not None:
+        # Drawn as dashed lines at the alert thresholds; the series keep their own colours.
+        p.thresholds(thresholds).thresholds_style(cb.GraphThresholdsStyleConfig().mode(
+            cm.GraphThresholdsStyleMode.DASHED))
+    if soft_max is not None:
+        p.axis_soft_max(soft_max).axis_soft_min(0)
+    if interval:
+        p.interval(interval)
+    _with_targets(p, targets)
+    return _finish(p, title, description, width, height, links)
+
+
+def table(title: str, targets: Sequence[prom.Dataquery], columns: Dict[str, Column], width: int = 24, height: int = 8,
+          description: str = "", hide: Sequence[str] = (), links: Sequence = (),
+          labels: Optional[Dict[str, Column]] = None):
+    """A table of instant queries in table format, merged on their common labels.
+
+    ``columns`` names the value of each query in order (Value #A, Value #B...); ``labels``
+    styles label columns (a state label coloured by a value mapping, a link on instance).
+    """
+    p = table_panel.Panel().cell_height(cm.TableCellHeight.SM).show_header(True).align(cm.FieldTextAlignment.AUTO)
     for t in targets:
-        t["instant"], t["range"], t["format"] = True, False, "table"
-    p = panel("table", title, targets, width, height, "short", description)
-    exclude = {name: True for name in ["Time", "__name__", *(hide or [])]}
-    p["transformations"] = [{"id": "merge", "options": {}},
-                            {"id": "organize", "options": {"excludeByName": exclude, "renameByName": rename or {}}}]
-    overrides = []
-    for column, unit in (units or {}).items():
-        overrides.append({"matcher": {"id": "byName", "options": column},
-                          "properties": [{"id": "unit", "value": unit}]})
-    for column, url in (links or {}).items():
-        overrides.append({"matcher": {"id": "byName", "options": column},
-                          "properties": [{"id": "links", "value": [{"title": "open", "url": url}]}]})
-    p["fieldConfig"]["overrides"] = overrides
-    p["options"] = {"showHeader": True, "cellHeight": "sm"}
-    return p
+        # `merge` joins rows whose common columns agree, and a metric name is a column: two
+        # metrics would never share a row. `max without ()` drops the name, keeps every label.
+        t.expr(f"max without () ({t.build().expr})").format(pm.PromQueryFormat.TABLE).instant()
+    _with_targets(p, targets)
+    refs = "ABCDEFGHIJKLMNOP"
+    value_names = {("Value" if len(targets) == 1 else f"Value #{refs[i]}"): name
+                   for i, name in enumerate(columns)}
+    # organize names fields as the queries return them: a hidden value column by its "Value #X"
+    keys = {name: key for key, name in value_names.items()}
+    exclude = {keys.get(name, name): True for name in ["Time", "__name__", *hide]}
+    p.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+    p.with_transformation(dm.DataTransformerConfig(id_val="organize", options={
+        "excludeByName": exclude, "renameByName": value_names}))
+    for name, column in list(columns.items()) + list((labels or {}).items()):
+        props = column.properties()
+        if props:
+            p.override_by_name(name, props)
+    return _finish(p, title, description, width, height, links)
 
 
-def text(title: str, content: str, width: int = 24, height: int = 3) -> Dict:
-    p = {"type": "text", "title": title, "gridPos": {"w": width, "h": height},
-         "options": {"mode": "markdown", "content": content}}
-    return p
+# ---- variables --------------------------------------------------------------------
+def datasource_var() -> db.DatasourceVariable:
+    return db.DatasourceVariable("datasource").label("Data source").type("prometheus")
 
 
-# ---- variables ------------------------------------------------------------------
-def datasource_var() -> Dict:
-    return {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
-            "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []}
+def query_var(name: str, label: str, query: str, multi: bool) -> db.QueryVariable:
+    v = db.QueryVariable(name).label(label).datasource(DS).query(query).refresh(
+        dm.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(dm.VariableSort.ALPHABETICAL_ASC).multi(multi).include_all(multi)
+    if multi:
+        v.all_value(".*")
+    return v
 
 
-def query_var(name: str, label: str, query: str, multi: bool = True, include_all: bool = True) -> Dict:
-    return {"name": name, "label": label, "type": "query", "datasource": DS,
-            "definition": query, "query": {"query": query, "refId": f"{name}-var"},
-            "refresh": 2, "sort": 1, "multi": multi, "includeAll": include_all, "allValue": ".*",
-            "current": {}, "hide": 0, "options": [], "regex": ""}
+def fleet_variables() -> List:
+    return [datasource_var(),
+            query_var("job", "Job", "label_values(storpath_build_info, job)", multi=True),
+            query_var("instance", "Host", 'label_values(storpath_build_info{job=~"$job"}, instance)', multi=True)]
 
 
-def variables(with_device: bool) -> List[Dict]:
-    out = [datasource_var(),
-           query_var("job", "Job", "label_values(storpath_build_info, job)"),
-           query_var("instance", "Instance", 'label_values(storpath_build_info{job=~"$job"}, instance)')]
-    if with_device:
-        out.append(query_var("device", "Device",
-                             'label_values(storpath_block_device_info{job=~"$job", instance=~"$instance"}, device)'))
-    return out
+def host_variables() -> List:
+    return [datasource_var(),
+            query_var("job", "Job", "label_values(storpath_build_info, job)", multi=False),
+            query_var("instance", "Host", 'label_values(storpath_build_info{job="$job"}, instance)', multi=False),
+            query_var("device", "Device", f"label_values(storpath_block_device_info{{{HOST_SEL}}}, device)", multi=True)]
 
 
-# ---- assembly -----------------------------------------------------------------
-def dashboard(uid: str, title: str, description: str, rows: List[List[Dict]], with_device: bool,
-              time_from: str = "now-6h", annotations: Optional[List[Dict]] = None, links=None) -> Dict:
-    panels, y, next_id = [], 0, 1
-    for row in rows:
-        x, height = 0, 0
-        for p in row:
-            w, h = p["gridPos"]["w"], p["gridPos"]["h"]
-            if x + w > 24:
-                y, x = y + height, 0
-                height = 0
-            p["gridPos"] = {"x": x, "y": y, "w": w, "h": h}
-            p["id"] = next_id
-            next_id += 1
-            x += w
-            height = max(height, h)
-            panels.append(p)
-        y += height
-    builtin = {"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True,
-               "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard"}
-    return {
-        "uid": uid, "title": title, "description": description, "tags": TAGS, "editable": True,
-        "schemaVersion": SCHEMA_VERSION, "version": 1, "timezone": "", "refresh": "1m", "graphTooltip": 1,
-        "time": {"from": time_from, "to": "now"}, "timepicker": {}, "fiscalYearStartMonth": 0, "liveNow": False,
-        "id": None, "weekStart": "",
-        "annotations": {"list": [builtin, *(annotations or [])]},
-        "templating": {"list": variables(with_device)},
-        "links": links or [{"title": "storpath dashboards", "type": "dashboards", "tags": ["storpath"],
-                            "asDropdown": True, "includeVars": True, "keepTime": True}],
-        "panels": panels,
-    }
+# ---- assembly ---------------------------------------------------------------------
+Section = Tuple[str, List]
 
 
-HOST_URL = "/d/storpath-host/storpath-host?var-instance=${__data.fields.instance}&${datasource:queryparam}"
+def dashboard(uid: str, title: str, description: str, sections: Sequence[Section], variables: List,
+              time_from: str = "now-6h", refresh: str = "1m", annotations: Sequence = ()) -> dict:
+    d = db.Dashboard(title).uid(uid).description(description).tags(TAGS).editable().refresh(refresh).time(
+        time_from, "now").timezone("").tooltip(dm.DashboardCursorSync.CROSSHAIR).variables(variables)
+    d.link(db.DashboardLink("storpath dashboards").type(dm.DashboardLinkType.DASHBOARDS).tags(["storpath"]).as_dropdown(
+        True).include_vars(True).keep_time(True))
+    d.annotation(db.AnnotationQuery().name("Annotations & Alerts").datasource(dm.DataSourceRef(
+        type_val="grafana", uid="-- Grafana --")).enable(True).hide(True).icon_color("rgba(0, 211, 255, 1)").type(
+        "dashboard").built_in(1))
+    for annotation in annotations:
+        d.annotation(annotation)
+    for heading, panels in sections:
+        if heading:
+            d.with_row(db.Row(heading))
+        for panel in panels:
+            d.with_panel(panel)
+    model = d.build()
+    for number, panel in enumerate(model.panels, start=1):
+        panel.id_val = number
+    return json.loads(json.dumps(model, cls=JSONEncoder))
 
 
-def fleet() -> Dict:
-    # Fleet counts come from the recording rules (rules/), so they count exactly what the
-    # alerts judge: watched PCI classes, the device end of each link.
-    rows = [
-        [
-            stat("Hosts with a link below expected",
-                 f"count(instance:storpath_pcie_links_below_expected:count{{{SEL}}} > 0) or vector(0)",
-                 description="Hosts where a PCIe link of a storage or network device trained below what both "
-                             "of its ends support."),
-            stat("Links below expected",
-                 f"sum(instance:storpath_pcie_links_below_expected:count{{{SEL}}}) or vector(0)"),
-            stat("Devices placed below capability",
-                 f"sum(instance:storpath_pcie_devices_limited_by_port:count{{{SEL}}}) or vector(0)",
-                 thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}],
-                 description="Devices that could do more than the port they sit behind (a Gen4 drive in a Gen3 slot)."),
-            stat("Namespaces on a slower LBA format",
-                 f"count(storpath_nvme_namespace_lba_size_bytes{{{SEL}}} "
-                 f"!= storpath_nvme_namespace_best_lba_size_bytes) or vector(0)",
-                 thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
-            stat("Degraded arrays and pools",
-                 f"(sum(instance:storpath_md_arrays_degraded:count{{{SEL}}}) or vector(0)) + "
-                 f"(count(storpath_zfs_pool_state{{{SEL}, state!=\"online\"}} == 1) or vector(0))"),
-            stat("Probes below expectation",
-                 f"count(target_profile:storpath_probe_read_throughput:ratio{{{SEL}}} < 0.7) or vector(0)",
-                 thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}],
-                 description="Probes that read under 70 % of what the configured value or the PCIe path allows."),
-        ],
-        [
-            table("Worst offenders: links below expected (bandwidth lost)", [
-                target(f"sort_desc(storpath_pcie_expected_link_bandwidth_bytes_per_second{{{SEL}}} "
-                       f"- storpath_pcie_current_link_bandwidth_bytes_per_second > 0)"),
-            ], width=12, height=9, rename={"Value": "bandwidth lost"}, units={"bandwidth lost": "Bps"},
-                links={"instance": HOST_URL}, hide=["job"],
-                description="Every link end trained below expectation, most bandwidth lost first. Click a host."),
-            table("Worst offenders: devices below capability (placement)", [
-                target(f"sort_desc((storpath_pcie_max_link_speed_transfers_per_second{{{SEL}}} "
-                       f"* storpath_pcie_max_link_width / 8 "
-                       f"- storpath_pcie_expected_link_speed_transfers_per_second * storpath_pcie_expected_link_width / 8) "
-                       f"> 0 and on(instance, address) storpath_pcie_device_info{{port_type!~\"root_port|downstream_port\"}})"),
-            ], width=12, height=9, rename={"Value": "raw capability not reachable"}, units={"raw capability not reachable": "Bps"},
-                links={"instance": HOST_URL}, hide=["job"]),
-        ],
-        [
-            timeseries("Measured / expected read throughput (probes)", [
-                target(f"target_profile:storpath_probe_read_throughput:ratio{{{SEL}}}",
-                       "{{instance}} {{target}} {{profile}}")], width=12, unit="percentunit",
-                description="1.0 means the probe read as fast as the links allow; the alert threshold is 0.7."),
-            timeseries("Links below expected per host", [
-                target(f"instance:storpath_pcie_links_below_expected:count{{{SEL}}} > 0", "{{instance}}")], width=12),
-        ],
-        [
-            table("Exporter health", [
-                target(f"min by (instance, collector) (storpath_scrape_collector_success{{{SEL}}})"),
-            ], width=12, height=7, rename={"Value": "success"}, hide=["job"]),
-            table("Degraded arrays", [
-                target(f"storpath_md_degraded_disks{{{SEL}}} > 0"),
-            ], width=12, height=7, rename={"Value": "degraded disks"}, links={"instance": HOST_URL}),
-        ],
+# ---- Fleet ------------------------------------------------------------------------
+def fleet(t: dict) -> dict:
+    sel, rb = FLEET_SEL, t["runbook_url_base"]
+    ratio = t["probes"]["throughput_ratio_threshold"]
+    cap_warn, cap_crit = t["zfs"]["capacity_warning_ratio"], t["zfs"]["capacity_critical_ratio"]
+    warn = steps((None, GREEN), (1, ORANGE))
+    host_link = {"instance": Column("instance", link=HOST_URL)}
+    verdicts = [
+        # Fleet counts come from the recording rules (rules/), so they count exactly what
+        # the alerts judge: watched PCI classes, the device end of each link.
+        stat("Hosts with a link below expected",
+             f"count(instance:storpath_pcie_links_below_expected:count{{{sel}}} > 0) or vector(0)",
+             description="Hosts where a PCIe link of a storage or network device trained below what both of "
+                         "its ends support.", links=[runbook(rb, "PcieLinkSpeedBelowExpected"),
+                                                     runbook(rb, "PcieLinkWidthBelowExpected")]),
+        stat("Links below expected", f"sum(instance:storpath_pcie_links_below_expected:count{{{sel}}}) or vector(0)",
+             links=[runbook(rb, "PcieLinkSpeedBelowExpected")]),
+        stat("Devices placed below capability",
+             f"sum(instance:storpath_pcie_devices_limited_by_port:count{{{sel}}}) or vector(0)", thresholds=warn,
+             description="Devices that could do more than the port they sit behind (a Gen4 drive in a Gen3 slot).",
+             links=[runbook(rb, "PcieDeviceLimitedByPort")]),
+        stat("Namespaces on a slower LBA format",
+             f"count(storpath_nvme_namespace_lba_size_bytes{{{sel}}} != storpath_nvme_namespace_best_lba_size_bytes)"
+             f" or vector(0)", thresholds=warn, links=[runbook(rb, "NvmeNamespaceLbaFormatNotBest")]),
+        stat("Degraded arrays and pools",
+             f"(sum(instance:storpath_md_arrays_degraded:count{{{sel}}}) or vector(0)) + "
+             f"(count(storpath_zfs_pool_state{{{sel}, state!=\"online\"}} == 1) or vector(0))",
+             links=[runbook(rb, "MdArrayDegraded"), runbook(rb, "ZfsPoolNotOnline")]),
+        stat("Probes below expectation",
+             f"count(target_profile:storpath_probe_read_throughput:ratio{{{sel}}} < {ratio}) or vector(0)",
+             thresholds=warn, description=f"Probes that read under {ratio:.0%} of what the configured value or the "
+                                          f"PCIe path allows (the alert's threshold).",
+             links=[runbook(rb, "ProbeThroughputBelowExpected")]),
+    ]
+    offenders = [
+        table("Worst offenders: links below expected (bandwidth lost)", [
+            q(f"sort_desc(storpath_pcie_expected_link_bandwidth_bytes_per_second{{{sel}}} "
+              f"- storpath_pcie_current_link_bandwidth_bytes_per_second > 0)"),
+        ], {"bandwidth lost": Column("bandwidth lost", BPS)}, width=12, height=9, hide=["job"], labels=host_link,
+            description="Every link end trained below expectation, most bandwidth lost first. Click a host.",
+            links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected")]),
+        table("Worst offenders: devices below capability (placement)", [
+            q(f"sort_desc((storpath_pcie_max_link_speed_transfers_per_second{{{sel}}} "
+              f"* storpath_pcie_max_link_width / 8 "
+              f"- storpath_pcie_expected_link_speed_transfers_per_second * storpath_pcie_expected_link_width / 8) "
+              f"> 0 and on(instance, address) storpath_pcie_device_info{{port_type!~\"root_port|downstream_port\"}})"),
+        ], {"raw capability not reachable": Column("raw capability not reachable", BPS)}, width=12, height=9,
+            hide=["job"], labels=host_link, links=[runbook(rb, "PcieDeviceLimitedByPort")]),
+    ]
+    trends = [
+        timeseries("Measured / expected read throughput (probes)", [
+            q(f"target_profile:storpath_probe_read_throughput:ratio{{{sel}}}", "{{instance}} {{target}} {{profile}}")],
+            unit=RATIO, thresholds=steps((None, RED), (ratio, GREEN)), soft_max=1,
+            description=f"1.0 means the probe read as fast as the links allow; the alert fires under {ratio:.0%} "
+                        f"(dashed line).", links=[runbook(rb, "ProbeThroughputBelowExpected")]),
+        timeseries("Links below expected per host", [
+            q(f"instance:storpath_pcie_links_below_expected:count{{{sel}}} > 0", "{{instance}}")]),
+    ]
+    health = [
+        table("Exporter health", [q(f"min by (instance, collector) (storpath_scrape_collector_success{{{sel}}})")],
+              {"success": Column("success", mappings=[value_map({"1": ("ok", GREEN), "0": ("failing", RED)})])},
+              width=8, height=7, labels=host_link, links=[runbook(rb, "StorpathCollectorFailing")]),
+        table("Degraded arrays", [q(f"storpath_md_degraded_disks{{{sel}}} > 0")],
+              {"degraded disks": Column("degraded disks", thresholds=steps((None, GREEN), (1, RED)))},
+              width=8, height=7, hide=["job"], labels=host_link, links=[runbook(rb, "MdArrayDegraded")]),
+        table("Pools by fill level", [q(f"sort_desc(zpool:storpath_zfs_pool_capacity:ratio{{{sel}}})")],
+              {"used": Column("used", RATIO, thresholds=steps((None, GREEN), (cap_warn, ORANGE), (cap_crit, RED)))},
+              width=8, height=7, hide=["job"], labels=host_link,
+              description=f"Orange from {cap_warn:.0%}, red from {cap_crit:.0%}: the ZfsPoolCapacity alerts' "
+                          f"thresholds.", links=[runbook(rb, "ZfsPoolCapacityHigh")]),
     ]
     return dashboard("storpath-fleet", "storpath / Fleet overview",
-                     "Which hosts run their storage below what the hardware can deliver.", rows, with_device=False)
+                     "Which hosts run their storage below what the hardware can deliver.",
+                     [("", verdicts), ("Where", offenders), ("Over time", trends), ("Health", health)],
+                     fleet_variables())
 
 
-def host() -> Dict:
-    dev = 'device=~"$device"'
+# ---- Host -------------------------------------------------------------------------
+# Link state of one link end: which of speed and width trained below what both ends
+# support, or the link is down (width 0). Computed in PromQL so the table can colour it.
+LINK_STATE = value_map({"0": ("at expected", GREEN), "1": ("speed below expected", RED),
+                        "2": ("lanes below expected", RED), "3": ("speed and lanes below", RED)})
+LINK_DOWN = dm.RangeMap(options=dm.DashboardRangeMapOptions(
+    from_val=4, to=7, result=dm.ValueMappingResult(text="link down", color=RED)))
+PLACEMENT_STATE = value_map({"0": ("as capable", GREEN), "1": ("port limits device", ORANGE)})
 
-    def per_device(metric: str) -> str:
+
+def host(t: dict) -> dict:
+    sel, rb, dev = HOST_SEL, t["runbook_url_base"], 'device=~"$device"'
+    ratio = t["probes"]["throughput_ratio_threshold"]
+    cap_warn, cap_crit = t["zfs"]["capacity_warning_ratio"], t["zfs"]["capacity_critical_ratio"]
+    aer_window, aer_limit = t["pcie"]["aer_window"], t["pcie"]["aer_correctable_threshold"]
+    warn = steps((None, GREEN), (1, ORANGE))
+
+    def per_device(metric: str, scale: str = "") -> str:
         """A per-PCI-function metric for every block device behind that function (an HBA
         carries many disks, so the block devices are the 'many' side of the join)."""
-        return (f"storpath_block_device_info{{{SEL}, {dev}}} * on(instance, address) group_left() "
-                f"{metric}{{{SEL}}}")
-    rows = [
-        [
-            table("Storage devices: PCIe link (current vs expected vs device max)", [
-                target(per_device("storpath_pcie_current_link_speed_transfers_per_second")),
-                target(per_device("storpath_pcie_expected_link_speed_transfers_per_second")),
-                target(per_device("storpath_pcie_max_link_speed_transfers_per_second")),
-                target(per_device("storpath_pcie_current_link_width")),
-                target(per_device("storpath_pcie_expected_link_width")),
-                target(per_device("storpath_pcie_max_link_width")),
-                target(per_device("storpath_pcie_current_link_bandwidth_bytes_per_second")),
-                target(f"storpath_block_device_numa_node{{{SEL}, {dev}}}"),
-                target(f"storpath_nvme_namespace_lba_size_bytes{{{SEL}, {dev}}}"),
-            ], height=10, hide=["job", "instance"],
-                rename={"Value #A": "speed", "Value #B": "expected speed", "Value #C": "device max speed",
-                        "Value #D": "lanes", "Value #E": "expected lanes", "Value #F": "device max lanes",
-                        "Value #G": "usable bandwidth", "Value #H": "NUMA node", "Value #I": "LBA size"},
-                units={"speed": "hertz", "expected speed": "hertz", "device max speed": "hertz",
-                       "usable bandwidth": "Bps", "LBA size": "bytes"},
-                description="One row per block device. Speeds are transfers per second (GT/s shown as GHz)."),
-        ],
-        [
-            table("PCI path up to the root port", [
-                target(f"storpath_pcie_device_info{{{SEL}}} * on(instance, address) group_left() "
-                       f"(count by (instance, address) (storpath_pcie_expected_link_speed_transfers_per_second{{{SEL}}}))"),
-            ], width=14, height=9, hide=["job", "instance", "Value", "subsystem_vendor_id", "subsystem_device_id"],
-                description="Every link end with its upstream port and root port: follow `upstream` to climb the tree."),
-            table("Which hop limits each device", [
-                target(f"storpath_pcie_path_bottleneck_bandwidth_bytes_per_second{{{SEL}}}"),
-            ], width=10, height=9, hide=["job", "instance"], rename={"Value": "bottleneck bandwidth"},
-                units={"bottleneck bandwidth": "Bps"}),
-        ],
-        [
-            timeseries("Read throughput vs the link's expected bandwidth", [
-                target(f"rate(node_disk_read_bytes_total{{{SEL}, {dev}}}[5m])", "{{device}} read"),
-                target(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"),
-                       "{{device}} link allows"),
-            ], unit="Bps", description="Live reads from node_exporter against what the device's link can carry."),
-            timeseries("Write throughput vs the link's expected bandwidth", [
-                target(f"rate(node_disk_written_bytes_total{{{SEL}, {dev}}}[5m])", "{{device}} write"),
-                target(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"),
-                       "{{device}} link allows"),
-            ], unit="Bps"),
-        ],
-        [
-            timeseries("Probe results against expectation", [
-                target(f"storpath_probe_read_bytes_per_second{{{SEL}}}", "{{target}} {{profile}} measured"),
-                target(f"storpath_probe_expected_read_bytes_per_second{{{SEL}}}", "{{target}} {{profile}} expected"),
-            ], unit="Bps"),
-            timeseries("Probe read latency (p99)", [
-                target(f"storpath_probe_read_latency_seconds{{{SEL}, quantile=\"0.99\"}}", "{{target}} {{profile}}"),
-            ], unit="s"),
-        ],
-        [
-            table("SAS PHYs", [
-                target(f"storpath_sas_phy_negotiated_link_rate_transfers_per_second{{{SEL}}}"),
-                target(f"storpath_sas_phy_maximum_link_rate_transfers_per_second{{{SEL}}}"),
-                target(f"storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second{{{SEL}}}"),
-                target(f"storpath_sas_phy_minimum_link_rate_transfers_per_second{{{SEL}}}"),
-            ], width=12, height=8, hide=["job", "instance"],
-                rename={"Value #A": "negotiated", "Value #B": "maximum", "Value #C": "hardware maximum",
-                        "Value #D": "minimum"},
-                units={"negotiated": "bps", "maximum": "bps", "hardware maximum": "bps", "minimum": "bps"}),
-            table("SATA links", [
-                target(f"storpath_sata_link_speed_transfers_per_second{{{SEL}}}"),
-                target(f"storpath_sata_link_limit_transfers_per_second{{{SEL}}}"),
-                target(f"storpath_sata_link_limited{{{SEL}}}"),
-            ], width=12, height=8, hide=["job", "instance"],
-                rename={"Value #A": "speed", "Value #B": "libata limit", "Value #C": "held below hardware"},
-                units={"speed": "bps", "libata limit": "bps"},
-                description="Speeds in line rate (3 Gbps shown for 3.0e9 transfers/s). The hardware limit is "
-                            "absent on most firmware."),
-        ],
-        [
-            table("md arrays and members", [
-                target(f"storpath_md_member_info{{{SEL}}}"),
-            ], width=12, height=8, hide=["job", "instance", "Value"]),
-            table("ZFS pools", [
-                target(f"storpath_zfs_pool_size_bytes{{{SEL}}}"),
-                target(f"storpath_zfs_pool_allocated_bytes{{{SEL}}} / storpath_zfs_pool_size_bytes"),
-                target(f"storpath_zfs_pool_fragmentation_ratio{{{SEL}}}"),
-                target(f"storpath_zfs_pool_ashift{{{SEL}}}"),
-            ], width=12, height=8, hide=["job", "instance"],
-                rename={"Value #A": "size", "Value #B": "used", "Value #C": "fragmentation", "Value #D": "ashift"},
-                units={"size": "bytes", "used": "percentunit", "fragmentation": "percentunit"}),
-        ],
-        [
-            table("ZFS vdevs not online", [
-                target(f"storpath_zfs_vdev_state{{{SEL}, state!=\"online\"}} == 1"),
-            ], width=12, height=6, hide=["job", "instance", "Value"]),
-            timeseries("AER errors per second", [
-                target(f"rate(storpath_pcie_aer_errors_total{{{SEL}}}[5m])", "{{address}} {{severity}}"),
-            ], width=12, height=6, unit="short"),
-        ],
+        return (f"storpath_block_device_info{{{sel}, {dev}}} * on(instance, address) group_left() "
+                f"{metric}{{{sel}}}{scale}")
+
+    def link_state(series: str = "") -> str:
+        s = f"{{{sel}{series}}}"
+        return (f"(storpath_pcie_current_link_speed_transfers_per_second{s} "
+                f"< bool storpath_pcie_expected_link_speed_transfers_per_second{s}) "
+                f"+ 2 * (storpath_pcie_current_link_width{s} < bool storpath_pcie_expected_link_width{s}) "
+                f"+ 4 * (storpath_pcie_current_link_width{s} == bool 0)")
+
+    def placement_state(series: str = "") -> str:
+        s = f"{{{sel}{series}}}"
+        return (f"(storpath_pcie_expected_link_speed_transfers_per_second{s} "
+                f"* storpath_pcie_expected_link_width{s} "
+                f"< bool storpath_pcie_max_link_speed_transfers_per_second{s} * storpath_pcie_max_link_width{s})")
+
+    def device_join(expr: str) -> str:
+        return f"storpath_block_device_info{{{sel}, {dev}}} * on(instance, address) group_left() ({expr})"
+
+    speed_cols = {
+        "speed": Column("speed", GTS), "expected speed": Column("expected speed", GTS),
+        "device max speed": Column("device max speed", GTS), "lanes": Column("lanes", LANES),
+        "expected lanes": Column("expected lanes", LANES), "device max lanes": Column("device max lanes", LANES),
+    }
+    link_queries = [
+        "storpath_pcie_current_link_speed_transfers_per_second", "storpath_pcie_expected_link_speed_transfers_per_second",
+        "storpath_pcie_max_link_speed_transfers_per_second", "storpath_pcie_current_link_width",
+        "storpath_pcie_expected_link_width", "storpath_pcie_max_link_width"]
+
+    def scaled(metric: str) -> str:
+        return " / 1e9" if metric.endswith("_transfers_per_second") else ""
+
+    verdicts = [
+        stat("Links below expected", f"instance:storpath_pcie_links_below_expected:count{{{sel}}} or vector(0)",
+             width=3, links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected")]),
+        stat("Devices limited by their port",
+             f"instance:storpath_pcie_devices_limited_by_port:count{{{sel}}} or vector(0)", width=3, thresholds=warn,
+             links=[runbook(rb, "PcieDeviceLimitedByPort")]),
+        stat("Namespaces not on the best LBA format",
+             f"count(storpath_nvme_namespace_lba_size_bytes{{{sel}}} "
+             f"!= storpath_nvme_namespace_best_lba_size_bytes) or vector(0)", width=3, thresholds=warn,
+             links=[runbook(rb, "NvmeNamespaceLbaFormatNotBest")]),
+        stat("SAS PHYs below hardware maximum",
+             f"instance:storpath_sas_phys_below_hardware_maximum:count{{{sel}}} or vector(0)", width=3,
+             links=[runbook(rb, "SasPhyLinkRateBelowMaximum")]),
+        stat("SATA links held low", f"sum(storpath_sata_link_limited{{{sel}}}) or vector(0)", width=3,
+             thresholds=warn, links=[runbook(rb, "SataLinkBelowHardwareLimit")]),
+        stat("md arrays degraded", f"instance:storpath_md_arrays_degraded:count{{{sel}}} or vector(0)", width=3,
+             links=[runbook(rb, "MdArrayDegraded")]),
+        stat("ZFS pools not online", f"count(storpath_zfs_pool_state{{{sel}, state!=\"online\"}} == 1) or vector(0)",
+             width=3, links=[runbook(rb, "ZfsPoolNotOnline")]),
+        stat("Collectors failing", f"count(storpath_scrape_collector_success{{{sel}}} == 0) or vector(0)", width=3,
+             links=[runbook(rb, "StorpathCollectorFailing")]),
     ]
-    annotations = [{
-        "name": "Link speed or width changed", "datasource": DS, "enable": True, "hide": False,
-        "iconColor": "orange", "titleFormat": "PCIe link changed on {{address}}",
-        "expr": (f"changes(storpath_pcie_current_link_speed_transfers_per_second{{{SEL}}}[5m]) > 0 "
-                 f"or changes(storpath_pcie_current_link_width{{{SEL}}}[5m]) > 0"),
-        "step": "1m", "tagKeys": "address", "textFormat": "speed or width changed",
-    }]
-    return dashboard("storpath-host", "storpath / Host", "Every storage device of one host, its links, arrays "
-                     "and pools, and whether it runs at the speed its hardware allows.", rows, with_device=True,
-                     annotations=annotations)
+    pcie = [
+        table("Storage devices: PCIe link, current vs expected vs device max", [
+            *[q(per_device(m, scaled(m))) for m in link_queries],
+            q(device_join(link_state())), q(device_join(placement_state())),
+            q(per_device("storpath_pcie_current_link_bandwidth_bytes_per_second")),
+            q(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second")),
+        ], {**speed_cols, "link": Column("link", mappings=[LINK_STATE, LINK_DOWN]),
+            "placement": Column("placement", mappings=[PLACEMENT_STATE]),
+            "usable bandwidth": Column("usable bandwidth", BPS), "expected bandwidth": Column("expected bandwidth", BPS)},
+            height=9, hide=["job", "instance"],
+            description="One row per block device. Expected: the lower maximum of the link's two ends; "
+                        "device max: what the device itself can do (more than expected means its port limits it).",
+            links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected"),
+                   runbook(rb, "PcieDeviceLimitedByPort")]),
+        table("PCIe tree: every link end up to the root port", [
+            q(f"storpath_pcie_device_info{{{sel}}} * on(instance, address) group_left() "
+              f"(count by (instance, address) (storpath_pcie_expected_link_speed_transfers_per_second{{{sel}}}))"),
+            *[q(f"{m}{{{sel}}}{scaled(m)}") for m in link_queries],
+            q(link_state()),
+        ], {"present": Column("present"), **speed_cols, "link": Column("link", mappings=[LINK_STATE, LINK_DOWN])},
+            width=16, height=10,
+            hide=["job", "instance", "present", "subsystem_vendor_id", "subsystem_device_id", "vendor_id",
+                  "device_id"],
+            description="Every link end with its upstream port and root port: follow `upstream` to climb the tree. "
+                        "A switch's upstream port limits every drive below it."),
+        table("Which hop limits each device", [
+            q(f"storpath_pcie_path_bottleneck_bandwidth_bytes_per_second{{{sel}}}"),
+        ], {"bottleneck bandwidth": Column("bottleneck bandwidth", BPS)}, width=8, height=10, hide=["job", "instance"],
+            description="The lowest expected link bandwidth on the path from the device to its root port; "
+                        "`bottleneck` names that hop."),
+        timeseries(f"Correctable AER errors in {aer_window}", [
+            q(f"increase(storpath_pcie_aer_errors_total{{{sel}, severity=\"correctable\"}}[{aer_window}])",
+              "{{address}}")],
+            width=12, height=7, unit="none", thresholds=steps((None, GREEN), (aer_limit, RED)),
+            description=f"The PcieAerCorrectableErrorsRising alert fires above {aer_limit} in {aer_window} "
+                        f"(dashed line).", links=[runbook(rb, "PcieAerCorrectableErrorsRising")]),
+        timeseries("Uncorrectable AER errors per second", [
+            q(f"rate(storpath_pcie_aer_errors_total{{{sel}, severity!=\"correctable\"}}[5m])",
+              "{{address}} {{severity}}")],
+            width=12, height=7, unit="short", links=[runbook(rb, "PcieAerUncorrectableErrors")]),
+    ]
+    nvme = [
+        table("NVMe namespaces: LBA format in use vs best", [
+            q(f"storpath_nvme_namespace_lba_size_bytes{{{sel}, {dev}}}"),
+            q(f"storpath_nvme_namespace_best_lba_size_bytes{{{sel}, {dev}}}"),
+            q(f"storpath_nvme_namespace_lba_size_bytes{{{sel}, {dev}}} "
+              f"!= bool storpath_nvme_namespace_best_lba_size_bytes"),
+            q(f"storpath_nvme_namespace_physical_block_size_bytes{{{sel}, {dev}}}"),
+            q(f"storpath_nvme_namespace_info{{{sel}, {dev}}} * on(instance, controller) group_left(model, firmware) "
+              f"storpath_nvme_controller_info{{{sel}}}"),
+        ], {"LBA size": Column("LBA size", BYTES), "best LBA size": Column("best LBA size", BYTES),
+            "format": Column("format", mappings=[value_map({"0": ("best", GREEN), "1": ("not the best", ORANGE)})]),
+            "physical block": Column("physical block", BYTES), "present": Column("present")},
+            width=14, height=8, hide=["job", "instance", "present", "nsid"],
+            description="A namespace formatted with 512-byte LBAs on a drive whose best format is 4 KiB does "
+                        "more work per I/O. Reformatting erases the namespace: read the runbook.",
+            links=[runbook(rb, "NvmeNamespaceLbaFormatNotBest")]),
+        table("Identify: data read", [
+            q(f"storpath_nvme_identify_available{{{sel}}}"),
+            q(f"time() - storpath_nvme_identify_timestamp_seconds{{{sel}}}"),
+        ], {"identify": Column("identify", mappings=[value_map({"1": ("read", GREEN), "0": ("unavailable", ORANGE)})]),
+            "age": Column("age", "s")}, width=10, height=8, hide=["job", "instance"],
+            description="Without Identify (no root or CAP_SYS_ADMIN, no nvme-cli) the best LBA format is unknown.",
+            links=[runbook(rb, "NvmeIdentifyUnavailable")]),
+    ]
+    rate_state = value_map({"0": ("at hardware maximum", GREEN), "1": ("below hardware maximum", RED)})
+    sas_sata = [
+        table("SAS PHYs: negotiated vs programmed vs hardware rates", [
+            q(f"storpath_sas_phy_negotiated_link_rate_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"storpath_sas_phy_minimum_link_rate_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"storpath_sas_phy_maximum_link_rate_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"storpath_sas_phy_negotiated_link_rate_transfers_per_second{{{sel}}} "
+              f"< bool storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second"),
+        ], {"negotiated": Column("negotiated", GBITS), "minimum": Column("minimum", GBITS),
+            "maximum": Column("maximum", GBITS), "hardware maximum": Column("hardware maximum", GBITS),
+            "rate": Column("rate", mappings=[rate_state])},
+            width=14, height=8, hide=["job", "instance"],
+            description="Line rates (3.0 Gbit/s is 3e9 transfers/s). A PHY negotiated below what its hardware "
+                        "does, with the programmed minimum or maximum set low, is the backplane step-down.",
+            links=[runbook(rb, "SasPhyLinkRateBelowMaximum"), runbook(rb, "SasPhyNegotiatedAtLoweredMinimum")]),
+        table("SATA links", [
+            q(f"storpath_sata_link_speed_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"storpath_sata_link_limit_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"storpath_sata_link_limited{{{sel}}}"),
+        ], {"speed": Column("speed", GBITS), "libata limit": Column("libata limit", GBITS),
+            "limit": Column("limit", mappings=[value_map({"0": ("hardware's", GREEN), "1": ("held below hardware", RED)})])},
+            width=10, height=8, hide=["job", "instance"],
+            description="The hardware limit is absent on most firmware; `held below hardware` means libata lowered "
+                        "the link after errors.", links=[runbook(rb, "SataLinkBelowHardwareLimit")]),
+    ]
+    numa = [
+        stat("NUMA nodes per socket", f"storpath_numa_nodes_per_socket{{{sel}}}", width=4, unit="none",
+             thresholds=steps((None, BLUE)), description="4 on an EPYC in NPS4, 1 in NPS1."),
+        table("Block devices by NUMA node", [
+            q(f"storpath_block_device_numa_node{{{sel}, {dev}}}"),
+            q(per_device("storpath_numa_storage_controller_node")),
+        ], {"NUMA node": Column("NUMA node", mappings=[value_map({"-1": ("unknown", ORANGE)})]),
+            "controller node": Column("controller node", mappings=[value_map({"-1": ("unknown", ORANGE)})])},
+            width=10, height=7, hide=["job", "instance"], links=[runbook(rb, "StorageNumaNodeUnknown")]),
+        table("md arrays across NUMA nodes", [q(f"storpath_md_member_numa_nodes{{{sel}}}")],
+              {"NUMA nodes": Column("NUMA nodes", thresholds=steps((None, GREEN), (2, ORANGE)))},
+              width=10, height=7, hide=["job", "instance"], links=[runbook(rb, "MdArraySpansNumaNodes")]),
+    ]
+    member_state = [regex_map(".*faulty.*", "faulty", RED), regex_map("^in_sync.*", "in sync", GREEN),
+                    regex_map(".*spare.*", "spare / rebuilding", ORANGE)]
+    pool_state = value_map({"online": ("online", GREEN), "degraded": ("degraded", RED), "faulted": ("faulted", RED),
+                            "removed": ("removed", RED), "unavail": ("unavail", RED), "offline": ("offline", RED),
+                            "suspended": ("suspended", RED)})
+    arrays = [
+        table("md arrays", [
+            q(f"storpath_md_level_info{{{sel}}}"),
+            q(f"storpath_md_raid_disks{{{sel}}}"),
+            q(f"storpath_md_degraded_disks{{{sel}}}"),
+            q(f"storpath_md_sync_action{{{sel}}} == 1"),
+            q(f"storpath_md_array_state{{{sel}}} == 1"),
+        ], {"level_present": Column("level_present"), "disks": Column("disks"),
+            "degraded": Column("degraded", thresholds=steps((None, GREEN), (1, RED))),
+            "sync": Column("sync"), "state_present": Column("state_present")},
+            width=12, height=7, hide=["job", "instance", "level_present", "sync", "state_present"],
+            labels={"action": Column("action", mappings=[value_map({"idle": ("idle", GREEN)}),
+                                                         regex_map("recover|resync|reshape", "rebuilding", ORANGE)])},
+            links=[runbook(rb, "MdArrayDegraded"), runbook(rb, "MdSyncStalled")]),
+        table("md members", [q(f"storpath_md_member_info{{{sel}}}")], {"present": Column("present")},
+              width=12, height=7, hide=["job", "instance", "present"],
+              labels={"state": Column("state", mappings=member_state)}, links=[runbook(rb, "MdMemberFaulty")]),
+        table("ZFS pools", [
+            q(f"storpath_zfs_pool_state{{{sel}}} == 1"),
+            q(f"storpath_zfs_pool_size_bytes{{{sel}}}"),
+            q(f"zpool:storpath_zfs_pool_capacity:ratio{{{sel}}}"),
+            q(f"storpath_zfs_pool_fragmentation_ratio{{{sel}}}"),
+            q(f"storpath_zfs_pool_ashift{{{sel}}}"),
+            q(f"storpath_zfs_pool_expected_ashift{{{sel}}}"),
+        ], {"state_present": Column("state_present"), "size": Column("size", BYTES),
+            "used": Column("used", RATIO, thresholds=steps((None, GREEN), (cap_warn, ORANGE), (cap_crit, RED))),
+            "fragmentation": Column("fragmentation", RATIO), "ashift": Column("ashift"),
+            "expected ashift": Column("expected ashift")},
+            width=12, height=7, hide=["job", "instance", "state_present"], labels={"state": Column("state", mappings=[pool_state])},
+            description=f"Used turns orange from {cap_warn:.0%} and red from {cap_crit:.0%}, as the alerts do.",
+            links=[runbook(rb, "ZfsPoolNotOnline"), runbook(rb, "ZfsPoolCapacityHigh"),
+                   runbook(rb, "ZfsPoolAshiftBelowSectorSize")]),
+        table("ZFS vdevs not online", [q(f"storpath_zfs_vdev_state{{{sel}, state!=\"online\"}} == 1")],
+              {"present": Column("present")}, width=12, height=7, hide=["job", "instance", "present"],
+              labels={"state": Column("state", mappings=[pool_state])}, links=[runbook(rb, "ZfsVdevNotOnline")]),
+    ]
+    throughput = [
+        timeseries("Read throughput vs the link's expected bandwidth", [
+            q(f"rate(node_disk_read_bytes_total{{{HOST_ONLY}, {dev}}}[5m])", "{{device}} read"),
+            q(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"), "{{device}} link allows"),
+        ], unit=BPS, description="Live reads from node_exporter against what the device's link can carry."),
+        timeseries("Write throughput vs the link's expected bandwidth", [
+            q(f"rate(node_disk_written_bytes_total{{{HOST_ONLY}, {dev}}}[5m])", "{{device}} write"),
+            q(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"), "{{device}} link allows"),
+        ], unit=BPS),
+        timeseries("Probes: measured vs expected read throughput", [
+            q(f"storpath_probe_read_bytes_per_second{{{sel}}}", "{{target}} {{profile}} measured"),
+            q(f"storpath_probe_expected_read_bytes_per_second{{{sel}}}", "{{target}} {{profile}} expected"),
+        ], width=8, unit=BPS, links=[runbook(rb, "ProbeThroughputBelowExpected")]),
+        timeseries("Probes: measured / expected", [
+            q(f"target_profile:storpath_probe_read_throughput:ratio{{{sel}}}", "{{target}} {{profile}}")],
+            width=8, unit=RATIO, thresholds=steps((None, RED), (ratio, GREEN)), soft_max=1,
+            description=f"The alert fires under {ratio:.0%} (dashed line) for two probes in a row.",
+            links=[runbook(rb, "ProbeThroughputBelowExpected")]),
+        timeseries("Probe read latency (p99)", [
+            q(f"storpath_probe_read_latency_seconds{{{sel}, quantile=\"0.99\"}}", "{{target}} {{profile}}")],
+            width=8, unit="s"),
+    ]
+    annotations = [
+        db.AnnotationQuery().name("Link speed or width changed").datasource(DS).enable(True).hide(False).icon_color(
+            "orange").expr(f"changes(storpath_pcie_current_link_speed_transfers_per_second{{{sel}}}[5m]) > 0 "
+                           f"or changes(storpath_pcie_current_link_width{{{sel}}}[5m]) > 0"),
+    ]
+    return dashboard("storpath-host", "storpath / Host",
+                     "One host: every storage path, its links, formats, arrays and pools, and whether it runs at "
+                     "the speed its hardware allows.",
+                     [("", verdicts), ("PCIe", pcie), ("NVMe", nvme), ("SAS and SATA", sas_sata), ("NUMA", numa),
+                      ("md and ZFS", arrays), ("Throughput and probes", throughput)],
+                     host_variables(), annotations=annotations)
 
 
-def capacity() -> Dict:
-    rows = [
-        [
-            timeseries("Headroom: peak read throughput (7d) vs what the links allow, per device", [
-                target(f"max_over_time((rate(node_disk_read_bytes_total{{{SEL}}}[5m]))[7d:5m]) "
-                       f"/ on(instance, device) group_left() (storpath_block_device_info{{{SEL}}} "
-                       f"* on(instance, address) group_left() storpath_pcie_expected_link_bandwidth_bytes_per_second{{{SEL}}})",
-                       "{{instance}} {{device}}")], width=24, unit="percentunit",
-                description="1.0: the device has read as fast as its link allows at some point in the week."),
-        ],
-        [
-            timeseries("Probe results over weeks", [
-                target(f"avg_over_time(storpath_probe_read_bytes_per_second{{{SEL}}}[1d])",
-                       "{{instance}} {{target}} {{profile}}")], width=12, unit="Bps"),
-            timeseries("Read throughput trend per device model", [
-                target(f"sum by (model) (rate(node_disk_read_bytes_total{{{SEL}}}[1h]) "
-                       f"* on(instance, device) group_left(model) (storpath_block_device_info{{{SEL}}} "
-                       f"* on(instance, controller) group_left(model) storpath_nvme_controller_info{{{SEL}}}))",
-                       "{{model}}")], width=12, unit="Bps"),
-        ],
-        [
-            timeseries("Read throughput trend per md array", [
-                target(f"sum by (instance, device) (rate(node_disk_read_bytes_total{{{SEL}, device=~\"md.*\"}}[1h]))",
-                       "{{instance}} {{device}}")], width=12, unit="Bps"),
-            timeseries("Pool capacity used, with 30-day projection", [
-                target(f"storpath_zfs_pool_allocated_bytes{{{SEL}}} / storpath_zfs_pool_size_bytes", "{{instance}} {{zpool}} used"),
-                target(f"predict_linear(storpath_zfs_pool_allocated_bytes{{{SEL}}}[7d], 30 * 86400) "
-                       f"/ storpath_zfs_pool_size_bytes", "{{instance}} {{zpool}} in 30 days"),
-            ], width=12, unit="percentunit",
-                description="ZFS slows down past 70 % full (warning) and badly past 90 % (critical)."),
-        ],
-        [
-            table("Days until a pool crosses 70 % and 90 %", [
-                target(f"(0.7 * storpath_zfs_pool_size_bytes{{{SEL}}} - storpath_zfs_pool_allocated_bytes) "
-                       f"/ (deriv(storpath_zfs_pool_allocated_bytes{{{SEL}}}[7d]) > 0) / 86400"),
-                target(f"(0.9 * storpath_zfs_pool_size_bytes{{{SEL}}} - storpath_zfs_pool_allocated_bytes) "
-                       f"/ (deriv(storpath_zfs_pool_allocated_bytes{{{SEL}}}[7d]) > 0) / 86400"),
-            ], width=24, height=7, hide=["job"],
-                rename={"Value #A": "days to 70 %", "Value #B": "days to 90 %"},
-                units={"days to 70 %": "none", "days to 90 %": "none"},
-                description="From the growth of the last 7 days; negative means the pool is past it already."),
-        ],
+# ---- Capacity and performance review --------------------------------------------------
+def capacity(t: dict) -> dict:
+    """Everything here reads recording rules (rules/definitions/capacity.py): a month over a
+    fleet must not re-read a week of raw samples at every step."""
+    sel, rb = FLEET_SEL, t["runbook_url_base"]
+    c = t["capacity"]
+    cap_warn, cap_crit = t["zfs"]["capacity_warning_ratio"], t["zfs"]["capacity_critical_ratio"]
+    peak = c["peak_window"]
+    head = c["headroom_warning_ratio"]
+    headroom = [
+        timeseries(f"Peak read throughput ({peak}) / what the link allows, per device", [
+            q(f"instance_device:storpath_block_device_read_peak:link_ratio{{{HOST_ONLY_FLEET}}}",
+              "{{instance}} {{device}}")], width=24, unit=RATIO, interval=c["evaluation_interval"],
+            thresholds=steps((None, GREEN), (head, ORANGE)), soft_max=1,
+            description=f"1.0: the device has read as fast as its link allows at some point in the last {peak}. "
+                        f"Above {head:.0%} (dashed) the link, not the drive, is the next limit."),
+        table(f"Devices closest to their link ({peak} peak)", [
+            q(f"topk(20, instance_device:storpath_block_device_read_peak:link_ratio{{{HOST_ONLY_FLEET}}})"),
+        ], {"peak / link": Column("peak / link", RATIO, thresholds=steps((None, GREEN), (head, ORANGE)))},
+            width=24, height=7, labels={"instance": Column("instance", link=HOST_URL)}),
+    ]
+    trends = [
+        timeseries("Probe results over weeks", [
+            q(f"storpath_probe_read_bytes_per_second{{{sel}}}", "{{instance}} {{target}} {{profile}}")],
+            unit=BPS, interval="1h", description="Probes run hourly: one point an hour is every result."),
+        timeseries("Average read throughput per drive, by model", [
+            q("model:storpath_nvme_read_bytes:avg_rate5m", "{{model}}")], unit=BPS, interval=c["evaluation_interval"],
+            description="Across the whole fleet (not narrowed by the host filter): one line per NVMe model."),
+        timeseries("Read throughput per md array", [
+            q(f"instance_device:storpath_block_device_read_bytes:rate5m{{{HOST_ONLY_FLEET}, device=~\"md.*\"}}",
+              "{{instance}} {{device}}")], unit=BPS, interval=c["evaluation_interval"]),
+        timeseries(f"Pool capacity used, projected {c['projection_horizon']} ahead", [
+            q(f"zpool:storpath_zfs_pool_capacity:ratio{{{sel}}}", "{{instance}} {{zpool}} used"),
+            q(f"zpool:storpath_zfs_pool_capacity:predict_linear{{{sel}}}",
+              "{{instance}} {{zpool}} projected"),
+        ], unit=RATIO, interval=c["evaluation_interval"], soft_max=1,
+            thresholds=steps((None, GREEN), (cap_warn, ORANGE), (cap_crit, RED)),
+            description=f"ZFS slows down past {cap_warn:.0%} full (warning) and badly past {cap_crit:.0%} "
+                        f"(critical); dashed lines. Projection from the growth of the last {c['growth_window']}.",
+            links=[runbook(rb, "ZfsPoolCapacityHigh"), runbook(rb, "ZfsPoolCapacityCritical")]),
+    ]
+    pools = [
+        table(f"Days until a pool crosses {cap_warn:.0%} and {cap_crit:.0%}", [
+            q(f"zpool:storpath_zfs_pool_capacity_warning:days_left{{{sel}}}"),
+            q(f"zpool:storpath_zfs_pool_capacity_critical:days_left{{{sel}}}"),
+        ], {f"days to {cap_warn:.0%}": Column(f"days to {cap_warn:.0%}", "none",
+                                               thresholds=steps((None, RED), (30, ORANGE), (90, GREEN))),
+            f"days to {cap_crit:.0%}": Column(f"days to {cap_crit:.0%}", "none",
+                                               thresholds=steps((None, RED), (30, ORANGE), (90, GREEN)))},
+            width=24, height=7, hide=["job"], labels={"instance": Column("instance", link=HOST_URL)},
+            description=f"From the growth of the last {c['growth_window']}; only growing pools below the "
+                        f"threshold are listed."),
     ]
     return dashboard("storpath-capacity", "storpath / Capacity and performance review",
-                     "For the monthly review: throughput trends, probe results over weeks, headroom and pool growth.",
-                     rows, with_device=False, time_from="now-30d")
-
+                     "For the monthly review: headroom, throughput trends, probe results over weeks and pool growth, "
+                     "all from recording rules.",
+                     [("Headroom", headroom), ("Trends", trends), ("Pools", pools)], fleet_variables(),
+                     time_from="now-30d", refresh="")
 
 DASHBOARDS = {"storpath-fleet.json": fleet, "storpath-host.json": host, "storpath-capacity.json": capacity}
 
 
-def render() -> Dict[str, str]:
-    return {name: json.dumps(build(), indent=2, sort_keys=True) + "\n" for name, build in DASHBOARDS.items()}
+def render(config: Optional[str] = None) -> Dict[str, str]:
+    thresholds = load_thresholds(config)
+    return {name: json.dumps(build(thresholds), indent=2, sort_keys=True) + "\n" for name, build in DASHBOARDS.items()}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if a committed dashboard is out of date")
+    parser.add_argument("--check", action="store_true", help="fail if a dashboard in --out is out of date")
+    parser.add_argument("--config", help="a site's values, merged over rules/config/thresholds.yml")
+    parser.add_argument("--out", default=HERE, help="where to write the dashboards (default: dashboards/)")
     args = parser.parse_args(argv)
     stale = []
-    for name, content in render().items():
-        path = os.path.join(HERE, name)
+    os.makedirs(args.out, exist_ok=True)
+    for name, content in render(args.config).items():
+        path = os.path.join(args.out, name)
         current = open(path).read() if os.path.exists(path) else None
         if current != content:
             stale.append(name)

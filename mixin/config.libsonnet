@@ -150,5 +150,22 @@
     fleetThroughputFor: '90m',
     // For the capacity review, not for paging: the per-host alerts page on the causes.
     fleetSeverity: 'info',
+
+    // ---- capacity ------------------------------------------------------------------------
+    // Recording rules for the Capacity and performance review (rules/capacity.yml). A review
+    // looks at days and weeks: evaluating every 5 minutes instead of every scrape keeps the
+    // 7-day peaks cheap on a fleet (docs/fleet-scale.md has the cost).
+    capacityEvaluationInterval: '5m',
+    // The target labels the capacity series keep: they aggregate node_exporter's and storpath's
+    // series of one host, whose `job` labels differ, so this is `target_labels` without `job`.
+    capacityHostLabels: ['instance'],
+    // "Peak read throughput" is the highest 5-minute read rate over this window.
+    capacityPeakWindow: '7d',
+    // A device whose peak reached this fraction of its link's bandwidth is limited by the link
+    // next, not by the drive: the Capacity board colours it (no alert).
+    capacityHeadroomWarningRatio: 0.8,
+    // Pool growth is fitted over this window and projected this far ahead (days to 70 %/90 %).
+    capacityGrowthWindow: '7d',
+    capacityProjectionHorizon: '30d',
   },
 }

@@ -369,8 +369,11 @@ def rules_libsonnet(config: dict) -> str:
             for cond, bodies in chunks:
                 array = "[\n" + ",\n".join(bodies) + ",\n            ]"
                 arrays.append(array if cond is None else f"(if {cond} then {array} else [])")
+            # A group's own evaluation interval (rules/definitions/capacity.py), from _config.
+            interval = (f"            interval: {template(group['interval'], derived, ' ' * 12)},\n"
+                        if "interval" in group else "")
             group_texts.append(
-                f"          {{\n            name: {_str(group['name'])},\n            rules: "
+                f"          {{\n            name: {_str(group['name'])},\n{interval}            rules: "
                 + " + ".join(arrays) + ",\n          },")
         files.append(f"      {_str(name + '.yml')}: {{\n        groups: [\n" + "\n".join(group_texts)
                      + "\n        ],\n      },")

@@ -14,7 +14,7 @@ local generated = import 'generated/rules.libsonnet';
 (import 'config.libsonnet') + {
   local files = $.ruleFiles,
   local groups(kind) = [
-    { name: group.name, rules: [rule for rule in group.rules if std.objectHas(rule, kind)] }
+    group { rules: [rule for rule in group.rules if std.objectHas(rule, kind)] }
     for file in std.objectFields(files)
     for group in files[file].groups
   ],

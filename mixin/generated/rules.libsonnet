@@ -21,6 +21,8 @@ local format = import '../lib/format.libsonnet';
       probesThroughputRatioThreshold: format.number(c.probesThroughputRatioThreshold),
       probesThroughputRatioThresholdPercent: std.format('%.0f', c.probesThroughputRatioThreshold * 100),
       probesStaleAfterSeconds: format.seconds(c.probesStaleAfter),
+      capacityHostLabelsJoined: std.join(', ', c.capacityHostLabels),
+      capacityProjectionHorizonSeconds: format.seconds(c.capacityProjectionHorizon),
       fleetPeerLabelsJoined: std.join(', ', c.fleetPeerLabels),
       fleetMinPeers: format.number(c.fleetMinPeers),
       fleetLinkBandwidthRatioThreshold: format.number(c.fleetLinkBandwidthRatioThreshold),
@@ -803,6 +805,106 @@ local format = import '../lib/format.libsonnet';
                   description: 'The latest successful probe {{ $labels.profile }} of {{ $labels.target }} is {{ $value | humanizeDuration }} old (more than %(probesStaleAfter)s): dashboards and the throughput alert show old data.' % v,
                   runbook_url: '%(runbookUrlBase)sProbeResultsStale.md' % v,
                 },
+              },
+            ],
+          },
+        ],
+      },
+      'capacity.yml': {
+        groups: [
+          {
+            name: 'storpath-capacity',
+            interval: '%(capacityEvaluationInterval)s' % v,
+            rules: [
+              {
+                record: 'instance_device:storpath_block_device_read_bytes:rate5m',
+                expr: |||
+                  sum by (%(capacityHostLabelsJoined)s, device) (
+                    rate(node_disk_read_bytes_total[5m])
+                    and on(%(capacityHostLabelsJoined)s, device)
+                    (
+                      storpath_block_device_info
+                      or
+                      storpath_md_raid_disks
+                    )
+                  )
+                ||| % v,
+              },
+              {
+                record: 'instance_device:storpath_block_device_written_bytes:rate5m',
+                expr: |||
+                  sum by (%(capacityHostLabelsJoined)s, device) (
+                    rate(node_disk_written_bytes_total[5m])
+                    and on(%(capacityHostLabelsJoined)s, device)
+                    (
+                      storpath_block_device_info
+                      or
+                      storpath_md_raid_disks
+                    )
+                  )
+                ||| % v,
+              },
+              {
+                record: 'instance_device:storpath_block_device_read_bytes:max_rate5m_1h',
+                expr: 'max_over_time(instance_device:storpath_block_device_read_bytes:rate5m[1h])',
+              },
+              {
+                record: 'instance_device:storpath_block_device_read_bytes:peak_rate5m',
+                expr: 'max_over_time(instance_device:storpath_block_device_read_bytes:max_rate5m_1h[%(capacityPeakWindow)s])' % v,
+              },
+              {
+                record: 'instance_device:storpath_pcie_expected_link_bandwidth_bytes_per_second:max',
+                expr: |||
+                  max by (%(capacityHostLabelsJoined)s, device) (
+                    storpath_block_device_info
+                    * on(%(targetLabelsJoined)s, address) group_left()
+                    storpath_pcie_expected_link_bandwidth_bytes_per_second
+                  )
+                ||| % v,
+              },
+              {
+                record: 'instance_device:storpath_block_device_read_peak:link_ratio',
+                expr: 'instance_device:storpath_block_device_read_bytes:peak_rate5m / on(%(capacityHostLabelsJoined)s, device) (instance_device:storpath_pcie_expected_link_bandwidth_bytes_per_second:max > 0)' % v,
+              },
+              {
+                record: 'model:storpath_nvme_read_bytes:avg_rate5m',
+                expr: |||
+                  avg by (model) (
+                    instance_device:storpath_block_device_read_bytes:rate5m
+                    * on(%(capacityHostLabelsJoined)s, device) group_left(model)
+                    max by (%(capacityHostLabelsJoined)s, device, model) (
+                      storpath_block_device_info
+                      * on(%(targetLabelsJoined)s, controller) group_left(model)
+                      storpath_nvme_controller_info
+                    )
+                  )
+                ||| % v,
+              },
+              {
+                record: 'zpool:storpath_zfs_pool_capacity:avg5m',
+                expr: 'avg_over_time(zpool:storpath_zfs_pool_capacity:ratio[5m])',
+              },
+              {
+                record: 'zpool:storpath_zfs_pool_capacity:predict_linear',
+                expr: 'predict_linear(zpool:storpath_zfs_pool_capacity:avg5m[%(capacityGrowthWindow)s], %(capacityProjectionHorizonSeconds)s)' % v,
+              },
+              {
+                record: 'zpool:storpath_zfs_pool_capacity_warning:days_left',
+                expr: |||
+                  (%(zfsCapacityWarningRatio)s - zpool:storpath_zfs_pool_capacity:avg5m)
+                  / (deriv(zpool:storpath_zfs_pool_capacity:avg5m[%(capacityGrowthWindow)s]) > 0)
+                  / 86400
+                  > 0
+                ||| % v,
+              },
+              {
+                record: 'zpool:storpath_zfs_pool_capacity_critical:days_left',
+                expr: |||
+                  (%(zfsCapacityCriticalRatio)s - zpool:storpath_zfs_pool_capacity:avg5m)
+                  / (deriv(zpool:storpath_zfs_pool_capacity:avg5m[%(capacityGrowthWindow)s]) > 0)
+                  / 86400
+                  > 0
+                ||| % v,
               },
             ],
           },
