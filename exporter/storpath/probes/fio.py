@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from storpath.probes.config import Profile
+from storpath.probes.profiles import Profile
 
 # fio's io_size when no budget limits it: runtime ends the probe long before this.
 _UNLIMITED = 1 << 50
@@ -45,14 +45,25 @@ class FioError(Exception):
         self.io_bytes = io_bytes
 
 
+def escape_filename(path: str) -> str:
+    """A path as fio's `filename` option reads it: ':' separates several files there
+    (/dev/disk/by-path/pci-0000:01:00.0-nvme-1 would be three), and fio reads '\\:' as a
+    ':' that belongs to the name (fio's get_next_name: only a backslash right before a
+    ':' is taken away, so every other backslash stays as it is)."""
+    return path.replace(":", "\\:")
+
+
 def build_command(fio: str, path: str, profile: Profile, runtime: float, io_limit: Optional[int],
                   io_priority: str = "idle", size: Optional[int] = None) -> List[str]:
     """The fio argv. The profile's options come first and storpath's safety options last,
-    so nothing in a profile can override them (profiles are checked at load as well)."""
+    so nothing in a profile can override them (profiles are checked at load as well).
+    `io_limit` is what the whole run may read: fio's io_size counts per job, so each of the
+    profile's numjobs jobs gets its share."""
     options = dict(profile.options)
     # --thread: jobs as threads of one process. Forked job processes call setsid() and
     # would escape the process group a timeout kills.
-    cmd = [fio, "--output-format=json", "--readonly", "--thread", f"--name={profile.name}", f"--filename={path}"]
+    cmd = [fio, "--output-format=json", "--readonly", "--thread", f"--name={profile.name}",
+           f"--filename={escape_filename(path)}"]
     if "ioengine" not in options:
         cmd.append("--ioengine=libaio")
     cmd.extend(f"--{key}={value}" for key, value in profile.options)
@@ -63,7 +74,7 @@ def build_command(fio: str, path: str, profile: Profile, runtime: float, io_limi
     cmd.extend([
         "--direct=1",
         f"--runtime={max(1, int(round(runtime)))}s",
-        f"--io_size={io_limit if io_limit is not None else _UNLIMITED}",
+        f"--io_size={io_limit // profile.jobs if io_limit is not None else _UNLIMITED}",
         f"--prioclass={_PRIO_CLASS[io_priority]}",
         "--prio=7" if io_priority == "best-effort" else "--prio=0",
         "--group_reporting",
