@@ -17,6 +17,7 @@ import time
 import pytest
 
 from storpath.probes import devices
+from storpath.config import ConfigError
 from storpath.probes.config import check
 from storpath.probes.engine import ProbeEngine
 from storpath.roots import Roots
@@ -30,6 +31,12 @@ def probes_config(tmp_path, targets, **settings):
                "state_file": str(tmp_path / "state" / "probes.json"), "targets": targets}
     section.update(settings)
     return check(section)
+
+
+@pytest.fixture(autouse=True)
+def state_directory(tmp_path, monkeypatch):
+    """storpath keeps its state file only inside its state directory ($STATE_DIRECTORY)."""
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path))
 
 
 def alive(pid: int) -> bool:
@@ -254,7 +261,22 @@ def test_file_target_that_is_a_device_node_at_run_time(tmp_path):
     os.symlink("/dev/zero", tmp_path / "probe.dat")  # appeared after the config was loaded
     outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
     assert (outcome.status, outcome.reason) == ("failed", "target_unusable")
-    assert "not a regular file" in outcome.message
+    assert "(really /dev/zero) is under /dev" in outcome.message
+
+
+def test_file_target_whose_folder_became_a_link_into_dev_at_run_time(tmp_path):
+    """The refusal of /dev, /sys and /proc follows symlinked folders, at load and before every probe."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    cfg = probes_config(tmp_path, [{"file": str(folder / "shm-probe"), "profiles": ["seqread"]}])
+    folder.rmdir()
+    os.symlink("/dev/shm", folder)  # a tmpfs under /dev: the probe file would land there
+    outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
+    assert (outcome.status, outcome.reason) == ("failed", "target_unusable")
+    assert "(really /dev/shm/shm-probe) is under /dev" in outcome.message
+    assert not os.path.exists("/dev/shm/shm-probe")
+    with pytest.raises(ConfigError, match=r"really /dev/shm/shm-probe\) is under /dev"):
+        probes_config(tmp_path, [{"file": str(folder / "shm-probe")}])
 
 
 def test_busy_check_skips_devices_missing_from_diskstats(tmp_path):
