@@ -162,23 +162,24 @@ def validate(raw: Optional[Dict[str, Any]], collector_defaults: Dict[str, Dict[s
     return config
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key given twice in one mapping (plain PyYAML keeps
     the last one and silently drops the first)."""
 
     def construct_mapping(self, node, deep=False):
-        seen = {}
+        seen: Dict[Any, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             try:
-                hash(key)
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
             except TypeError:
-                continue  # the base class reports an unhashable key
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found the key {key!r} twice (first {seen[key]})", key_node.start_mark)
-            seen[key] = f"on line {key_node.start_mark.line + 1}"
+                continue  # an unhashable key: the base class reports it
+            if first != key_node.start_mark.line + 1:
+                raise _DuplicateKey(f"the key {key!r} is given twice (lines {first} and {key_node.start_mark.line + 1})")
         return super().construct_mapping(node, deep)
 
 
@@ -186,6 +187,8 @@ def parse_text(text: str, name: str = "<config>") -> Any:
     """The YAML document of a config file; ConfigError naming `name` when it is not one."""
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise ConfigError(f"config file {name}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {name} is not valid YAML: {exc}") from None
     except RecursionError:

@@ -119,7 +119,7 @@ def human_bits_per_second(bps: Optional[float]) -> str:
     return f"{bps / 1e9:g} Gbit/s"
 
 
-_DURATION = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,9})?)(ms|s|m|h|d|w)")
+_DURATION = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,9})?)(ms|s|m|h|d|w)")
 _DURATION_SCALE = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # The longest duration any setting takes: longer is a typo, and a timer that long (or
 # infinite) overflows the thread waits that run the schedule.

@@ -290,3 +290,25 @@ def test_busy_check_skips_devices_missing_from_diskstats(tmp_path):
     engine = ProbeEngine(cfg, Roots(procfs=str(proc)), sleep=lambda s: None)
     assert engine.run_probe(cfg.targets[0], "seqread").status == "ok"
     assert devices.read_diskstats(Roots(procfs=str(proc))) == {}
+
+
+def test_a_file_target_with_colons_in_its_path_is_read_as_one_file(tmp_path, real_fio):
+    """Before: ':' reached fio unescaped, and fio opened `.../pci-0000`, `01` and `00.0-probe` instead."""
+    folder = tmp_path / "by-path"
+    folder.mkdir()
+    target = folder / "pci-0000:01:00.0-probe"
+    cfg = probes_config(tmp_path, [{"file": str(target), "profiles": ["seqread"]}])
+    outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
+    assert outcome.status == "ok", outcome
+    assert outcome.result.io_bytes > 0
+    assert sorted(os.listdir(folder)) == ["pci-0000:01:00.0-probe"]
+
+
+def test_the_budget_holds_for_a_profile_with_many_jobs(tmp_path, real_fio):
+    """Before: fio's io_size is per job, so numjobs 4 read 4 times the budget."""
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["wide"]}], runtime="5s",
+                        io_budget_per_hour="8MiB",
+                        profiles={"wide": {"rw": "read", "bs": "64k", "numjobs": 4, "ioengine": "psync"}})
+    outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "wide")
+    assert outcome.status == "ok", outcome
+    assert 0 < outcome.result.io_bytes <= 8 * MIB

@@ -102,3 +102,17 @@ def test_find_fio(tmp_path):
     script.chmod(0o755)
     assert fio.find_fio(str(script)) == str(script)
     assert fio.find_fio("no-such-fio-binary-here") is None
+
+
+def test_a_path_with_colons_reaches_fio_as_one_file():
+    """':' is fio's file separator: /dev/disk/by-path/pci-0000:01:00.0-nvme-1 made fio open three files."""
+    path = "/dev/disk/by-path/pci-0000:01:00.0-nvme-1"
+    cmd = fio.build_command("fio", path, BUILTIN_PROFILES["seqread"], 5, 1 << 30)
+    assert "--filename=/dev/disk/by-path/pci-0000\\:01\\:00.0-nvme-1" in cmd
+
+
+def test_the_budget_covers_every_job_of_a_run():
+    """fio's io_size counts per job: numjobs 8 read 8 times the budget left."""
+    profile = check_profile("wide", {"rw": "read", "bs": "1M", "numjobs": 8})
+    cmd = fio.build_command("fio", "/dev/nvme0n1", profile, 5, 8 << 30)
+    assert f"--io_size={1 << 30}" in cmd and "--numjobs=8" in cmd
