@@ -34,6 +34,17 @@ def require_tool(name: str, package: str) -> str:
     pytest.skip(message)
 
 
+def require_root(what: str) -> None:
+    """Tests that attach loop devices or build md arrays need root. CI runs as root, so
+    there a missing root is a failure, not a skip that hides a whole tier."""
+    if os.geteuid() == 0:
+        return
+    message = f"{what} needs root"
+    if IN_CI:
+        pytest.fail(f"{message}, and CI must run it: run CI as root")
+    pytest.skip(message)
+
+
 @contextmanager
 def log_records(name: str):
     """Records logged to `name` (and below), at every level, whatever else is configured."""

@@ -21,7 +21,7 @@ from storpath.config import ConfigError
 from storpath.probes.config import check
 from storpath.probes.engine import ProbeEngine
 from storpath.roots import Roots
-from tests.conftest import require_tool
+from tests.conftest import require_root, require_tool
 
 MIB = 1 << 20
 
@@ -98,8 +98,7 @@ def test_file_target_with_real_fio(tmp_path, real_fio):
 
 def test_loop_device_opened_read_only(tmp_path, real_fio):
     losetup = require_tool("losetup", "mount")
-    if os.geteuid() != 0:
-        pytest.skip("attaching a loop device needs root")
+    require_root("attaching a loop device")
     backing = tmp_path / "backing.img"
     with open(backing, "wb") as handle:
         for _ in range(32):
