@@ -21,6 +21,19 @@ from tests.fixtures import machines  # noqa: E402
 
 IN_CI = bool(os.environ.get("CI"))
 
+# Property-based tests (tests/unit/test_properties_*.py): a bounded budget in the quick
+# tier, a deeper search in CI. STORPATH_HYPOTHESIS_PROFILE picks one by hand.
+try:
+    from hypothesis import HealthCheck, settings as hypothesis_settings
+except ImportError:  # hypothesis comes with the test extra; without it those modules fail to import
+    pass
+else:
+    hypothesis_settings.register_profile("quick", max_examples=50, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+    hypothesis_settings.register_profile("ci", max_examples=400, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+    hypothesis_settings.load_profile(os.environ.get("STORPATH_HYPOTHESIS_PROFILE") or ("ci" if IN_CI else "quick"))
+
 
 def require_tool(name: str, package: str) -> str:
     """The path of a tool a test needs. Missing in CI is a failure (CI installs it);

@@ -88,6 +88,13 @@ def check_size(where: str, value: Any, maximum: Optional[int] = None) -> int:
     return size
 
 
+def _finite(number: Any) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an integer beyond any float
+        return False
+
+
 def _check_type(where: str, value: Any, default: Any) -> Any:
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -96,7 +103,7 @@ def _check_type(where: str, value: Any, default: Any) -> Any:
     if isinstance(default, Duration):
         return Duration(check_duration(where, value, _duration_minimum(where, default)), default.minimum)
     if isinstance(default, (int, float)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         return type(default)(value) if isinstance(default, float) else value
     if isinstance(default, str):

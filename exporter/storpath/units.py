@@ -119,6 +119,14 @@ def human_bits_per_second(bps: Optional[float]) -> str:
     return f"{bps / 1e9:g} Gbit/s"
 
 
+def _float(number) -> float:
+    """A YAML number as a float; an integer too large for one (10**400) is infinite."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf if number > 0 else -math.inf
+
+
 _DURATION = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,9})?)(ms|s|m|h|d|w)")
 _DURATION_SCALE = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # The longest duration any setting takes: longer is a typo, and a timer that long (or
@@ -130,7 +138,7 @@ def parse_duration(value) -> float:
     """Prometheus-style durations ('30s', '1h30m', '500ms') or a plain number of seconds;
     finite, 0 to 366 days. Raises ValueError."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        total = float(value)
+        total = _float(value)
     else:
         text = str(value).strip()
         pos, total = 0, 0.0
@@ -186,7 +194,7 @@ def parse_rate(value) -> float:
     """Bytes per second: 7300000000, '7.3GB/s', '7300 MB/s', '6.8GiB/s' (as data sheets write
     them); above 0, at most 1 PB/s. Raises ValueError."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
+        number = _float(value)
     else:
         match = _RATE.match(str(value))
         if not match or (match.group(2) and match.group(2) not in _RATE_SCALE):
