@@ -90,9 +90,13 @@ def parse_int(text, minimum: Optional[int] = None, maximum: Optional[int] = None
     return value
 
 
+# The most NUMA nodes a Linux kernel supports (1 << CONFIG_NODES_SHIFT, at most 10).
+MAX_NUMA_NODES = 1024
+
+
 def parse_numa_node(text: Optional[str]) -> Optional[int]:
     """A device's numa_node: a node number or -1; anything else None."""
-    return parse_int(text, minimum=-1)
+    return parse_int(text, minimum=-1, maximum=MAX_NUMA_NODES - 1)
 
 
 def list_dir(path: str) -> List[str]:
