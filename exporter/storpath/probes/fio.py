@@ -10,6 +10,7 @@ keys such as "50.000000", "99.000000", "99.900000" (completion latency in ns).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -112,17 +113,22 @@ def parse_output(text: str) -> FioResult:
         percentiles = read.get("clat_ns", {}).get("percentile", {})
     except FioError:
         raise
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
         raise FioError("bad_output", f"fio's JSON lacks the read results ({type(exc).__name__}: {exc})") from None
+    if not all(math.isfinite(v) and v >= 0 for v in (bw, iops, runtime)) or written < 0:
+        raise FioError("bad_output", f"fio's JSON has impossible read results (bw_bytes {bw}, iops {iops}, "
+                                     f"runtime {runtime} s, written {written} bytes)")
     if io_bytes <= 0 or runtime <= 0:
         raise FioError("fio_error", "fio read nothing", io_bytes)
     latency = []
     for quantile, key in QUANTILES:
         if key in percentiles:
             try:
-                latency.append((quantile, float(percentiles[key]) / 1e9))
+                seconds = float(percentiles[key]) / 1e9
             except (TypeError, ValueError):
-                pass
+                continue
+            if math.isfinite(seconds) and seconds >= 0:
+                latency.append((quantile, seconds))
     return FioResult(read_bytes_per_second=bw, read_iops=iops, io_bytes=io_bytes, runtime_seconds=runtime,
                      latency_seconds=tuple(latency), written_bytes=written)
 
