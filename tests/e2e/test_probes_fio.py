@@ -267,15 +267,21 @@ def test_file_target_whose_folder_became_a_link_into_dev_at_run_time(tmp_path):
     """The refusal of /dev, /sys and /proc follows symlinked folders, at load and before every probe."""
     folder = tmp_path / "data"
     folder.mkdir()
-    cfg = probes_config(tmp_path, [{"file": str(folder / "shm-probe"), "profiles": ["seqread"]}])
+    name = f"storpath-test-{os.getpid()}-{tmp_path.name}"
+    cfg = probes_config(tmp_path, [{"file": str(folder / name), "profiles": ["seqread"]}])
     folder.rmdir()
     os.symlink("/dev/shm", folder)  # a tmpfs under /dev: the probe file would land there
-    outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
-    assert (outcome.status, outcome.reason) == ("failed", "target_unusable")
-    assert "(really /dev/shm/shm-probe) is under /dev" in outcome.message
-    assert not os.path.exists("/dev/shm/shm-probe")
-    with pytest.raises(ConfigError, match=r"really /dev/shm/shm-probe\) is under /dev"):
-        probes_config(tmp_path, [{"file": str(folder / "shm-probe")}])
+    try:
+        outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
+        assert (outcome.status, outcome.reason) == ("failed", "target_unusable")
+        assert f"(really /dev/shm/{name}) is under /dev" in outcome.message
+        assert not os.path.exists(f"/dev/shm/{name}")
+        with pytest.raises(ConfigError, match=rf"really /dev/shm/{name}\) is under /dev"):
+            probes_config(tmp_path, [{"file": str(folder / name)}])
+    finally:
+        for leftover in (name, f"{name}.storpath-tmp"):
+            if os.path.lexists(f"/dev/shm/{leftover}"):
+                os.unlink(f"/dev/shm/{leftover}")
 
 
 def test_busy_check_skips_devices_missing_from_diskstats(tmp_path):
