@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         from storpath.probes.devices import ensure_file
         ensure_file(os.path.join(tmp, "probe.dat"), 256 << 20)
 
-        with run_exporter([f"--config.file={config}"], tmp) as exporter:
+        with run_exporter([f"--config.file={config}"], tmp, env={"STATE_DIRECTORY": tmp}) as exporter:
             pid = exporter.proc.pid
             phases = {"before": {"lat": [], "cpu": 0.0, "secs": 0.0, "rss": 0},
                       "during": {"lat": [], "cpu": 0.0, "secs": 0.0, "rss": 0}}

@@ -21,6 +21,19 @@ from tests.fixtures import machines  # noqa: E402
 
 IN_CI = bool(os.environ.get("CI"))
 
+# Property-based tests (tests/unit/test_properties_*.py): a bounded budget in the quick
+# tier, a deeper search in CI. STORPATH_HYPOTHESIS_PROFILE picks one by hand.
+try:
+    from hypothesis import HealthCheck, settings as hypothesis_settings
+except ImportError:  # hypothesis comes with the test extra; without it those modules fail to import
+    pass
+else:
+    hypothesis_settings.register_profile("quick", max_examples=50, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+    hypothesis_settings.register_profile("ci", max_examples=400, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+    hypothesis_settings.load_profile(os.environ.get("STORPATH_HYPOTHESIS_PROFILE") or ("ci" if IN_CI else "quick"))
+
 
 def require_tool(name: str, package: str) -> str:
     """The path of a tool a test needs. Missing in CI is a failure (CI installs it);
@@ -31,6 +44,17 @@ def require_tool(name: str, package: str) -> str:
     message = f"{name} not found: install Debian's {package} package (scripts/setup-system does)"
     if IN_CI:
         pytest.fail(message)
+    pytest.skip(message)
+
+
+def require_root(what: str) -> None:
+    """Tests that attach loop devices or build md arrays need root. CI runs as root, so
+    there a missing root is a failure, not a skip that hides a whole tier."""
+    if os.geteuid() == 0:
+        return
+    message = f"{what} needs root"
+    if IN_CI:
+        pytest.fail(f"{message}, and CI must run it: run CI as root")
     pytest.skip(message)
 
 

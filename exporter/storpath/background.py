@@ -3,12 +3,15 @@
 A task runs once at start, then every `interval` seconds (plus a random jitter so a
 fleet does not act at once), and can be asked to run early with `trigger()` (for
 example when a new NVMe namespace appears). A task that raises is logged and runs
-again at its next time: it never stops the exporter.
+again at its next time: it never stops the exporter, and neither does a schedule that
+makes no sense (a NaN, infinite or zero interval): its delay is held between MIN_DELAY
+and MAX_DELAY.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
@@ -17,6 +20,10 @@ from typing import Callable, Dict, List, Optional
 from storpath import log
 
 LOG = log.get("background")
+# No task runs back to back, whatever its interval; none waits longer than the longest
+# duration a setting takes, nor longer than a thread can wait (threading.TIMEOUT_MAX).
+MIN_DELAY = 1.0
+MAX_DELAY = min(366 * 86400.0, threading.TIMEOUT_MAX)
 
 
 class Task:
@@ -50,16 +57,38 @@ class Task:
             self.runs += 1
             self.last_run_end = time.time()
 
+    def next_delay(self) -> float:
+        """Seconds until the next run: interval plus jitter, held between MIN_DELAY and MAX_DELAY."""
+        try:
+            jitter = random.uniform(0, min(self.jitter, MAX_DELAY)) if self.jitter > 0 else 0.0
+            delay = self.interval + jitter
+        except (ArithmeticError, TypeError, ValueError):
+            delay = math.nan
+        if math.isnan(delay):
+            log.once(LOG, logging.ERROR, ("delay", self.name), "background task has no valid interval: runs at the "
+                     "longest", task=self.name, interval=self.interval, jitter=self.jitter)
+            return MAX_DELAY
+        return min(max(delay, MIN_DELAY), MAX_DELAY)
+
+    def _wait(self, delay: float) -> None:
+        if not delay > 0:  # 0, negative or NaN: no wait
+            return
+        self._wake.wait(min(delay, MAX_DELAY))
+        self._wake.clear()
+
     def _loop(self) -> None:
         delay = self.initial_delay
         while not self._stop.is_set():
-            if delay > 0:
-                self._wake.wait(delay)
-                self._wake.clear()
+            try:
+                self._wait(delay)
                 if self._stop.is_set():
                     return
-            self.run_once()
-            delay = self.interval + (random.uniform(0, self.jitter) if self.jitter > 0 else 0)
+                self.run_once()
+                delay = self.next_delay()
+            except Exception as exc:  # the schedule itself failed: log, and never let the thread die
+                log.kv(LOG, logging.ERROR, "background task schedule failed", task=self.name,
+                       err=f"{type(exc).__name__}: {exc}")
+                delay = 60.0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name=f"task-{self.name}", daemon=True)

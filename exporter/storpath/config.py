@@ -17,6 +17,7 @@ message that names the key, so a typo never silently turns a check off.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, Callable, Dict, List, Optional
 
 import yaml
@@ -40,8 +41,58 @@ class ConfigError(ValueError):
     pass
 
 
+# The shortest interval of any background task (a key named `interval` or `*_interval`)
+# a collector does not set its own minimum for: 0 would run the task back to back (an
+# NVMe Identify or a zpool fork without pause).
+INTERVAL_MINIMUM = 10.0
+
+
 class Duration(float):
-    """A config default of this type accepts '30s', '5m', '1h' as well as plain seconds."""
+    """A config default of this type accepts '30s', '5m', '1h' as well as plain seconds
+    (finite, at most 366 days). `minimum`: the shortest value accepted; an interval
+    without one gets INTERVAL_MINIMUM."""
+
+    def __new__(cls, value: float, minimum: Optional[float] = None) -> "Duration":
+        duration = super().__new__(cls, value)
+        duration.minimum = minimum
+        return duration
+
+
+def _duration_minimum(where: str, default: Duration) -> float:
+    if getattr(default, "minimum", None) is not None:
+        return default.minimum
+    return INTERVAL_MINIMUM if where.rsplit(".", 1)[-1].endswith("interval") else 0.0
+
+
+def check_duration(where: str, value: Any, minimum: float = 0.0) -> float:
+    """A duration setting in seconds; ConfigError naming `where` and the minimum."""
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if seconds < minimum:
+        raise ConfigError(f"{where}: must be at least {minimum:g}s, got {value!r}")
+    return seconds
+
+
+def check_size(where: str, value: Any, maximum: Optional[int] = None) -> int:
+    """A size setting in bytes, above 0 and at most `maximum`; ConfigError naming `where`."""
+    try:
+        size = parse_size(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if size <= 0:
+        raise ConfigError(f"{where}: must be above 0, got {value!r}")
+    if maximum is not None and size > maximum:
+        raise ConfigError(f"{where}: must be at most {maximum} bytes, got {value!r}")
+    return size
+
+
+def _finite(number: Any) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an integer beyond any float
+        return False
 
 
 def _check_type(where: str, value: Any, default: Any) -> Any:
@@ -50,12 +101,9 @@ def _check_type(where: str, value: Any, default: Any) -> Any:
             raise ConfigError(f"{where}: expected true or false, got {value!r}")
         return value
     if isinstance(default, Duration):
-        try:
-            return Duration(parse_duration(value))
-        except ValueError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+        return Duration(check_duration(where, value, _duration_minimum(where, default)), default.minimum)
     if isinstance(default, (int, float)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         return type(default)(value) if isinstance(default, float) else value
     if isinstance(default, str):
@@ -121,16 +169,52 @@ def validate(raw: Optional[Dict[str, Any]], collector_defaults: Dict[str, Dict[s
     return config
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain PyYAML keeps
+    the last one and silently drops the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: Dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:
+                continue  # an unhashable key: the base class reports it
+            if first != key_node.start_mark.line + 1:
+                raise _DuplicateKey(f"the key {key!r} is given twice (lines {first} and {key_node.start_mark.line + 1})")
+        return super().construct_mapping(node, deep)
+
+
+def parse_text(text: str, name: str = "<config>") -> Any:
+    """The YAML document of a config file; ConfigError naming `name` when it is not one."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise ConfigError(f"config file {name}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {name} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {name} is not valid YAML: nested too deeply") from None
+
+
 def load_file(path: str) -> Dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text: byte {exc.start} is {raw[exc.start]:#04x}") from None
+    data = parse_text(text, path)
     return data or {}
 
 
-__all__: List[str] = ["ConfigError", "Duration", "DEFAULTS", "DEFAULT_PORT", "SECTION_VALIDATORS", "validate", "load_file",
-                      "parse_duration", "parse_size"]
+__all__: List[str] = ["ConfigError", "Duration", "DEFAULTS", "DEFAULT_PORT", "INTERVAL_MINIMUM", "SECTION_VALIDATORS",
+                      "check_duration", "check_size", "validate", "load_file", "parse_text", "parse_duration", "parse_size"]

@@ -57,29 +57,46 @@ def read_int(path: str, base: int = 10) -> Optional[int]:
     text = read_attr(path)
     if text is None:
         return None
+    if base == 10:
+        return parse_int(text)
     try:
         return int(text, base)
     except ValueError:
         return None
 
 
+# Longest decimal a sysfs attribute prints (a 64-bit counter has 20 digits); longer is garbage.
+_INT_DIGITS = 20
+
+
 def parse_int(text, minimum: Optional[int] = None, maximum: Optional[int] = None) -> Optional[int]:
-    """A decimal integer attribute (str or the raw bytes of a read, whitespace allowed)
-    within [minimum, maximum]; None when absent, unparsable or out of range."""
+    """A decimal integer attribute (str or the raw bytes of a read, whitespace around it
+    allowed) within [minimum, maximum]; None when absent, unparsable or out of range.
+
+    Strict where Python's int() is lenient: ASCII digits only (no '1_6', no '+4', no
+    Unicode digits), at most 20 of them, and a leading '-' only when `minimum` is
+    negative (the caller expects negative values, such as numa_node's -1)."""
     if text is None:
         return None
-    try:
-        value = int(text, 10)
-    except ValueError:
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("ascii", "replace")
+    text = text.strip()
+    digits = text[1:] if text[:1] == "-" and minimum is not None and minimum < 0 else text
+    if not 0 < len(digits) <= _INT_DIGITS or not digits.isascii() or not digits.isdigit():
         return None
+    value = int(text, 10)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         return None
     return value
 
 
+# The most NUMA nodes a Linux kernel supports (1 << CONFIG_NODES_SHIFT, at most 10).
+MAX_NUMA_NODES = 1024
+
+
 def parse_numa_node(text: Optional[str]) -> Optional[int]:
     """A device's numa_node: a node number or -1; anything else None."""
-    return parse_int(text, minimum=-1)
+    return parse_int(text, minimum=-1, maximum=MAX_NUMA_NODES - 1)
 
 
 def list_dir(path: str) -> List[str]:

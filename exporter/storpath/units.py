@@ -9,15 +9,21 @@ drivers/ata/libata-transport.c ("1.5 Gbps", "3.0 Gbps", "6.0 Gbps", "<unknown>")
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Optional, Tuple
 
-_GTS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s\b")
-_GBIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gbit\b")
-_GBPS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gbps\b")
+from storpath.sysfs import parse_int
+
+# [0-9], not \d: \d also matches other scripts' digits, which float() reads as numbers.
+_GTS = re.compile(r"^\s*([0-9]{1,3}(?:\.[0-9]{1,3})?)\s*GT/s\b")
+_GBIT = re.compile(r"^\s*([0-9]{1,3}(?:\.[0-9]{1,3})?)\s*Gbit\b")
+_GBPS = re.compile(r"^\s*([0-9]{1,3}(?:\.[0-9]{1,3})?)\s*Gbps\b")
 
 # The valid PCIe link widths; anything else (0 for "no link" excepted) is a broken read.
 PCIE_WIDTHS = frozenset({1, 2, 4, 8, 12, 16, 32})
+# Transfer rates of the PCIe generations 1 to 7, the only values the kernel prints.
+PCIE_SPEEDS = frozenset({2.5e9, 5e9, 8e9, 16e9, 32e9, 64e9, 128e9})
 
 
 def parse_pcie_speed(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
@@ -28,8 +34,8 @@ def parse_pcie_speed(text: Optional[str]) -> Tuple[Optional[float], Optional[str
     if not match:
         return None, f"unrecognised link speed {text!r}"
     value = float(match.group(1)) * 1e9
-    if value <= 0:
-        return None, f"unrecognised link speed {text!r}"
+    if value not in PCIE_SPEEDS:
+        return None, f"implausible link speed {text!r} (not a PCIe generation's rate)"
     return value, None
 
 
@@ -38,9 +44,9 @@ def parse_pcie_width(text: Optional[str], allow_zero: bool) -> Tuple[Optional[in
     only); 255 is what a read of an all-ones config space (a vanished device) gives."""
     if text is None:
         return None, "missing"
-    try:
-        value = int(text.strip().lstrip("x"), 10)
-    except ValueError:
+    stripped = text.strip()
+    value = parse_int(stripped[1:] if stripped.startswith("x") else stripped)
+    if value is None:
         return None, f"unrecognised link width {text!r}"
     if value == 0 and allow_zero:
         return 0, None
@@ -113,38 +119,89 @@ def human_bits_per_second(bps: Optional[float]) -> str:
     return f"{bps / 1e9:g} Gbit/s"
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+def _float(number) -> float:
+    """A YAML number as a float; an integer too large for one (10**400) is infinite."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf if number > 0 else -math.inf
+
+
+_DURATION = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,9})?)(ms|s|m|h|d|w)")
 _DURATION_SCALE = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# The longest duration any setting takes: longer is a typo, and a timer that long (or
+# infinite) overflows the thread waits that run the schedule.
+MAX_DURATION = 366 * 86400.0
 
 
 def parse_duration(value) -> float:
-    """Prometheus-style durations ('30s', '1h30m', '500ms') or a plain number of seconds."""
+    """Prometheus-style durations ('30s', '1h30m', '500ms') or a plain number of seconds;
+    finite, 0 to 366 days. Raises ValueError."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError(f"negative duration {value}")
-        return float(value)
-    text = str(value).strip()
-    pos, total = 0, 0.0
-    for match in _DURATION.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _DURATION_SCALE[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or not text:
-        raise ValueError(f"invalid duration {value!r} (expected e.g. 30s, 5m, 1h)")
+        total = _float(value)
+    else:
+        text = str(value).strip()
+        pos, total = 0, 0.0
+        for match in _DURATION.finditer(text):
+            if match.start() != pos:
+                break
+            total += float(match.group(1)) * _DURATION_SCALE[match.group(2)]
+            pos = match.end()
+        if pos != len(text) or not text:
+            raise ValueError(f"invalid duration {value!r} (expected e.g. 30s, 5m, 1h)")
+    if not math.isfinite(total):
+        raise ValueError(f"invalid duration {value!r}: not a finite number")
+    if total < 0:
+        raise ValueError(f"negative duration {value!r}")
+    if total > MAX_DURATION:
+        raise ValueError(f"duration {value!r} is longer than 366 days")
     return total
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]i?B?|B)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,9})?)\s*([KMGTP]i?B?|B)?\s*$", re.IGNORECASE)
+# The largest size any setting takes (1 EiB): larger is a typo.
+MAX_SIZE = 1 << 60
 
 
 def parse_size(value) -> int:
-    """Byte sizes: 4096, '4KiB', '1GiB', '10G' (binary multiples, as fio and dd read them)."""
+    """Byte sizes: 4096, '4KiB', '1GiB', '10G' (binary multiples, as fio and dd read them),
+    up to 1 EiB. Raises ValueError."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    match = _SIZE.match(str(value))
-    if not match:
-        raise ValueError(f"invalid size {value!r} (expected e.g. 4096, 64MiB, 1GiB)")
-    number, unit = float(match.group(1)), (match.group(2) or "B").upper()
-    scale = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}[unit[0]]
-    return int(number * scale)
+        size = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise ValueError(f"invalid size {value!r} (expected e.g. 4096, 64MiB, 1GiB)")
+        number, unit = float(match.group(1)), (match.group(2) or "B").upper()
+        scale = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}[unit[0]]
+        if number * scale > MAX_SIZE:
+            raise ValueError(f"size {value!r} is larger than 1 EiB")
+        size = int(number * scale)
+    if size > MAX_SIZE:
+        raise ValueError(f"size {value!r} is larger than 1 EiB")
+    return size
+
+
+_RATE = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,9})?(?:[eE][0-9]{1,2})?)\s*([kKMGT]i?B/s|[kKMGT]B/s|B/s)?\s*$")
+_RATE_SCALE = {"B/s": 1, "kB/s": 1e3, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
+               "KiB/s": 1 << 10, "kiB/s": 1 << 10, "MiB/s": 1 << 20, "GiB/s": 1 << 30, "TiB/s": 1 << 40}
+# The highest throughput a setting takes (1 PB/s): far above any host's storage, so
+# anything higher is a typo.
+MAX_RATE = 1e15
+
+
+def parse_rate(value) -> float:
+    """Bytes per second: 7300000000, '7.3GB/s', '7300 MB/s', '6.8GiB/s' (as data sheets write
+    them); above 0, at most 1 PB/s. Raises ValueError."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = _float(value)
+    else:
+        match = _RATE.match(str(value))
+        if not match or (match.group(2) and match.group(2) not in _RATE_SCALE):
+            raise ValueError(f"invalid throughput {value!r} (expected e.g. 7.3GB/s, 3500MB/s or bytes per second)")
+        number = float(match.group(1)) * _RATE_SCALE[match.group(2) or "B/s"]
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"throughput must be above 0, got {value!r}")
+    if number > MAX_RATE:
+        raise ValueError(f"throughput {value!r} is above 1 PB/s")
+    return number

@@ -21,6 +21,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Dict, List
 
+from unittest import mock
+
 import pytest
 import yaml
 
@@ -142,7 +144,8 @@ def fleet_prometheus(tmp_path_factory, machine_tree):
                     "targets": [{"file": str(work / "probe-target"), "profiles": ["seqread"],
                                  "expected_read_bytes_per_second": "2GB/s"}]}}))
                 extra.append(f"--config.file={config}")
-            svc = backend.host_exporter(Path(root) / "sys", Path(root) / "proc", extra_args=extra)
+            with mock.patch.dict(os.environ, {"STATE_DIRECTORY": str(work)}):  # where the state file may be
+                svc = backend.host_exporter(Path(root) / "sys", Path(root) / "proc", extra_args=extra)
             jobs_storpath.append({"targets": [f"127.0.0.1:{svc.port}"], "labels": {"instance": instance}})
             node = backend.node_exporter([f"--path.procfs={root}/proc", f"--path.sysfs={root}/sys",
                                           "--collector.disable-defaults", "--collector.diskstats"])

@@ -198,7 +198,7 @@ def test_probe_runs_fio_with_progress_and_flags_a_slow_target(as_json, machine_t
     config.write_text(
         "probes:\n"
         "  runtime: 1s\n"
-        f"  state_file: {tmp_path}/state/probes.json\n"
+        "  state_file: probes.json\n"
         "  busy_threshold: null\n"
         "  targets:\n"
         f"    - file: {tmp_path}/probe.dat\n"
@@ -208,7 +208,7 @@ def test_probe_runs_fio_with_progress_and_flags_a_slow_target(as_json, machine_t
         # No file can be read this fast: the probe must come out far below it.
         "      expected_read_bytes_per_second: 100000GB/s\n")
     args = ["check", f"--config.file={config}", "--probe", *paths(machine_tree("supermicro-x10dri-hyperm2", "healthy"))]
-    result = storpath(*args, *(["--json"] if as_json else []))
+    result = storpath(*args, *(["--json"] if as_json else []), env={"STATE_DIRECTORY": str(tmp_path / "state")})
     assert "Traceback" not in result.stderr, result.stderr
     assert "probing scratch seqread" in result.stderr or "[1/1] scratch seqread" in result.stderr
     assert result.returncode == 1, result.stdout + result.stderr
@@ -221,3 +221,17 @@ def test_probe_runs_fio_with_progress_and_flags_a_slow_target(as_json, machine_t
         assert "probes (read-only fio, run now):" in result.stdout
         assert re.search(r"scratch seqread: [\d.]+ [kMG]B/s of 1e\+05 GB/s expected \(0%\)", result.stdout), result.stdout
         assert "WARNING   seqread read" in result.stdout
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_reader_that_stops_early_ends_check_quietly(as_json, machine_tree):
+    """`storpath check --json | head`: the reader is gone before check writes; it stops
+    like other command-line tools, with no BrokenPipeError traceback."""
+    full = dict(os.environ, **ENV)
+    args = [sys.executable, "-m", "storpath", "check", *(["--json"] if as_json else []),
+            *paths(machine_tree("intel-r2224wft-switches", "uplink-x4"))]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full)
+    proc.stdout.close()  # nobody reads: every write of check meets a closed pipe
+    _, err = proc.communicate(timeout=120)
+    assert err.decode() == "", err.decode()
+    assert proc.returncode == 2  # the verdict of the machine, as if the report had been read

@@ -3,7 +3,8 @@ compared with the checked-in golden exposition.
 
 Regenerate the golden files after an intended change with
     STORPATH_UPDATE_GOLDEN=1 python -m pytest tests/e2e/test_golden.py
-(or `make golden`) and review the diff like code.
+(or `make golden`) and review the diff like code. Only the value 1 updates, and never
+under CI: a CI run that rewrote its goldens would pass whatever the exporter serves.
 """
 
 from __future__ import annotations
@@ -18,7 +19,18 @@ from tests.conftest import require_tool
 from tests.fixtures import machines
 
 CASES = machines.all_cases()
-UPDATE = bool(os.environ.get("STORPATH_UPDATE_GOLDEN"))
+
+
+def update_mode(environ) -> bool:
+    """Whether this run rewrites the goldens: STORPATH_UPDATE_GOLDEN=1, and not under CI."""
+    if environ.get("STORPATH_UPDATE_GOLDEN", "") != "1":
+        return False
+    if environ.get("CI"):
+        raise RuntimeError("STORPATH_UPDATE_GOLDEN=1 under CI: goldens are compared in CI, never rewritten")
+    return True
+
+
+UPDATE = update_mode(os.environ)
 
 # Values that differ from run to run: durations and the Python version.
 _VOLATILE = [
@@ -41,14 +53,32 @@ def test_exposition_matches_golden(name, variant, exporter_on):
         log = exporter.log()
     assert 'storpath_scrape_collector_success{collector="pcie"} 1.0' in text, log
     golden = machines.load(name).golden(variant)
-    if UPDATE:
+    expected = None
+    if os.path.exists(golden):
+        with open(golden) as handle:
+            expected = handle.read()
+    if UPDATE and text != expected:
         os.makedirs(os.path.dirname(golden), exist_ok=True)
         with open(golden, "w") as handle:
             handle.write(text)
-    assert os.path.exists(golden), f"no golden file {golden}: run `make golden` and review it"
-    with open(golden) as handle:
-        expected = handle.read()
+        pytest.skip(f"{golden} {'written' if expected is None else 'rewritten'}: review the diff")
+    assert expected is not None, f"no golden file {golden}: run `make golden` and review it"
     assert text == expected, f"exposition of {name}:{variant} differs from {golden}; run `make golden` if intended"
+
+
+@pytest.mark.parametrize("environ,update", [
+    ({}, False), ({"STORPATH_UPDATE_GOLDEN": "0"}, False), ({"STORPATH_UPDATE_GOLDEN": ""}, False),
+    ({"STORPATH_UPDATE_GOLDEN": "no"}, False), ({"STORPATH_UPDATE_GOLDEN": "1"}, True),
+])
+def test_only_the_value_1_updates_goldens(environ, update):
+    """Before: any non-empty value, 0 included, rewrote every golden."""
+    assert update_mode(environ) is update
+
+
+def test_goldens_are_never_rewritten_under_ci():
+    with pytest.raises(RuntimeError, match="never rewritten"):
+        update_mode({"STORPATH_UPDATE_GOLDEN": "1", "CI": "true"})
+    assert update_mode({"STORPATH_UPDATE_GOLDEN": "0", "CI": "true"}) is False
 
 
 @pytest.mark.promtool

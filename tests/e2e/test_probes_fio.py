@@ -17,10 +17,11 @@ import time
 import pytest
 
 from storpath.probes import devices
+from storpath.config import ConfigError
 from storpath.probes.config import check
 from storpath.probes.engine import ProbeEngine
 from storpath.roots import Roots
-from tests.conftest import require_tool
+from tests.conftest import require_root, require_tool
 
 MIB = 1 << 20
 
@@ -30,6 +31,12 @@ def probes_config(tmp_path, targets, **settings):
                "state_file": str(tmp_path / "state" / "probes.json"), "targets": targets}
     section.update(settings)
     return check(section)
+
+
+@pytest.fixture(autouse=True)
+def state_directory(tmp_path, monkeypatch):
+    """storpath keeps its state file only inside its state directory ($STATE_DIRECTORY)."""
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path))
 
 
 def alive(pid: int) -> bool:
@@ -91,8 +98,7 @@ def test_file_target_with_real_fio(tmp_path, real_fio):
 
 def test_loop_device_opened_read_only(tmp_path, real_fio):
     losetup = require_tool("losetup", "mount")
-    if os.geteuid() != 0:
-        pytest.skip("attaching a loop device needs root")
+    require_root("attaching a loop device")
     backing = tmp_path / "backing.img"
     with open(backing, "wb") as handle:
         for _ in range(32):
@@ -254,7 +260,28 @@ def test_file_target_that_is_a_device_node_at_run_time(tmp_path):
     os.symlink("/dev/zero", tmp_path / "probe.dat")  # appeared after the config was loaded
     outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
     assert (outcome.status, outcome.reason) == ("failed", "target_unusable")
-    assert "not a regular file" in outcome.message
+    assert "(really /dev/zero) is under /dev" in outcome.message
+
+
+def test_file_target_whose_folder_became_a_link_into_dev_at_run_time(tmp_path):
+    """The refusal of /dev, /sys and /proc follows symlinked folders, at load and before every probe."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    name = f"storpath-test-{os.getpid()}-{tmp_path.name}"
+    cfg = probes_config(tmp_path, [{"file": str(folder / name), "profiles": ["seqread"]}])
+    folder.rmdir()
+    os.symlink("/dev/shm", folder)  # a tmpfs under /dev: the probe file would land there
+    try:
+        outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
+        assert (outcome.status, outcome.reason) == ("failed", "target_unusable")
+        assert f"(really /dev/shm/{name}) is under /dev" in outcome.message
+        assert not os.path.exists(f"/dev/shm/{name}")
+        with pytest.raises(ConfigError, match=rf"really /dev/shm/{name}\) is under /dev"):
+            probes_config(tmp_path, [{"file": str(folder / name)}])
+    finally:
+        for leftover in (name, f"{name}.storpath-tmp"):
+            if os.path.lexists(f"/dev/shm/{leftover}"):
+                os.unlink(f"/dev/shm/{leftover}")
 
 
 def test_busy_check_skips_devices_missing_from_diskstats(tmp_path):
@@ -268,3 +295,25 @@ def test_busy_check_skips_devices_missing_from_diskstats(tmp_path):
     engine = ProbeEngine(cfg, Roots(procfs=str(proc)), sleep=lambda s: None)
     assert engine.run_probe(cfg.targets[0], "seqread").status == "ok"
     assert devices.read_diskstats(Roots(procfs=str(proc))) == {}
+
+
+def test_a_file_target_with_colons_in_its_path_is_read_as_one_file(tmp_path, real_fio):
+    """Before: ':' reached fio unescaped, and fio opened `.../pci-0000`, `01` and `00.0-probe` instead."""
+    folder = tmp_path / "by-path"
+    folder.mkdir()
+    target = folder / "pci-0000:01:00.0-probe"
+    cfg = probes_config(tmp_path, [{"file": str(target), "profiles": ["seqread"]}])
+    outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
+    assert outcome.status == "ok", outcome
+    assert outcome.result.io_bytes > 0
+    assert sorted(os.listdir(folder)) == ["pci-0000:01:00.0-probe"]
+
+
+def test_the_budget_holds_for_a_profile_with_many_jobs(tmp_path, real_fio):
+    """Before: fio's io_size is per job, so numjobs 4 read 4 times the budget."""
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["wide"]}], runtime="5s",
+                        io_budget_per_hour="8MiB",
+                        profiles={"wide": {"rw": "read", "bs": "64k", "numjobs": 4, "ioengine": "psync"}})
+    outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "wide")
+    assert outcome.status == "ok", outcome
+    assert 0 < outcome.result.io_bytes <= 8 * MIB

@@ -23,6 +23,12 @@ from tests.processes import fio_children
 GEN4_X4 = 16e9 * 128 / 130 / 8 * 4
 
 
+@pytest.fixture(autouse=True)
+def state_directory(tmp_path, monkeypatch):
+    """storpath keeps its state file only inside its state directory ($STATE_DIRECTORY)."""
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path))
+
+
 def write_config(tmp_path, probes, name="storpath.yml") -> str:
     path = tmp_path / name
     path.write_text(yaml.safe_dump({"probes": probes}))

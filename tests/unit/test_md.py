@@ -19,6 +19,7 @@ from storpath.exporter import make_registry
 from storpath.readers.md import (parse_first_int, parse_mdstat, parse_member_state, parse_slot, parse_sync_completed,
                                  read_md_arrays)
 from storpath.roots import Roots
+from tests.conftest import require_root, require_tool
 from tests.fixtures import machines
 from tests.fixtures.builders_md import mdstat_text
 
@@ -296,8 +297,6 @@ def test_collector_on_machine_without_md():
 # ---- live: a real md array on loop devices -------------------------------------------------
 
 def _md_unavailable():
-    if os.geteuid() != 0:
-        return "needs root to create loop devices and md arrays"
     if not (os.path.exists("/proc/mdstat") or os.path.isdir("/sys/module/md_mod")):
         modprobe = shutil.which("modprobe")
         if modprobe:
@@ -305,13 +304,13 @@ def _md_unavailable():
         if not os.path.exists("/proc/mdstat"):
             return ("this kernel has no md driver (no /proc/mdstat, md_mod not loadable); the real-kernel md "
                     "formats are covered by tests/unit/data/md_lab_6.1.txt, captured under QEMU (tests/lab)")
-    for tool in ("mdadm", "losetup"):
-        if not shutil.which(tool):
-            return f"{tool} not installed"
     return None
 
 
 def test_live_md_array_on_loop_devices(tmp_path):
+    require_root("creating loop devices and md arrays")
+    require_tool("mdadm", "mdadm")
+    require_tool("losetup", "mount")
     reason = _md_unavailable()
     if reason:
         pytest.skip(reason)

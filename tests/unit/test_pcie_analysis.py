@@ -106,3 +106,47 @@ def test_narrow_uplink_limits_the_path(b):
     drive = _analyse(b)["0000:03:00.0"]
     assert drive.bottleneck == "0000:01:00.0"
     assert drive.bottleneck_bandwidth == pytest.approx(0.9846e9, rel=1e-3)
+
+
+# ---- one end's capability unreadable -----------------------------------------------------
+# The expectation is then the readable end's capability: a link never trains above either
+# end, so it is the best knowledge there is. The usual cause is a kernel that prints
+# "Unknown" for a generation newer than itself, i.e. for the faster end; and a link running
+# below the one capability storpath can read is running slow, whatever the other end is.
+# "No expectation" would hide exactly that. These tests fail if `_min` changes its mind.
+
+def _unreadable(b, address, attribute, text="Unknown"):
+    b.write(f"{b.nodes[address].path}/{attribute}", text)
+
+
+@pytest.mark.parametrize("unreadable_end", ["0000:00:01.0", "0000:01:00.0"])
+def test_unreadable_speed_on_one_end_expects_the_other_ends_capability(b, unreadable_end):
+    b.root_port(b.host, "0000:00:01.0", speed=16.0, width=4)
+    _drive(b, "0000:00:01.0", "0000:01:00.0", 16.0, 4, cur_speed=8.0)
+    _unreadable(b, unreadable_end, "max_link_speed")
+    links = _analyse(b)
+    for end in ("0000:00:01.0", "0000:01:00.0"):
+        assert links[end].expected_speed == 16e9, end
+    drive = links["0000:01:00.0"]
+    assert drive.speed_below_expected  # 8 GT/s below the 16 GT/s one end is known to do
+    assert drive.expected_bandwidth == pytest.approx(7.877e9, rel=1e-3)
+
+
+@pytest.mark.parametrize("unreadable_end", ["0000:00:01.0", "0000:01:00.0"])
+def test_unreadable_width_on_one_end_expects_the_other_ends_capability(b, unreadable_end):
+    b.root_port(b.host, "0000:00:01.0", speed=16.0, width=4)
+    _drive(b, "0000:00:01.0", "0000:01:00.0", 16.0, 4, cur_width=2)
+    _unreadable(b, unreadable_end, "max_link_width", "garbage")
+    links = _analyse(b)
+    assert links["0000:00:01.0"].expected_width == links["0000:01:00.0"].expected_width == 4
+    assert links["0000:01:00.0"].width_below_expected
+
+
+def test_unreadable_capability_on_both_ends_expects_nothing(b):
+    b.root_port(b.host, "0000:00:01.0", speed=16.0, width=4)
+    _drive(b, "0000:00:01.0", "0000:01:00.0", 16.0, 4, cur_speed=8.0)
+    for end in ("0000:00:01.0", "0000:01:00.0"):
+        _unreadable(b, end, "max_link_speed")
+    drive = _analyse(b)["0000:01:00.0"]
+    assert drive.expected_speed is None and drive.expected_bandwidth is None
+    assert not drive.speed_below_expected and not drive.placement_speed_limited

@@ -144,7 +144,7 @@ def test_a_file_target_is_never_a_device_node(tmp_path):
         load({"targets": [{"file": "/dev/nvme0n1"}]})
     link = tmp_path / "innocent-name"
     link.symlink_to("/dev/null")
-    with pytest.raises(ConfigError, match="exists and is not a regular file"):
+    with pytest.raises(ConfigError, match=r"innocent-name \(really /dev/null\) is under /dev"):
         load({"targets": [{"file": str(link)}]})
     folder = tmp_path / "folder"
     folder.mkdir()
@@ -179,3 +179,60 @@ def test_default_state_file_follows_systemd_state_directory(monkeypatch):
     assert probes_config.default_state_file() == "/var/lib/storpath/probes.json"
     monkeypatch.delenv("STATE_DIRECTORY")
     assert probes_config.default_state_file() == os.path.join("/var/lib/storpath", "probes.json")
+
+
+@pytest.mark.parametrize("value", ["/etc/passwd", "/tmp/probes.json", "../probes.json", "sub/../../x.json"])
+def test_the_state_file_is_only_inside_the_state_directory(tmp_path, monkeypatch, value):
+    """Before: probes.state_file pointed at any existing file replaced it with JSON."""
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
+    with pytest.raises(ConfigError, match=r"probes\.state_file: .* is outside storpath's state directory"):
+        load({"state_file": value})
+
+
+def test_the_state_directory_is_judged_on_its_real_path(tmp_path, monkeypatch):
+    (tmp_path / "state").mkdir()
+    os.symlink("/etc", tmp_path / "state" / "etc")
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
+    with pytest.raises(ConfigError, match="outside storpath's state directory"):
+        load({"state_file": "etc/passwd"})
+    assert load({"state_file": "probes.json"}).state_file == str(tmp_path / "state" / "probes.json")
+    assert load({"state_file": str(tmp_path / "state" / "p.json")}).state_file == str(tmp_path / "state" / "p.json")
+
+
+@pytest.mark.parametrize("section", [{"file_size": "1TiB"}, {"targets": [{"file": "/srv/p", "file_size": "65GiB"}]}])
+def test_file_size_has_an_upper_bound(section):
+    """Before: no bound (a tmpfs filled to ENOSPC)."""
+    with pytest.raises(ConfigError, match=r"file_size: must be at most 68719476736 bytes"):
+        load(section)
+
+
+@pytest.mark.parametrize("path", ["/sys/kernel/x", "/proc/self/x", "/dev/shm/probe"])
+def test_file_targets_under_pseudo_filesystems_are_refused(path):
+    with pytest.raises(ConfigError, match="is under /dev, /sys or /proc"):
+        load({"targets": [{"file": path}]})
+
+
+def test_a_symlinked_folder_does_not_walk_around_the_refusal(tmp_path):
+    """Before: a text-prefix check; /srv/x -> /dev made /srv/x/probe a file under /dev."""
+    os.symlink("/dev", tmp_path / "innocent")
+    with pytest.raises(ConfigError, match=r"innocent/probe \(really /dev/probe\) is under /dev"):
+        load({"targets": [{"file": str(tmp_path / "innocent" / "probe")}]})
+
+
+@pytest.mark.parametrize("path", ["/srv/probe ", "/srv/pro\nbe", "/srv/\x00"])
+def test_paths_fio_cannot_be_given_are_refused(path):
+    with pytest.raises(ConfigError, match="ends in a blank or holds a control character"):
+        load({"targets": [{"file": path}]})
+
+
+@pytest.mark.parametrize("value", [".nan", "1e999GB/s", float("nan"), float("inf"), "2PB/s", 1e16])
+def test_expected_throughput_is_finite_and_bounded(value):
+    with pytest.raises(ConfigError, match="expected_read_bytes_per_second"):
+        load({"targets": [{"device": "/dev/sda", "expected_read_bytes_per_second": value}]})
+
+
+@pytest.mark.parametrize("options", [{"rw": "read", "numjobs": "\u0663"}, {"rw": "read", "iodepth": "\u0661\u0666"},
+                                     {"rw": "read", "bs": "\u0664k"}])
+def test_profile_numbers_are_ascii_digits(options):
+    with pytest.raises(ConfigError, match="expected"):
+        load({"profiles": {"mine": options}})

@@ -66,7 +66,12 @@ def test_resolve_refuses_a_device_node_or_link_as_file(tmp_path):
     link = tmp_path / "probe.dat"
     link.symlink_to("/dev/null")
     resolved = devices.resolve(Roots(), "file", str(link))
-    assert "not a regular file" in resolved.problem
+    assert "(really /dev/null) is under /dev" in resolved.problem
+    elsewhere = tmp_path / "elsewhere.dat"
+    elsewhere.write_bytes(b"x")
+    other = tmp_path / "other.dat"
+    other.symlink_to(elsewhere)
+    assert "not a regular file" in devices.resolve(Roots(), "file", str(other)).problem
 
 
 def test_resolve_a_device_target_that_is_not_a_block_device(tmp_path):
@@ -102,4 +107,4 @@ def test_ensure_file_refuses_what_is_not_a_regular_file(tmp_path):
     empty = tmp_path / "empty.dat"
     empty.write_bytes(b"")
     assert "empty" in devices.ensure_file(str(empty), 1 << 20)[1]
-    assert "cannot create" in devices.ensure_file(str(tmp_path / "no" / "dir" / "x"), 1 << 20)[1]
+    assert "cannot reach" in devices.ensure_file(str(tmp_path / "no" / "dir" / "x"), 1 << 20)[1]

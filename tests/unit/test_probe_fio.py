@@ -102,3 +102,40 @@ def test_find_fio(tmp_path):
     script.chmod(0o755)
     assert fio.find_fio(str(script)) == str(script)
     assert fio.find_fio("no-such-fio-binary-here") is None
+
+
+def test_a_path_with_colons_reaches_fio_as_one_file():
+    """':' is fio's file separator: /dev/disk/by-path/pci-0000:01:00.0-nvme-1 made fio open three files."""
+    path = "/dev/disk/by-path/pci-0000:01:00.0-nvme-1"
+    cmd = fio.build_command("fio", path, BUILTIN_PROFILES["seqread"], 5, 1 << 30)
+    assert "--filename=/dev/disk/by-path/pci-0000\\:01\\:00.0-nvme-1" in cmd
+
+
+def test_the_budget_covers_every_job_of_a_run():
+    """fio's io_size counts per job: numjobs 8 read 8 times the budget left."""
+    profile = check_profile("wide", {"rw": "read", "bs": "1M", "numjobs": 8})
+    cmd = fio.build_command("fio", "/dev/nvme0n1", profile, 5, 8 << 30)
+    assert f"--io_size={1 << 30}" in cmd and "--numjobs=8" in cmd
+
+
+@pytest.mark.parametrize("read,error", [
+    ({"io_bytes": 1e400, "bw_bytes": 1, "iops": 1, "runtime": 1000}, 0),
+    ({"io_bytes": 1, "bw_bytes": 1, "iops": 1, "runtime": 1000}, 1e400),
+    ({"io_bytes": 10, "bw_bytes": -5, "iops": 1, "runtime": 1000}, 0),
+    ({"io_bytes": 10, "bw_bytes": 5, "iops": float("nan"), "runtime": 1000}, 0),
+    ({"io_bytes": 10, "bw_bytes": 5, "iops": 1, "runtime": float("inf")}, 0),
+])
+def test_impossible_numbers_in_fios_json_are_bad_output(read, error):
+    """Found by the property tests: 1e400 raised OverflowError, a negative or NaN rate was a result."""
+    text = json.dumps({"jobs": [{"error": error, "read": read}]}).replace("Infinity", "1e400")
+    with pytest.raises(fio.FioError) as caught:
+        fio.parse_output(text)
+    assert caught.value.reason == "bad_output"
+
+
+def test_a_negative_or_nan_latency_is_left_out():
+    text = json.dumps({"jobs": [{"error": 0, "read": {"io_bytes": 10, "bw_bytes": 5, "iops": 1, "runtime": 1000,
+                                                       "clat_ns": {"percentile": {"50.000000": -1,
+                                                                                  "99.000000": float("nan"),
+                                                                                  "99.900000": 3000}}}}]})
+    assert fio.parse_output(text).latency_seconds == (("0.999", 3e-6),)

@@ -70,3 +70,44 @@ def test_unwritable_folder_is_reported_not_raised(tmp_path):
     blocker.write_text("")
     problem = state.save(str(blocker / "probes.json"), _state())
     assert problem is not None and str(blocker) in problem
+
+
+@pytest.mark.parametrize("content", [b"root:x:0:0:root:/root:/bin/bash\n", b'{"version": 2}', b"\xff\xfe"])
+def test_a_file_that_is_not_a_state_file_is_never_replaced(tmp_path, content):
+    """Before: probes.state_file pointed at any existing file replaced it with JSON."""
+    path = tmp_path / "passwd"
+    path.write_bytes(content)
+    problem = state.save(str(path), _state())
+    assert "is not a storpath probe state file: left alone" in problem
+    assert path.read_bytes() == content
+    assert not [p for p in os.listdir(tmp_path) if p != "passwd"]  # no temporary file left either
+
+
+def test_a_state_file_is_replaced_and_so_is_an_empty_file(tmp_path):
+    path = tmp_path / "probes.json"
+    path.write_bytes(b"")
+    assert state.save(str(path), _state()) is None
+    assert state.save(str(path), state.ProbeState()) is None
+    assert state.load(str(path)).records == {}
+
+
+def test_a_state_path_that_is_a_folder_or_a_link_to_a_device_is_left_alone(tmp_path):
+    (tmp_path / "dir").mkdir()
+    assert "not a regular file" in state.save(str(tmp_path / "dir"), _state())
+    os.symlink("/dev/null", tmp_path / "link")
+    assert "not a regular file" in state.save(str(tmp_path / "link"), _state())
+    assert os.path.islink(tmp_path / "link")
+
+
+@pytest.mark.parametrize("text", ['{"version": 1, "io": {"md0": [[1, 1e400]]}}',
+                                  '{"version": 1, "probes": {"t": {"p": {"runs": 1e400}}}}'])
+def test_overflowing_numbers_in_a_state_file_are_a_broken_file(text):
+    """Found by the property tests: int(1e400) raised OverflowError, not the parser's ValueError."""
+    with pytest.raises(ValueError, match="malformed probe state"):
+        state.from_json(text)
+
+
+def test_a_state_file_that_is_not_utf8_is_ignored(tmp_path):
+    path = tmp_path / "probes.json"
+    path.write_bytes(b'{"version": 1, "last_attempt": {"\xff": 1}}')
+    assert state.load(str(path)).records == {}

@@ -56,6 +56,8 @@ class LinkAnalysis:
 
 
 def _min(a, b):
+    """The lower of both ends' capabilities; with one end unreadable, the other end's
+    (the best knowledge: a link never trains above it). Pinned by test_pcie_analysis."""
     if a is None:
         return b
     if b is None:

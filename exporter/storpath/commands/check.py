@@ -89,23 +89,29 @@ def run(args, config) -> int:
     notes = collector.notes if collector else []
     groups = {f.subject: facts.group_of(f.subject) for f in result.findings}
     subjects = {key: facts.describe(key) for key in set(groups) | set(groups.values())}
-    if args.json:
-        json.dump(as_json(result, subjects, groups, notes, probes, roots), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        stream = sys.stdout
-        colour = use_colour(args.color, stream)
-        width = report_width(stream)
-        stream.write(render(result, subjects, notes, width=width, colour=colour, probes=probes, groups=groups))
-    stream_flush()
+    try:
+        if args.json:
+            json.dump(as_json(result, subjects, groups, notes, probes, roots), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            stream = sys.stdout
+            colour = use_colour(args.color, stream)
+            width = report_width(stream)
+            stream.write(render(result, subjects, notes, width=width, colour=colour, probes=probes, groups=groups))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `storpath check --json | head`: the reader is gone; stop quietly, as other tools do
+        _silence_stdout()
     return result.exit_code()
 
 
-def stream_flush() -> None:
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush at exit does not report
+    the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        sys.stdout.flush()
-    except BrokenPipeError:  # `storpath check | head`
-        pass
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 def use_colour(mode: str, stream: TextIO) -> bool:

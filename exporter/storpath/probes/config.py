@@ -11,7 +11,7 @@
       file_size: 1GiB              # size of a file target when storpath creates it
       io_priority: idle            # idle | best-effort (fio --prioclass 3 or 2)
       fio: fio                     # fio binary (name on PATH or absolute path)
-      state_file: ""               # default: $STATE_DIRECTORY/probes.json or /var/lib/storpath/probes.json
+      state_file: probes.json      # inside storpath's state directory: $STATE_DIRECTORY or /var/lib/storpath
       profiles:                    # user profiles; seqread and randread are built in
         seq128k: {rw: read, bs: 128k, iodepth: 32}
       targets:
@@ -20,58 +20,24 @@
         - file: /tank/data/.storpath-probe
           profiles: [seqread]
 
-Safety first: a profile is refused at load when it names a write workload or any option
-that writes (verify, trim, fill_device, exec_prerun, write_iolog ...), and only options
-from an allow-list reach fio. fio also always gets --readonly and --direct=1.
+Safety first: profiles only read (storpath.probes.profiles), a file target is never under
+/dev, /sys or /proc and has a bounded size (storpath.probes.targets), and the state file
+lives in the state directory storpath owns, nowhere else.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
-from storpath.config import SECTION_VALIDATORS, ConfigError
-from storpath.units import parse_duration, parse_size
+from storpath.config import SECTION_VALIDATORS, ConfigError, check_duration, check_size
+from storpath.probes.profiles import (BUILTIN_PROFILES, DEFAULT_PROFILES, PATH_EXPECTATION_MIN_BLOCK,  # noqa: F401
+                                      Profile, check_profile)
+from storpath.probes.targets import MAX_FILE_SIZE, Target, check_target
+from storpath.units import parse_rate  # noqa: F401  (the probes' throughput spelling, re-exported)
 
-# Throughput saturates from about 32 KiB per request on NVMe drives: below that a probe
-# measures IOPS, and comparing it with a link's bandwidth says nothing.
-PATH_EXPECTATION_MIN_BLOCK = 32 * 1024
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    options: Tuple[Tuple[str, str], ...]  # fio job options in order, values as fio reads them
-    block_bytes: Optional[int]  # the read size, None when it varies (bssplit)
-    path_expectation: bool  # compare with the bandwidth the PCIe path allows
-    builtin: bool = False
-
-    def option(self, key: str) -> Optional[str]:
-        for name, value in self.options:
-            if name == key:
-                return value
-        return None
-
-
-BUILTIN_PROFILES: Dict[str, Profile] = {
-    "seqread": Profile("seqread", (("rw", "read"), ("bs", "1M"), ("iodepth", "16")), 1 << 20, True, True),
-    "randread": Profile("randread", (("rw", "randread"), ("bs", "4k"), ("iodepth", "32")), 4096, False, True),
-}
-DEFAULT_PROFILES = ("seqread", "randread")
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str  # the `target` label
-    kind: str  # "device" (a block device node) or "file" (a regular file storpath creates once)
-    path: str
-    profiles: Tuple[str, ...]
-    expected: Mapping[str, float] = field(default_factory=dict)  # profile -> configured bytes/s
-    expected_all: Optional[float] = None  # one configured value for the large-block profiles
-    device_name: Optional[str] = None  # kernel device override (a file on ZFS has no block device)
-    file_size: Optional[int] = None
+STATE_FILE_NAME = "probes.json"
 
 
 @dataclass(frozen=True)
@@ -110,249 +76,40 @@ class ProbesConfig:
         return None
 
 
+def state_directory() -> str:
+    """The folder storpath owns for its state: systemd's StateDirectory= sets
+    $STATE_DIRECTORY (a colon-separated list, the first is storpath's), else /var/lib/storpath."""
+    return os.environ.get("STATE_DIRECTORY", "").split(":")[0] or "/var/lib/storpath"
+
+
 def default_state_file() -> str:
-    """systemd's StateDirectory= sets $STATE_DIRECTORY (a colon-separated list)."""
-    state_dir = os.environ.get("STATE_DIRECTORY", "").split(":")[0] or "/var/lib/storpath"
-    return os.path.join(state_dir, "probes.json")
+    return os.path.join(state_directory(), STATE_FILE_NAME)
 
 
-# ---- fio options -----------------------------------------------------------------
-
-READ_WORKLOADS = ("read", "randread")
-
-# Anything that writes, trims, deletes, runs commands or writes files beside the probe.
-# These get their own message; every other option outside the allow-list is refused too.
-_WRITE_OPTIONS = re.compile(
-    r"^(verify.*|do_verify|experimental_verify|trim.*|rwmix.*|fill_device|fill_fs|overwrite|create_.*|fallocate|"
-    r"unlink.*|zonemode|zone_reset.*|allow_mounted_write|fsync.*|fdatasync|end_fsync|sync|sync_file_range|write_.*|"
-    r"buffer_pattern|zero_buffers|refill_buffers|scramble_buffers|dedupe_.*|buffer_compress_.*|compress_.*|"
-    r"exec_prerun|exec_postrun|ioscheduler|file_append|replay_.*|read_iolog|log_.*|per_job_logs|"
-    r"readonly|direct|buffered|filename|filename_format|directory|opendir|nrfiles|unique_filename|"
-    r"lockfile|pre_read|allow_file_create)$")
-
-_SIZE_VALUE = re.compile(r"^\d+(\.\d+)?[kKmMgGtT]?[iI]?[bB]?$")
-_BSSPLIT = re.compile(r"^(\d+[kKmM]?/\d*:?)+$")
-_SIZE_OR_PERCENT = re.compile(r"^(\d+(\.\d+)?[kKmMgGtT]?[iI]?[bB]?|\d{1,3}%)$")
-_DURATION_VALUE = re.compile(r"^\d+(ms|s|m)?$")
-_CPU_LIST = re.compile(r"^[0-9,\-]+$")
-_DISTRIBUTION = re.compile(r"^(random|zipf:[0-9.]+|pareto:[0-9.]+|normal:[0-9.]+|gauss:[0-9.]+)$")
-
-
-def _one_of(*allowed: str):
-    def check(value: str) -> Optional[str]:
-        return None if value in allowed else f"expected one of {', '.join(allowed)}"
-    return check
-
-
-def _matches(pattern, what: str):
-    def check(value: str) -> Optional[str]:
-        return None if pattern.match(value) else f"expected {what}"
-    return check
-
-
-def _int_range(low: int, high: int):
-    def check(value: str) -> Optional[str]:
-        if not value.isdigit() or not low <= int(value) <= high:
-            return f"expected a whole number from {low} to {high}"
-        return None
-    return check
-
-
-_BOOL = _one_of("0", "1")
-
-# fio job options a profile may set, each with a check of its value. Anything else is refused.
-ALLOWED_OPTIONS = {
-    "rw": _one_of(*READ_WORKLOADS),
-    "bs": _matches(_SIZE_VALUE, "a block size such as 4k or 1M"),
-    "bssplit": _matches(_BSSPLIT, "a split such as 4k/50:64k/50"),
-    "blockalign": _matches(_SIZE_VALUE, "a size such as 4k"),
-    "iodepth": _int_range(1, 4096),
-    "iodepth_batch_submit": _int_range(0, 4096),
-    "iodepth_batch_complete_min": _int_range(0, 4096),
-    "iodepth_batch_complete_max": _int_range(0, 4096),
-    "iodepth_low": _int_range(0, 4096),
-    "numjobs": _int_range(1, 64),
-    "ioengine": _one_of("libaio", "io_uring", "psync", "pvsync", "pvsync2", "sync", "posixaio"),
-    "hipri": _BOOL,
-    "fixedbufs": _BOOL,
-    "registerfiles": _BOOL,
-    "offset": _matches(_SIZE_OR_PERCENT, "a size or a percentage"),
-    "offset_increment": _matches(_SIZE_OR_PERCENT, "a size or a percentage"),
-    "size": _matches(_SIZE_OR_PERCENT, "a size or a percentage"),
-    "random_distribution": _matches(_DISTRIBUTION, "random, zipf:N, pareto:N, normal:N or gauss:N"),
-    "norandommap": _BOOL,
-    "randrepeat": _BOOL,
-    "rate": _matches(_SIZE_VALUE, "a rate in bytes per second such as 500m"),
-    "rate_iops": _int_range(1, 100_000_000),
-    "ramp_time": _matches(_DURATION_VALUE, "a duration such as 2s"),
-    "cpus_allowed": _matches(_CPU_LIST, "a CPU list such as 0-3,8"),
-    "cpus_allowed_policy": _one_of("shared", "split"),
-    "numa_cpu_nodes": _matches(_CPU_LIST, "a node list such as 0 or 0-1"),
-    "invalidate": _BOOL,
-}
-_ALIASES = {"readwrite": "rw", "blocksize": "bs", "blocksize_split": "bssplit", "ba": "blockalign",
-            "iodepth_batch": "iodepth_batch_submit"}
-
-
-def _option_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value).strip()
-
-
-def check_profile(name: str, raw: Any) -> Profile:
-    where = f"probes.profiles.{name}"
-    if name in BUILTIN_PROFILES:
-        raise ConfigError(f"{where}: {name!r} is a built-in profile; give yours another name")
-    if not re.match(r"^[a-zA-Z0-9_.-]+$", name):
-        raise ConfigError(f"{where}: a profile name may only contain letters, digits, '_', '.' and '-'")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping of fio options, e.g. {{rw: read, bs: 128k, iodepth: 32}}")
-    options: List[Tuple[str, str]] = []
-    path_expectation: Optional[bool] = None
-    for key, value in raw.items():
-        key = str(key)
-        if key == "expect_path_bandwidth":
-            if not isinstance(value, bool):
-                raise ConfigError(f"{where}.expect_path_bandwidth: expected true or false")
-            path_expectation = value
-            continue
-        option = _ALIASES.get(key, key)
-        text = _option_text(value)
-        if option == "rw" and text not in READ_WORKLOADS:
-            raise ConfigError(f"{where}.{key}: {text!r} is not a read workload; probes only ever read "
-                              f"(allowed: {', '.join(READ_WORKLOADS)})")
-        if _WRITE_OPTIONS.match(option):
-            raise ConfigError(f"{where}.{key}: fio option {key!r} is refused: probes only ever read, with the "
-                              f"target and direct I/O set by storpath")
-        check = ALLOWED_OPTIONS.get(option)
-        if check is None:
-            raise ConfigError(f"{where}.{key}: fio option {key!r} is not allowed in a probe profile "
-                              f"(allowed: {', '.join(sorted(ALLOWED_OPTIONS))})")
-        problem = check(text)
-        if problem:
-            raise ConfigError(f"{where}.{key}: {text!r}: {problem}")
-        if any(existing == option for existing, _ in options):
-            raise ConfigError(f"{where}.{key}: option {option!r} given twice")
-        options.append((option, text))
-    keys = {k for k, _ in options}
-    if "rw" not in keys:
-        raise ConfigError(f"{where}: set rw (read or randread)")
-    block: Optional[int] = 4096
-    if "bssplit" in keys:
-        block = None
-    elif "bs" in keys:
-        block = parse_size(dict(options)["bs"])
-    if path_expectation is None:
-        path_expectation = block is not None and block >= PATH_EXPECTATION_MIN_BLOCK
-    return Profile(name=name, options=tuple(options), block_bytes=block, path_expectation=path_expectation)
+def check_state_file(value: Any) -> str:
+    """probes.state_file: a file name inside the state directory (a relative name is taken
+    inside it). Anywhere else is refused: storpath replaces that file whole, and must never
+    replace a file it does not own."""
+    if not isinstance(value, str):
+        raise ConfigError(f"probes.state_file: expected a string, got {value!r}")
+    folder = state_directory()
+    if not value:
+        return ""
+    path = os.path.normpath(os.path.join(folder, value))
+    real_folder = os.path.realpath(folder)
+    real_parent = os.path.realpath(os.path.dirname(path))
+    if os.path.commonpath([real_folder, real_parent]) != real_folder or os.path.basename(path) in ("", ".", ".."):
+        raise ConfigError(f"probes.state_file: {value} is outside storpath's state directory {folder} "
+                          f"($STATE_DIRECTORY, else /var/lib/storpath); give a file name inside it")
+    return path
 
 
 # ---- the section -------------------------------------------------------------------
 
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE]\d+)?)\s*([kKMGT]i?B/s|[kKMGT]B/s|B/s)?\s*$")
-_RATE_SCALE = {"B/s": 1, "kB/s": 1e3, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
-               "KiB/s": 1 << 10, "kiB/s": 1 << 10, "MiB/s": 1 << 20, "GiB/s": 1 << 30, "TiB/s": 1 << 40}
-
-
-def parse_rate(value: Any) -> float:
-    """Bytes per second: 7300000000, '7.3GB/s', '7300 MB/s', '6.8GiB/s' (as data sheets write them)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    else:
-        match = _RATE.match(str(value))
-        if not match or (match.group(2) and match.group(2) not in _RATE_SCALE):
-            raise ValueError(f"invalid throughput {value!r} (expected e.g. 7.3GB/s, 3500MB/s or bytes per second)")
-        number = float(match.group(1)) * _RATE_SCALE[match.group(2) or "B/s"]
-    if number <= 0:
-        raise ValueError(f"throughput must be above 0, got {value!r}")
-    return number
-
-
 _TOP_KEYS = ("targets", "profiles", "runtime", "interval", "jitter", "timeout", "io_budget_per_hour",
              "busy_threshold", "busy_sample", "file_size", "io_priority", "fio", "state_file")
-_TARGET_KEYS = ("device", "file", "name", "profiles", "expected_read_bytes_per_second", "device_name", "file_size")
-
-
-def _duration(where: str, value: Any, minimum: float = 0.0) -> float:
-    try:
-        seconds = parse_duration(value)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    if seconds < minimum:
-        raise ConfigError(f"{where}: must be at least {minimum:g}s, got {value!r}")
-    return seconds
-
-
-def _size(where: str, value: Any) -> int:
-    try:
-        size = parse_size(value)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    if size <= 0:
-        raise ConfigError(f"{where}: must be above 0, got {value!r}")
-    return size
-
-
-def check_target(raw: Any, profiles: Mapping[str, Profile], where: str = "probes.targets[0]") -> Target:
-    if isinstance(raw, str):
-        raw = {"device": raw} if raw.startswith("/dev/") else {"file": raw}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping with `device: /dev/...` or `file: /path`")
-    for key in raw:
-        if key not in _TARGET_KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(_TARGET_KEYS)})")
-    if ("device" in raw) == ("file" in raw):
-        raise ConfigError(f"{where}: give exactly one of `device` (a block device) or `file` (a file storpath creates)")
-    kind = "device" if "device" in raw else "file"
-    path = raw[kind]
-    if not isinstance(path, str) or not os.path.isabs(path):
-        raise ConfigError(f"{where}.{kind}: expected an absolute path, got {path!r}")
-    path = os.path.normpath(path)
-    if kind == "file":
-        if path == "/dev" or path.startswith("/dev/") or path.startswith("/sys/") or path.startswith("/proc/"):
-            raise ConfigError(f"{where}.file: {path} is under /dev, /sys or /proc: a file target must be a regular "
-                              f"file on a filesystem (use `device:` for a block device)")
-        if os.path.exists(path) and not os.path.isfile(path):
-            raise ConfigError(f"{where}.file: {path} exists and is not a regular file (a file target is never a "
-                              f"device node; use `device:` for a block device)")
-    name = raw.get("name", path)
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"{where}.name: expected a non-empty string")
-    chosen = raw.get("profiles", list(DEFAULT_PROFILES))
-    if isinstance(chosen, str):
-        chosen = [chosen]
-    if not isinstance(chosen, list) or not chosen:
-        raise ConfigError(f"{where}.profiles: expected a list of profile names")
-    for profile in chosen:
-        if profile not in profiles:
-            raise ConfigError(f"{where}.profiles: unknown profile {profile!r} (known: {', '.join(sorted(profiles))})")
-    if len(set(chosen)) != len(chosen):
-        raise ConfigError(f"{where}.profiles: a profile is listed twice")
-    expected: Dict[str, float] = {}
-    expected_all = None
-    raw_expected = raw.get("expected_read_bytes_per_second")
-    try:
-        if isinstance(raw_expected, dict):
-            for profile, value in raw_expected.items():
-                if profile not in chosen:
-                    raise ConfigError(f"{where}.expected_read_bytes_per_second: profile {profile!r} is not probed on "
-                                      f"this target (probed: {', '.join(chosen)})")
-                expected[profile] = parse_rate(value)
-        elif raw_expected is not None:
-            expected_all = parse_rate(raw_expected)
-    except ValueError as exc:
-        raise ConfigError(f"{where}.expected_read_bytes_per_second: {exc}") from None
-    device_name = raw.get("device_name")
-    if device_name is not None and (not isinstance(device_name, str) or "/" in device_name or not device_name):
-        raise ConfigError(f"{where}.device_name: expected a kernel block device name such as nvme0n1 or md0")
-    file_size = None
-    if "file_size" in raw:
-        if kind != "file":
-            raise ConfigError(f"{where}.file_size: only a file target has a size to choose")
-        file_size = _size(f"{where}.file_size", raw["file_size"])
-    return Target(name=name, kind=kind, path=path, profiles=tuple(chosen), expected=expected,
-                  expected_all=expected_all, device_name=device_name, file_size=file_size)
+# The shortest setting of each duration, named in the message that refuses a shorter one.
+_MINIMUMS = {"runtime": 1.0, "interval": 10.0, "jitter": 0.0, "busy_sample": 0.1}
 
 
 def check(raw: Any) -> ProbesConfig:
@@ -372,15 +129,15 @@ def check(raw: Any) -> ProbesConfig:
         profiles[str(name)] = check_profile(str(name), options)
 
     settings: Dict[str, Any] = {}
-    for key in ("runtime", "interval", "jitter", "busy_sample"):
+    for key, minimum in _MINIMUMS.items():
         if key in raw:
-            minimum = {"runtime": 1.0, "interval": 10.0, "busy_sample": 0.1}.get(key, 0.0)
-            settings[key] = _duration(f"probes.{key}", raw[key], minimum)
+            settings[key] = check_duration(f"probes.{key}", raw[key], minimum)
     if raw.get("timeout") is not None:
-        settings["timeout"] = _duration("probes.timeout", raw["timeout"], 1.0)
-    for key in ("io_budget_per_hour", "file_size"):
-        if key in raw:
-            settings[key] = _size(f"probes.{key}", raw[key])
+        settings["timeout"] = check_duration("probes.timeout", raw["timeout"], 1.0)
+    if "io_budget_per_hour" in raw:
+        settings["io_budget_per_hour"] = check_size("probes.io_budget_per_hour", raw["io_budget_per_hour"])
+    if "file_size" in raw:
+        settings["file_size"] = check_size("probes.file_size", raw["file_size"], MAX_FILE_SIZE)
     if "busy_threshold" in raw:
         value = raw["busy_threshold"]
         if value is None or value is False:
@@ -394,11 +151,12 @@ def check(raw: Any) -> ProbesConfig:
         if raw["io_priority"] not in ("idle", "best-effort"):
             raise ConfigError(f"probes.io_priority: expected idle or best-effort, got {raw['io_priority']!r}")
         settings["io_priority"] = raw["io_priority"]
-    for key in ("fio", "state_file"):
-        if key in raw:
-            if not isinstance(raw[key], str):
-                raise ConfigError(f"probes.{key}: expected a string, got {raw[key]!r}")
-            settings[key] = raw[key]
+    if "fio" in raw:
+        if not isinstance(raw["fio"], str):
+            raise ConfigError(f"probes.fio: expected a string, got {raw['fio']!r}")
+        settings["fio"] = raw["fio"]
+    if "state_file" in raw:
+        settings["state_file"] = check_state_file(raw["state_file"])
     if settings.get("fio", "fio") == "":
         raise ConfigError("probes.fio: expected the fio binary's name or path")
     runtime = settings.get("runtime", defaults.runtime)

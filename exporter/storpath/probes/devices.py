@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.analysis.throughput import MdShape
+from storpath.probes.targets import pseudo_filesystem_problem
 from storpath.readers import md as md_reader
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr
@@ -152,6 +153,10 @@ def resolve(roots: Roots, kind: str, path: str, device_name: Optional[str] = Non
             name = os.path.basename(os.path.realpath(fio_path))
         return Resolved(fio_path, name, whole_disk(roots, name))
     # A file target: the filesystem's device (or the folder's, before the file exists).
+    # Its folders may have become symlinks since the config was loaded: judge the real path.
+    problem = pseudo_filesystem_problem(fio_path)
+    if problem:
+        return Resolved(fio_path, device_name, device_name, problem=problem)
     probe = fio_path if os.path.lexists(fio_path) else os.path.dirname(fio_path)
     try:
         info = os.lstat(probe)
@@ -183,6 +188,8 @@ def device_node_size(path: str) -> Optional[int]:
 # ---- the file target ----------------------------------------------------------------
 
 _CHUNK = 1 << 20
+# A file target is only created while the filesystem keeps this share of its space free.
+MIN_FREE_SHARE = 0.10
 
 
 def ensure_file(path: str, size: int) -> Tuple[int, Optional[str]]:
@@ -202,6 +209,14 @@ def ensure_file(path: str, size: int) -> Tuple[int, Optional[str]]:
             return 0, f"{path} is empty"
         return info.st_size, None
     tmp = f"{path}.storpath-tmp"
+    try:
+        fs = os.statvfs(os.path.dirname(path) or ".")
+    except OSError as exc:
+        return 0, f"cannot reach {os.path.dirname(path)}: {exc.strerror}"
+    free, total = fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize
+    if free - size < total * MIN_FREE_SHARE:
+        return 0, (f"not creating {path} ({size} bytes): the filesystem has {free} bytes free and must keep "
+                   f"{MIN_FREE_SHARE:.0%} of its {total} bytes free (lower file_size)")
     log.kv(LOG, logging.INFO, "creating probe file", path=path, size=size)
     try:
         # O_EXCL|O_NOFOLLOW: never write through a link someone placed there.

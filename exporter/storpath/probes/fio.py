@@ -10,6 +10,7 @@ keys such as "50.000000", "99.000000", "99.900000" (completion latency in ns).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -18,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from storpath.probes.config import Profile
+from storpath.probes.profiles import Profile
 
 # fio's io_size when no budget limits it: runtime ends the probe long before this.
 _UNLIMITED = 1 << 50
@@ -45,14 +46,25 @@ class FioError(Exception):
         self.io_bytes = io_bytes
 
 
+def escape_filename(path: str) -> str:
+    """A path as fio's `filename` option reads it: ':' separates several files there
+    (/dev/disk/by-path/pci-0000:01:00.0-nvme-1 would be three), and fio reads '\\:' as a
+    ':' that belongs to the name (fio's get_next_name: only a backslash right before a
+    ':' is taken away, so every other backslash stays as it is)."""
+    return path.replace(":", "\\:")
+
+
 def build_command(fio: str, path: str, profile: Profile, runtime: float, io_limit: Optional[int],
                   io_priority: str = "idle", size: Optional[int] = None) -> List[str]:
     """The fio argv. The profile's options come first and storpath's safety options last,
-    so nothing in a profile can override them (profiles are checked at load as well)."""
+    so nothing in a profile can override them (profiles are checked at load as well).
+    `io_limit` is what the whole run may read: fio's io_size counts per job, so each of the
+    profile's numjobs jobs gets its share."""
     options = dict(profile.options)
     # --thread: jobs as threads of one process. Forked job processes call setsid() and
     # would escape the process group a timeout kills.
-    cmd = [fio, "--output-format=json", "--readonly", "--thread", f"--name={profile.name}", f"--filename={path}"]
+    cmd = [fio, "--output-format=json", "--readonly", "--thread", f"--name={profile.name}",
+           f"--filename={escape_filename(path)}"]
     if "ioengine" not in options:
         cmd.append("--ioengine=libaio")
     cmd.extend(f"--{key}={value}" for key, value in profile.options)
@@ -63,7 +75,7 @@ def build_command(fio: str, path: str, profile: Profile, runtime: float, io_limi
     cmd.extend([
         "--direct=1",
         f"--runtime={max(1, int(round(runtime)))}s",
-        f"--io_size={io_limit if io_limit is not None else _UNLIMITED}",
+        f"--io_size={io_limit // profile.jobs if io_limit is not None else _UNLIMITED}",
         f"--prioclass={_PRIO_CLASS[io_priority]}",
         "--prio=7" if io_priority == "best-effort" else "--prio=0",
         "--group_reporting",
@@ -101,17 +113,22 @@ def parse_output(text: str) -> FioResult:
         percentiles = read.get("clat_ns", {}).get("percentile", {})
     except FioError:
         raise
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
         raise FioError("bad_output", f"fio's JSON lacks the read results ({type(exc).__name__}: {exc})") from None
+    if not all(math.isfinite(v) and v >= 0 for v in (bw, iops, runtime)) or written < 0:
+        raise FioError("bad_output", f"fio's JSON has impossible read results (bw_bytes {bw}, iops {iops}, "
+                                     f"runtime {runtime} s, written {written} bytes)")
     if io_bytes <= 0 or runtime <= 0:
         raise FioError("fio_error", "fio read nothing", io_bytes)
     latency = []
     for quantile, key in QUANTILES:
         if key in percentiles:
             try:
-                latency.append((quantile, float(percentiles[key]) / 1e9))
+                seconds = float(percentiles[key]) / 1e9
             except (TypeError, ValueError):
-                pass
+                continue
+            if math.isfinite(seconds) and seconds >= 0:
+                latency.append((quantile, seconds))
     return FioResult(read_bytes_per_second=bw, read_iops=iops, io_bytes=io_bytes, runtime_seconds=runtime,
                      latency_seconds=tuple(latency), written_bytes=written)
 

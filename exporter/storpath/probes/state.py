@@ -5,7 +5,9 @@ the dashboards, reset a slow-probe alert, or forget the budget already spent.
 
 The file is replaced atomically (write a temporary file in the same folder, fsync,
 rename), so a crash leaves the old state or the new one, never half of either. A file
-that cannot be read or parsed is logged and ignored: the exporter starts empty.
+that cannot be read or parsed is logged and ignored: the exporter starts empty. It is
+never replaced either: a file there that is not a storpath state file (or is no regular
+file) is someone else's, and storpath keeps its results in memory only.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -22,6 +25,8 @@ from storpath.probes.fio import FioResult
 
 LOG = log.get("probes")
 VERSION = 1
+# A state file holds a few records per target: anything much larger is not one.
+_MAX_STATE_BYTES = 64 << 20
 
 
 @dataclass
@@ -112,31 +117,58 @@ def from_json(text: str) -> ProbeState:
         for target, when in (data.get("last_attempt") or {}).items():
             if _opt_float(when) is not None:
                 state.last_attempt[target] = float(when)
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"malformed probe state ({type(exc).__name__}: {exc})") from None
     return state
 
 
 def load(path: str) -> ProbeState:
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(path, "rb") as handle:
+            data = handle.read(_MAX_STATE_BYTES)
     except FileNotFoundError:
         return ProbeState()
     except OSError as exc:
         log.kv(LOG, logging.WARNING, "cannot read the probe state file, starting empty", path=path, err=exc.strerror)
         return ProbeState()
     try:
-        state = from_json(text)
-    except ValueError as exc:
+        state = from_json(data.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError included
         log.kv(LOG, logging.WARNING, "ignoring a broken probe state file", path=path, err=str(exc))
         return ProbeState()
     log.kv(LOG, logging.INFO, "probe results restored", path=path, probes=len(state.records))
     return state
 
 
+def foreign(path: str) -> Optional[str]:
+    """Why the file at `path` is not storpath's to replace, or None (absent, empty, or a
+    probe state file)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path} is not a regular file: left alone"
+    if info.st_size == 0:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            from_json(handle.read(_MAX_STATE_BYTES).decode("utf-8"))
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    except (UnicodeDecodeError, ValueError):
+        return f"{path} is not a storpath probe state file: left alone (remove it to let storpath keep results)"
+    return None
+
+
 def save(path: str, state: ProbeState) -> Optional[str]:
-    """Write the state atomically; returns the reason it could not, or None."""
+    """Write the state atomically; returns the reason it could not, or None. A file at
+    `path` that is not a probe state file is never replaced."""
+    problem = foreign(path)
+    if problem:
+        return problem
     folder = os.path.dirname(path) or "."
     try:
         os.makedirs(folder, exist_ok=True)

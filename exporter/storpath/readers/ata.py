@@ -39,7 +39,7 @@ LOG = log.get("sata")
 UNKNOWN = "<unknown>"
 SPEED_ATTRIBUTES = ("sata_spd", "hw_sata_spd_limit", "sata_spd_limit")
 
-_LINK = re.compile(r"^link(\d+)(?:\.(\d+))?$")
+_LINK = re.compile(r"^link(\d+)(?:\.(\d+))?$", re.ASCII)
 _HOST = re.compile(r"^host\d+$")
 _TARGET = re.compile(r"^target\d+:(\d+):\d+$")
 _SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")

@@ -43,7 +43,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr_why
+from storpath.sysfs import list_dir, parse_int, read_attr_why
 
 LOG = log.get("md")
 
@@ -59,11 +59,12 @@ _MDSTAT_FLAGS = {"F": "faulty", "S": "spare", "W": "write_mostly", "R": "replace
 
 _MD_NAME = re.compile(r"^md[0-9a-z_]*$")
 _HEADER = re.compile(r"^(?P<name>md\S*)\s*:\s*(?P<rest>.*)$")
-_MEMBER = re.compile(r"^(?P<name>[^\[\s]+)\[(?P<desc>\d+)\](?P<flags>(?:\([A-Z]\))*)$")
-_COUNTS = re.compile(r"\[(?P<raid>\d+)/(?P<working>\d+)\]\s+\[(?P<map>[U_]+)\]")
-_BLOCKS = re.compile(r"^(?P<blocks>\d+)\s+blocks\b")
+# re.ASCII: \d is [0-9] only (int() would read other scripts' digits as numbers too).
+_MEMBER = re.compile(r"^(?P<name>[^\[\s]+)\[(?P<desc>\d+)\](?P<flags>(?:\([A-Z]\))*)$", re.ASCII)
+_COUNTS = re.compile(r"\[(?P<raid>\d+)/(?P<working>\d+)\]\s+\[(?P<map>[U_]+)\]", re.ASCII)
+_BLOCKS = re.compile(r"^(?P<blocks>\d+)\s+blocks\b", re.ASCII)
 _PROGRESS = re.compile(r"\b(?P<action>resync|recovery|check|repair|reshape)\s*=\s*(?P<pct>\d+(?:\.\d+)?)%\s*"
-                       r"\((?P<done>\d+)/(?P<total>\d+)\)")
+                       r"\((?P<done>\d+)/(?P<total>\d+)\)", re.ASCII)
 _PENDING = re.compile(r"\b(?P<action>resync|recovery|check|repair|reshape)\s*=\s*(?P<what>DELAYED|PENDING)\b")
 
 
@@ -139,12 +140,12 @@ def parse_mdstat(text: str) -> Dict[str, MdstatArray]:
         if blocks:
             current.blocks = int(blocks.group("blocks"))
         counts = _COUNTS.search(line)
-        if counts:
+        if counts and int(counts.group("working")) <= int(counts.group("raid")):
             current.raid_disks = int(counts.group("raid"))
             current.working_disks = int(counts.group("working"))
             current.member_map = counts.group("map")
         progress = _PROGRESS.search(line)
-        if progress:
+        if progress and int(progress.group("done")) <= int(progress.group("total")):
             current.sync_action = _MDSTAT_ACTIONS[progress.group("action")]
             current.sync_done = int(progress.group("done"))
             current.sync_total = int(progress.group("total"))
@@ -179,12 +180,9 @@ def parse_first_int(text: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
     if text is None:
         return None, None
     word = text.split()[0] if text.split() else ""
-    try:
-        value = int(word, 10)
-    except ValueError:
-        return None, f"not a number: {text!r}"
-    if value < 0:
-        return None, f"negative: {text!r}"
+    value = parse_int(word)
+    if value is None:
+        return None, f"not a non-negative number: {text!r}"
     return value, None
 
 
@@ -211,10 +209,8 @@ def parse_member_state(text: Optional[str]) -> Tuple[str, ...]:
 def parse_slot(text: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
     if text is None or text == "none":
         return None, None
-    try:
-        return int(text, 10), None
-    except ValueError:
-        return None, f"unrecognised slot {text!r}"
+    slot = parse_int(text)
+    return (slot, None) if slot is not None else (None, f"unrecognised slot {text!r}")
 
 
 # ---- reading -----------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, parse_numa_node, read_attr  # noqa: F401 (parse_numa_node re-exported)
+from storpath.sysfs import list_dir, parse_int, parse_numa_node, read_attr  # noqa: F401 (parse_numa_node re-exported)
 
 LOG = log.get("numa")
 
@@ -48,6 +48,10 @@ class PciNuma:
         return self.class_code is not None and self.class_code >> 16 == 0x01
 
 
+# The most CPUs a Linux kernel supports (NR_CPUS of MAXSMP builds): a list beyond is garbage.
+MAX_CPUS = 8192
+
+
 def parse_cpulist(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     """'0-3,8,10-11' -> (0, 1, 2, 3, 8, 10, 11); '' -> (); malformed -> None."""
     if text is None:
@@ -55,17 +59,14 @@ def parse_cpulist(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     text = text.strip()
     if not text:
         return ()
-    cpus = []
+    cpus = set()  # a set: a list repeating one range stays small
     for part in text.split(","):
         first, dash, last = part.partition("-")
-        try:
-            start = int(first, 10)
-            end = int(last, 10) if dash else start
-        except ValueError:
+        start = parse_int(first, maximum=MAX_CPUS - 1)
+        end = parse_int(last, maximum=MAX_CPUS - 1) if dash else start
+        if start is None or end is None or end < start:
             return None
-        if start < 0 or end < start:
-            return None
-        cpus.extend(range(start, end + 1))
+        cpus.update(range(start, end + 1))
     return tuple(sorted(set(cpus)))
 
 

@@ -178,6 +178,16 @@ def parse_identify_namespace(data: bytes) -> IdentifyNamespace:
     return _build(nlbaf, flbas, descriptors, size_blocks)
 
 
+def _json_int(value, maximum: int) -> int:
+    """A field of nvme-cli's JSON: a number, or a string of ASCII digits, from 0 to the
+    field's width (int() would take 1e400 as an overflow, '+3', '3_0' or other scripts' digits)."""
+    number = value if isinstance(value, int) and not isinstance(value, bool) else (
+        parse_int(value) if isinstance(value, str) else None)
+    if number is None or not 0 <= number <= maximum:
+        raise ValueError(f"{value!r} is not a whole number from 0 to {maximum}")
+    return number
+
+
 def parse_id_ns_json(text: str) -> IdentifyNamespace:
     """Parse `nvme id-ns -o json` (nvme-cli 1.x and 2.x): the raw fields nlbaf, flbas,
     nsze and lbafs: [{ms, ds, rp}] where ds is the LBADS exponent."""
@@ -188,11 +198,12 @@ def parse_id_ns_json(text: str) -> IdentifyNamespace:
     if not isinstance(doc, dict):
         raise IdentifyError("nvme-cli output is not a JSON object")
     try:
-        nlbaf = int(doc["nlbaf"])
-        flbas = int(doc["flbas"])
+        nlbaf = _json_int(doc["nlbaf"], 0xFF)
+        flbas = _json_int(doc["flbas"], 0xFF)
         lbafs = doc["lbafs"]
-        size_blocks = int(doc.get("nsze", 0))
-        descriptors = [(int(f["ms"]), int(f["ds"]), int(f["rp"])) for f in lbafs]
+        size_blocks = _json_int(doc.get("nsze", 0), (1 << 64) - 1)
+        descriptors = [(_json_int(f["ms"], 0xFFFF), _json_int(f["ds"], 0xFF), _json_int(f["rp"], 0xFF))
+                       for f in lbafs]
     except (KeyError, TypeError, ValueError) as exc:
         raise IdentifyError(f"nvme-cli JSON lacks the LBA format fields ({type(exc).__name__}: {exc})") from None
     if len(descriptors) < nlbaf + 1:

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import HeldDirs, InstanceCache, link_name, list_entries, parse_numa_node, same_objects, read_attr, read_attr_why, read_bytes
+from storpath.sysfs import HeldDirs, InstanceCache, link_name, list_entries, parse_int, parse_numa_node, same_objects, read_attr, read_attr_why, read_bytes
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 LOG = log.get("pcie")
@@ -94,10 +94,7 @@ def parse_aer_total(text: Optional[str]) -> Optional[int]:
     if start < 0:
         return None
     _, _, rest = text[start:].partition(" ")
-    try:
-        return int(rest.split("\n", 1)[0])
-    except ValueError:
-        return None
+    return parse_int(rest.split("\n", 1)[0], minimum=0, maximum=(1 << 64) - 1)
 
 
 def parse_port_type(config: Optional[bytes]) -> Optional[str]:

@@ -147,15 +147,9 @@ def parse_sas_address(text: Optional[str]) -> Optional[str]:
     if text is None:
         return None
     text = text.strip().lower()
-    if not text.startswith("0x"):
+    if not re.fullmatch(r"0x[0-9a-f]{1,16}", text):  # int(, 16) would take '_' and other scripts' digits
         return None
-    try:
-        value = int(text, 16)
-    except ValueError:
-        return None
-    if not 0 <= value <= 0xFFFFFFFFFFFFFFFF:
-        return None
-    return "0x%016x" % value
+    return "0x%016x" % int(text, 16)
 
 
 def parse_enable(text: Optional[str]) -> Optional[bool]:

@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr, read_attr_why
+from storpath.sysfs import list_dir, parse_int, read_attr, read_attr_why
 
 LOG = log.get("zfs")
 
@@ -153,7 +153,8 @@ def zfs_present(roots: Roots) -> bool:
 
 # ---- numbers -----------------------------------------------------------------
 
-_NICE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTPE]?)$")
+_NICE = re.compile(r"^(\d{1,20}(?:\.\d{1,9})?)([KMGTPE]?)$", re.ASCII)
+_UINT64 = 1 << 64  # zpool's counters and sizes are uint64_t
 _NICE_SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}
 
 
@@ -162,22 +163,23 @@ def parse_count(value: Any) -> Optional[int]:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if value >= 0 else None
+        return value if 0 <= value < _UINT64 else None
     if not isinstance(value, str):
         return None
     match = _NICE.match(value.strip())
     if not match:
         return None
-    return int(float(match.group(1)) * _NICE_SCALE[match.group(2)])
+    count = int(float(match.group(1)) * _NICE_SCALE[match.group(2)])
+    return count if count < _UINT64 else None
 
 
 def _int(value: Any) -> Optional[int]:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+        return value if 0 <= value < _UINT64 else None
+    if isinstance(value, str):
+        return parse_int(value, maximum=_UINT64 - 1)
     return None
 
 
@@ -359,9 +361,10 @@ def parse_status_text(text: str) -> List[ZfsPool]:
 
 def _parse_text_pool(block: str) -> ZfsPool:
     lines = block.splitlines()
-    name = lines[0].split("pool:", 1)[1].strip()
+    # The block starts at a `pool:` line, but splitlines() also breaks at \r and others.
+    i = next(n for n, line in enumerate(lines) if "pool:" in line) + 1
+    name = lines[i - 1].split("pool:", 1)[1].strip()
     pool = ZfsPool(name=name)
-    i = 1
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
@@ -470,7 +473,7 @@ def parse_list(text: str) -> Dict[str, Dict[str, Optional[float]]]:
             "size": _int(size),
             "alloc": _int(alloc),
             "free": _int(free),
-            "frag": frag_value / 100 if frag_value is not None else None,
+            "frag": frag_value / 100 if frag_value is not None and frag_value <= 100 else None,
             "ashift": ashift_value if ashift_value else None,  # 0: chosen per vdev, not a pool setting
         }
     return result
