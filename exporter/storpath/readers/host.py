@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, Optional
+from typing import Dict, Optional
 
 from storpath.roots import Roots
 from storpath.sysfs import read_attr
@@ -45,6 +45,10 @@ _DMI_VENDORS = (
 )
 # Hyper-V guests say `Microsoft Corporation` / `Virtual Machine` (a Surface says Microsoft too).
 _MICROSOFT_VM = ("Microsoft Corporation", "Virtual Machine")
+
+# What `storpath capture` saves for this reader (globs relative to the sysfs and procfs roots).
+CAPTURE_SYSFS = ("class/dmi/id", "class/dmi/id/{%s}" % ",".join(DMI_FIELDS), "hypervisor/type")
+CAPTURE_PROCFS = ("cpuinfo",)
 
 _FLAGS = re.compile(r"^flags\s*:(.*)$", re.M)
 
@@ -122,14 +126,6 @@ def _read_head(path: str, limit: int) -> Optional[str]:
             return handle.read(limit).decode("utf-8", "replace")
     except OSError:
         return None
-
-
-def files(roots: Roots) -> Iterable[str]:
-    """Every file `read_host` reads (for `storpath capture`)."""
-    for name in DMI_FIELDS:
-        yield roots.sys("class", "dmi", "id", name)
-    yield roots.sys("hypervisor", "type")
-    yield roots.proc("cpuinfo")
 
 
 def read_host(roots: Roots) -> HostIdentity:
