@@ -54,14 +54,24 @@
     // trains once at boot; two changes (down and back up) can be a single recovery.
     pcieFlappingWindow: '1h',
     pcieFlappingThreshold: 4,
+    // Uncorrectable AER errors and flapping are judged on a counter's increase, which is true only
+    // while the errors are inside the window: the alert would resolve before anyone looked. Held
+    // this long after the last error with `keep_firing_for` (needs Prometheus 2.42 or later): a
+    // working shift, so it is still there when someone looks, and quiet the same day once fixed.
+    pcieCounterAlertsKeepFiringFor: '6h',
 
     // ---- nvme ----------------------------------------------------------------------------
     // The namespace's LBA format is static; one hour keeps a reformat in progress from alerting.
     nvmeLbaFormatFor: '1h',
     nvmeLbaFormatSeverity: 'warning',
     // Identify Namespace cannot be read (no root or CAP_SYS_ADMIN, no nvme-cli): the LBA format
-    // check is silently off for that controller. Info: the host works, a check does not.
+    // check is off for that controller. Info: the host works, a check does not. The shipped
+    // systemd unit and DaemonSet run without that capability on purpose, so a standing alert on
+    // every NVMe host would be noise: the alert is a notice, firing only while a controller has
+    // been unreadable for less than identify_unavailable_notice (a new deployment, or one that
+    // lost the capability), then silent while nothing changes (the metric still says 0).
     nvmeIdentifyUnavailableFor: '1h',
+    nvmeIdentifyUnavailableNotice: '1d',
 
     // ---- sas_sata ------------------------------------------------------------------------
     // Negotiated rates are static once a device is up; ten minutes rides out a reset or hot plug.
@@ -74,7 +84,9 @@
 
     // ---- numa ----------------------------------------------------------------------------
     // numa_node -1 on a machine with several nodes: the firmware did not describe locality,
-    // so the kernel cannot place interrupts and memory near the device.
+    // so the kernel cannot place interrupts and memory near the device. Not judged in a virtual
+    // machine (storpath_host_info{virtualization="vm"}): a vNUMA guest puts every device at -1
+    // and the host's placement is not visible from it.
     numaUnknownNodeFor: '1h',
     // An md array whose members sit on different NUMA nodes (info: a design choice to know about).
     numaMdSpansNodesFor: '1h',
@@ -97,6 +109,8 @@
     zfsVdevNotOnlineFor: '1m',
     zfsVdevErrorsWindow: '1h',
     zfsVdevErrorsFor: '0m',
+    // Held after the errors stop counting (see pcie.counter_alerts_keep_firing_for).
+    zfsVdevErrorsKeepFiringFor: '6h',
     // Allocation slows down and fragments once a pool is fuller than this: the seed machines saw
     // ZFS write throughput drop from about 70 % full.
     zfsCapacityWarningRatio: 0.7,

@@ -139,14 +139,16 @@ class SymbolicContext(rulegen.Context):
             return f"{OPEN}{'.'.join(duration.path)}|seconds{CLOSE}"
         return super().seconds(duration)
 
-    def alert(self, name, expr, for_, severity, summary, description, labels=None):
-        rule = super().alert(name, expr, _default(for_), _default(severity), summary, description, labels)
+    def alert(self, name, expr, for_, severity, summary, description, labels=None, keep_firing_for=None):
+        rule = super().alert(name, expr, _default(for_), _default(severity), summary, description, labels,
+                             keep_firing_for=_default(keep_firing_for))
         if isinstance(severity, SymStr):
             rule["labels"]["severity"] = str(severity)
-        if isinstance(for_, SymStr):
-            # The `for:` of rules/generate.py is absent when 0: that is decided in jsonnet.
-            rule.pop("for", None)
-            rule["for?"] = str(for_)
+        # `for:` and `keep_firing_for:` of rules/generate.py are absent when 0: that is decided in jsonnet.
+        for key, value in (("for", for_), ("keep_firing_for", keep_firing_for)):
+            if isinstance(value, SymStr):
+                rule.pop(key, None)
+                rule[key + "?"] = str(value)
         return rule
 
 
@@ -277,11 +279,10 @@ def render_rule(variants: Dict[Tuple[bool, ...], Optional[dict]], switches, deri
             raise Unsupported(f"{path} exists for some values of {switches} only")
         inner = indent + ("    " if len(path) > 1 else "  ")
         key = path[-1]
-        if key != "for?":
-            expression = choose(values, switches, lambda text, inner=inner: template(text, derived, inner))
-        if key == "for?":
-            entry = _for_entry(values, switches, derived, inner)
+        if key.endswith("?"):
+            entry = _for_entry(key[:-1], values, switches, derived, inner)
         else:
+            expression = choose(values, switches, lambda text, inner=inner: template(text, derived, inner))
             entry = f"{_key(key)}: {expression},"
         if len(path) > 1:
             nested.setdefault(path[0], []).append(inner + entry)
@@ -295,13 +296,14 @@ def render_rule(variants: Dict[Tuple[bool, ...], Optional[dict]], switches, deri
     return "\n".join(lines)
 
 
-def _for_entry(values, switches, derived: Derived, indent: str) -> str:
-    """`for:` from the config, left out when the duration is 0 (as rules/generate.py does)."""
+def _for_entry(field: str, values, switches, derived: Derived, indent: str) -> str:
+    """`for:` (or `keep_firing_for:`) from the config, left out when the duration is 0 (as
+    rules/generate.py does)."""
     text = next(iter(values.values()))
     if len({v for v in values.values()}) != 1 or not re.fullmatch(MARKER.pattern, text):
-        raise Unsupported(f"a `for:` built from more than one config value: {text!r}")
+        raise Unsupported(f"a `{field}:` built from more than one config value: {text!r}")
     key = derived.name(MARKER.fullmatch(text).group(1))
-    return f"[if format.seconds(c.{key}) > 0 then 'for']: c.{key},"
+    return f"[if format.seconds(c.{key}) > 0 then '{field}']: c.{key},"
 
 
 def _key(name: str) -> str:

@@ -183,7 +183,9 @@ class Context:
     # ---- rules ----------------------------------------------------------------------------
 
     def alert(self, name: str, expr: str, for_: str, severity: str, summary: str, description: str,
-              labels: Optional[dict] = None) -> dict:
+              labels: Optional[dict] = None, keep_firing_for: Optional[str] = None) -> dict:
+        """``keep_firing_for`` (Prometheus 2.42 and later) holds an alert whose expression is
+        true only briefly (a counter's increase) long enough for someone to see it."""
         if severity not in ("critical", "warning", "info"):
             raise ValueError(f"{name}: severity {severity!r} is not critical, warning or info")
         if "{{" in summary:
@@ -194,6 +196,8 @@ class Context:
         duration_seconds(duration)
         if duration_seconds(duration) > 0:
             rule["for"] = duration
+        if keep_firing_for is not None and duration_seconds(keep_firing_for) > 0:
+            rule["keep_firing_for"] = keep_firing_for
         rule["labels"] = {"severity": severity, **(labels or {})}
         rule["annotations"] = {
             "summary": summary,

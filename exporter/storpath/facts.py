@@ -13,6 +13,7 @@ import threading
 from typing import List, Optional
 
 from storpath.readers.block import BlockDevice, BlockReader
+from storpath.readers.host import HostIdentity, read_host
 from storpath.readers.pci import PciDevice, PciReader
 from storpath.roots import Roots
 
@@ -20,10 +21,12 @@ from storpath.roots import Roots
 class ScrapeFacts:
     def __init__(self, roots: Roots, hold_dirs: bool = False):
         # A long-running exporter holds each PCI device's directory open (see PciReader).
+        self.roots = roots
         self.pci_reader = PciReader(roots, hold_dirs=hold_dirs)
         self.block_reader = BlockReader(roots)
         self._pci: Optional[List[PciDevice]] = None
         self._blocks: Optional[List[BlockDevice]] = None
+        self._host: Optional[HostIdentity] = None
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -45,3 +48,10 @@ class ScrapeFacts:
             if self._blocks is None:
                 self._blocks = self.block_reader.read()
             return self._blocks
+
+    def host(self) -> HostIdentity:
+        """DMI and the hypervisor: they do not change while the machine runs, so read once."""
+        with self._lock:
+            if self._host is None:
+                self._host = read_host(self.roots)
+            return self._host

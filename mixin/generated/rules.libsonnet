@@ -101,8 +101,10 @@ local format = import '../lib/format.libsonnet';
                   count by (%(targetLabelsJoined)s) (
                     (
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
@@ -117,8 +119,10 @@ local format = import '../lib/format.libsonnet';
                   count by (%(targetLabelsJoined)s) (
                     (
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
@@ -134,9 +138,12 @@ local format = import '../lib/format.libsonnet';
                 expr: (if c.pcieWatchSwitchUplinks then |||
                   count by (%(targetLabelsJoined)s) (
                     (
-                      storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
-                      or on(%(targetLabelsJoined)s, address)
-                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      (
+                        storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                        or on(%(targetLabelsJoined)s, address)
+                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
@@ -150,9 +157,12 @@ local format = import '../lib/format.libsonnet';
                 ||| % v else |||
                   count by (%(targetLabelsJoined)s) (
                     (
-                      storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
-                      or on(%(targetLabelsJoined)s, address)
-                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      (
+                        storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                        or on(%(targetLabelsJoined)s, address)
+                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
@@ -168,6 +178,7 @@ local format = import '../lib/format.libsonnet';
                 expr: (if c.pcieWatchSwitchUplinks then |||
                   (
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -179,6 +190,7 @@ local format = import '../lib/format.libsonnet';
                 ||| % v else |||
                   (
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -201,6 +213,7 @@ local format = import '../lib/format.libsonnet';
                 expr: (if c.pcieWatchSwitchUplinks then |||
                   (
                     storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -212,6 +225,7 @@ local format = import '../lib/format.libsonnet';
                 ||| % v else |||
                   (
                     storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -233,9 +247,12 @@ local format = import '../lib/format.libsonnet';
                 alert: 'PcieDeviceLimitedByPort',
                 expr: (if c.pcieWatchSwitchUplinks then |||
                   (
-                    storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
-                    or on(%(targetLabelsJoined)s, address)
-                    storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                    (
+                      storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
@@ -245,9 +262,12 @@ local format = import '../lib/format.libsonnet';
                   )
                 ||| % v else |||
                   (
-                    storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
-                    or on(%(targetLabelsJoined)s, address)
-                    storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                    (
+                      storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
@@ -269,6 +289,7 @@ local format = import '../lib/format.libsonnet';
                 expr: (if c.pcieWatchSwitchUplinks then |||
                   storpath_pcie_current_link_width == 0
                   and on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width > 0
+                  unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
@@ -279,6 +300,7 @@ local format = import '../lib/format.libsonnet';
                 ||| % v else |||
                   storpath_pcie_current_link_width == 0
                   and on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width > 0
+                  unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"},
@@ -322,6 +344,7 @@ local format = import '../lib/format.libsonnet';
                     )
                   ) > 0
                 ||| % v,
+                [if format.seconds(c.pcieCounterAlertsKeepFiringFor) > 0 then 'keep_firing_for']: c.pcieCounterAlertsKeepFiringFor,
                 labels: {
                   severity: 'critical',
                 },
@@ -354,6 +377,7 @@ local format = import '../lib/format.libsonnet';
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   ) >= %(pcieFlappingThreshold)s
                 ||| % v),
+                [if format.seconds(c.pcieCounterAlertsKeepFiringFor) > 0 then 'keep_firing_for']: c.pcieCounterAlertsKeepFiringFor,
                 labels: {
                   severity: 'warning',
                 },
@@ -392,7 +416,11 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'NvmeIdentifyUnavailable',
-                expr: 'storpath_nvme_identify_available == 0',
+                expr: |||
+                  storpath_nvme_identify_available == 0
+                  unless on(%(targetLabelsJoined)s, controller)
+                  last_over_time(storpath_nvme_identify_available[%(nvmeIdentifyUnavailableNotice)s] offset %(nvmeIdentifyUnavailableNotice)s) == 0
+                ||| % v,
                 [if format.seconds(c.nvmeIdentifyUnavailableFor) > 0 then 'for']: c.nvmeIdentifyUnavailableFor,
                 labels: {
                   severity: 'info',
@@ -519,6 +547,8 @@ local format = import '../lib/format.libsonnet';
                   storpath_numa_storage_controller_node == -1
                   and on(%(targetLabelsJoined)s)
                   (count by (%(targetLabelsJoined)s) (storpath_numa_node_info) > 1)
+                  unless on(%(targetLabelsJoined)s)
+                  storpath_host_info{virtualization="vm"}
                 ||| % v,
                 [if format.seconds(c.numaUnknownNodeFor) > 0 then 'for']: c.numaUnknownNodeFor,
                 labels: {
@@ -532,7 +562,11 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'MdArraySpansNumaNodes',
-                expr: 'storpath_md_member_numa_nodes > 1',
+                expr: |||
+                  storpath_md_member_numa_nodes > 1
+                  unless on(%(targetLabelsJoined)s)
+                  storpath_host_info{virtualization="vm"}
+                ||| % v,
                 [if format.seconds(c.numaMdSpansNodesFor) > 0 then 'for']: c.numaMdSpansNodesFor,
                 labels: {
                   severity: 'info',
@@ -680,6 +714,7 @@ local format = import '../lib/format.libsonnet';
                 alert: 'ZfsVdevErrorsRising',
                 expr: 'increase(storpath_zfs_vdev_errors_total[%(zfsVdevErrorsWindow)s]) > 0' % v,
                 [if format.seconds(c.zfsVdevErrorsFor) > 0 then 'for']: c.zfsVdevErrorsFor,
+                [if format.seconds(c.zfsVdevErrorsKeepFiringFor) > 0 then 'keep_firing_for']: c.zfsVdevErrorsKeepFiringFor,
                 labels: {
                   severity: 'warning',
                 },

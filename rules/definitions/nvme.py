@@ -31,7 +31,14 @@ def rules(c):
         ),
         c.alert(
             "NvmeIdentifyUnavailable",
-            "storpath_nvme_identify_available == 0",
+            # A notice, not a standing alert: the shipped unprivileged deployments cannot read
+            # Identify on purpose. Fires while a controller has been unreadable for less than the
+            # notice window (a new deployment, or one that lost the capability), then stays quiet.
+            c.expr("""
+                storpath_nvme_identify_available == 0
+                unless ${on}
+                last_over_time(storpath_nvme_identify_available[${notice}] offset ${notice}) == 0
+            """, on=c.on("controller"), notice=cfg.identify_unavailable_notice),
             cfg.identify_unavailable_for, "info",
             "storpath cannot read NVMe Identify data: the LBA format check is off.",
             """Controller {{ $labels.controller }} has namespaces, but storpath could not read Identify

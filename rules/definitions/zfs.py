@@ -55,6 +55,7 @@ def rules(c):
             "A ZFS vdev is counting read, write or checksum errors.",
             f"""vdev {{{{ $labels.vdev }}}} of pool {{{{ $labels.zpool }}}} counted {{{{ $value | humanize }}}}
             {{{{ $labels.type }}}} errors in the last {cfg.vdev_errors_window}.""",
+            keep_firing_for=cfg.vdev_errors_keep_firing_for,
         ),
         c.alert(
             "ZfsPoolCapacityHigh",

@@ -51,6 +51,15 @@ EXPECTED = {
     ("intel-r2224wft-switches", "uplink-x4"): (2, {("0000:d8:00.0", "pcie.link_width_below_expected")},
                                                {("0000:3b:00.0", "pcie.shared_uplink_oversubscribed")}),
     ("supermicro-x10dri-hyperm2", "healthy"): (0, set(), set()),
+    # The noise corpus (tests/e2e/test_noise_corpus.py): virtual machines say what they cannot know.
+    ("qemu-q35-old-passthrough", "healthy"): (0, set(), {("host", "host.virtual_machine")}),
+    ("qemu-q35-new-rciep", "healthy"): (0, set(), {("host", "host.virtual_machine")}),
+    ("qemu-q35-new-rciep", "x2-passthrough"): (2, {("0000:01:00.0", "pcie.link_width_below_expected")},
+                                               {("host", "host.virtual_machine")}),
+    ("vmware-esxi-nas", "healthy"): (0, set(), {("host", "host.virtual_machine")}),
+    ("cloud-nitro-instance", "healthy"): (0, set(), {("host", "host.virtual_machine")}),
+    ("laptop-thinkpad-x1", "healthy"): (0, set(), set()),
+    ("desktop-z690-single-socket", "healthy"): (0, set(), set()),
 }
 
 
@@ -88,7 +97,9 @@ def test_check_finds_what_each_machine_has(name, variant, machine_tree):
 def test_healthy_reference_is_silent(machine_tree):
     result = storpath("check", *paths(machine_tree("supermicro-x10dri-hyperm2", "healthy")))
     assert result.returncode == 0, result.stdout
-    assert result.stdout.startswith("summary: clean: no problems found; checked 6 PCIe links"), result.stdout
+    # The machine first (DMI: what it is, bare metal or not), then nothing but the summary.
+    assert result.stdout.startswith("host: Supermicro SYS-6028R-TR (board X10DRi, BIOS 3.2), bare metal\n\n"
+                                    "summary: clean: no problems found; checked 6 PCIe links"), result.stdout
     assert "PCIe links" in result.stdout and "NVMe namespaces" in result.stdout
 
 
@@ -96,7 +107,8 @@ def test_link_fault_report_names_evidence_impact_and_remedy(machine_tree):
     result = storpath("check", *paths(machine_tree("am4-x570-firecuda", "x2-link")))
     text = result.stdout
     assert result.returncode == 2
-    block = text.split("\n\n")[0]  # the critical device comes first
+    assert text.startswith("host: ASUS System Product Name")
+    block = text.split("\n\n")[1]  # after the host line, the critical device comes first
     assert block.startswith("0000:05:00.0  nvme1 · Seagate FireCuda 530")
     assert "CRITICAL  PCIe link trained at x2, both ends support x4" in block
     assert "trained 16 GT/s (Gen4) x2, expected 16 GT/s (Gen4) x4" in block

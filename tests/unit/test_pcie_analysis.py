@@ -101,7 +101,8 @@ def test_switch_uplink_is_the_bottleneck_hop_for_a_device_behind_it(b):
 def test_narrow_uplink_limits_the_path(b):
     b.root_port(b.host, "0000:00:01.0", speed=8.0, width=1)
     b.attach("0000:00:01.0", 8.0, 8)
-    b.switch("0000:00:01.0", "0000:01:00.0", ["0000:02:00.0"], speed=8.0, up_width=8, down_width=4)
+    # The switch's uplink trains x1, all its port allows (a card in an x1 slot).
+    b.switch("0000:00:01.0", "0000:01:00.0", ["0000:02:00.0"], speed=8.0, up_width=8, down_width=4, up_cur_width=1)
     _drive(b, "0000:02:00.0", "0000:03:00.0", 8.0, 4)
     drive = _analyse(b)["0000:03:00.0"]
     assert drive.bottleneck == "0000:01:00.0"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from storpath.analysis import virtual
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
 from storpath.sysfs import same_objects
 from storpath.units import pcie_link_bytes_per_second
@@ -39,6 +40,15 @@ class LinkExpectation:
     bottleneck: Optional[str]  # device end only: the device end of the hop with the lowest expected bandwidth up to the root
     bottleneck_bandwidth: Optional[float]
     root_port: Optional[str]
+    # What the verdict rests on (storpath.analysis.virtual): both_ends on bare metal; device_only
+    # behind an emulated port (the expectation is the device's own capability); none when there
+    # is nothing storpath can verify.
+    basis: str = virtual.BOTH_ENDS
+    trust_reason: str = ""
+
+    @property
+    def verifiable(self) -> bool:
+        return self.basis == virtual.BOTH_ENDS
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,8 @@ def link_partner(device: PciDevice, by_address: Dict[str, PciDevice], children: 
     return None
 
 
-def expectations(devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
+def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, LinkExpectation]:
+    """`guest`: the host is a virtual machine (its PCIe ports are the hypervisor's)."""
     by_address = {d.address: d for d in devices}
     children: Dict[str, List[PciDevice]] = {}
     for d in sorted(devices, key=lambda d: d.address):
@@ -87,10 +98,15 @@ def expectations(devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
     for d in devices:
         if not d.static.has_link:
             continue
-        partner = link_partner(d, by_address, children)
-        partners[d.address] = partner
+        partners[d.address] = link_partner(d, by_address, children)
+    trust = virtual.link_trust(devices, partners, guest)
+    for address, partner in partners.items():
+        d = by_address[address]
         if partner is None:
             expected[d.address] = (None, None)
+            continue
+        if not trust[address].use_partner:  # the partner's numbers are not hardware
+            expected[address] = (d.static.max_link_speed, d.static.max_link_width)
             continue
         expected[d.address] = (
             _min(d.static.max_link_speed, partner.static.max_link_speed),
@@ -104,7 +120,8 @@ def expectations(devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
             hops += 1
             if node.port_type == "root_port":
                 root = node.address
-            if node.address in expected and node.port_type not in DOWNSTREAM_FACING:
+            if (node.address in expected and node.port_type not in DOWNSTREAM_FACING
+                    and trust[node.address].basis != virtual.NONE):
                 speed, width = expected[node.address]
                 bw = pcie_link_bytes_per_second(speed, width)
                 if bw is not None and (best_bw is None or bw < best_bw):
@@ -136,6 +153,8 @@ def expectations(devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
             bottleneck=bottleneck if device_end else None,
             bottleneck_bandwidth=bottleneck_bw if device_end else None,
             root_port=root,
+            basis=trust[d.address].basis,
+            trust_reason=trust[d.address].reason,
         )
     return result
 
@@ -167,18 +186,20 @@ class ExpectationCache:
     readers hand out the same static records for unchanged devices, so identity of
     those records tells whether the topology changed."""
 
-    def __init__(self) -> None:
+    def __init__(self, guest: bool = False) -> None:
+        self.guest = guest
         self._statics: List[object] = []
         self._result: Dict[str, LinkExpectation] = {}
 
     def get(self, devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
         statics = [d.static for d in devices]
         if not same_objects(statics, self._statics):
-            self._result = expectations(devices)
+            self._result = expectations(devices, self.guest)
             self._statics = statics
         return self._result
 
 
-def analyse(devices: List[PciDevice], cache: Optional[ExpectationCache] = None) -> Dict[str, LinkAnalysis]:
-    expected = cache.get(devices) if cache is not None else expectations(devices)
+def analyse(devices: List[PciDevice], cache: Optional[ExpectationCache] = None,
+            guest: bool = False) -> Dict[str, LinkAnalysis]:
+    expected = cache.get(devices) if cache is not None else expectations(devices, guest)
     return {d.address: judge(d, expected[d.address]) for d in devices if d.address in expected}

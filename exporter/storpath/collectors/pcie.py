@@ -48,7 +48,8 @@ class PcieCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.expectations = ExpectationCache()
+        # In a virtual machine the ports are the hypervisor's (storpath.analysis.virtual).
+        self.expectations = ExpectationCache(guest=ctx.facts.host().virtual)
         self._rendered: Dict[str, _Rendered] = {}
         self._static_token: object = None  # new whenever a line of the static families changes
         self._value_token: object = None  # likewise for the families of current values
@@ -76,12 +77,18 @@ class PcieCollector(Collector):
                              "`bottleneck` is the device end of that hop.", labels=("address", "bottleneck")),
             aer=SeriesFamily("storpath_pcie_aer_errors", "AER errors the device reported, by severity.",
                              ("address", "severity"), kind="counter"),
+            verifiable=gauge("link_verifiable",
+                             "1 when the link's verdict rests on the registers of both its ends (bare metal); 0 "
+                             "when it cannot: `basis` device_only (the port is emulated, or claims less than the "
+                             "device runs at: judged against the device's own capability), none (nothing to "
+                             "judge: an emulated device or port, an empty slot, no port above the device); "
+                             "`reason` says why.", labels=("address", "basis", "reason")),
             info=gauge("device_info", "PCI identity and place in the tree of a device with a PCIe link or a storage "
                        "controller; always 1.", INFO_LABELS),
         )
 
     # The families whose lines change only with a device's instance, driver or link expectation.
-    STATIC = ("info", "max_speed", "max_width", "exp_speed", "exp_width", "exp_bw", "bottleneck")
+    STATIC = ("info", "max_speed", "max_width", "exp_speed", "exp_width", "exp_bw", "bottleneck", "verifiable")
 
     def _render_static(self, included, families) -> List[str]:
         """The text of each STATIC family, for the devices of this scrape, in order."""
@@ -101,6 +108,9 @@ class PcieCollector(Collector):
             texts["max_width"].append(_line(names["max_width"], address, static.max_link_width))
             if exp is None:
                 continue
+            texts["verifiable"].append(_line(names["verifiable"], label_text(
+                ("address", "basis", "reason"), (device.address, exp.basis, exp.trust_reason)),
+                1.0 if exp.verifiable else 0.0))
             texts["exp_speed"].append(_line(names["exp_speed"], address, exp.expected_speed))
             texts["exp_width"].append(_line(names["exp_width"], address, exp.expected_width))
             texts["exp_bw"].append(_line(names["exp_bw"], address, exp.expected_bandwidth))
@@ -176,5 +186,5 @@ class PcieCollector(Collector):
         for i, name in enumerate(self.CURRENT):
             families[name].set_text(self._value_token, _joiner(entries, i))
         order = ("cur_speed", "max_speed", "exp_speed", "cur_width", "max_width", "exp_width", "cur_bw", "exp_bw",
-                 "bottleneck", "aer", "info")
+                 "bottleneck", "verifiable", "aer", "info")
         return [families[name] for name in order]

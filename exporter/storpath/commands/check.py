@@ -89,19 +89,36 @@ def run(args, config) -> int:
     notes = collector.notes if collector else []
     groups = {f.subject: facts.group_of(f.subject) for f in result.findings}
     subjects = {key: facts.describe(key) for key in set(groups) | set(groups.values())}
+    host = host_line(facts)
     try:
         if args.json:
-            json.dump(as_json(result, subjects, groups, notes, probes, roots), sys.stdout, indent=2)
+            data = as_json(result, subjects, groups, notes, probes, roots)
+            identity = facts.host()
+            data["host"] = dict(identity.dmi, hypervisor=identity.hypervisor, virtualization=identity.virtualization)
+            json.dump(data, sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
             stream = sys.stdout
             colour = use_colour(args.color, stream)
             width = report_width(stream)
+            stream.write("\n".join(_wrap(host, width, "", "  ")) + "\n\n")
             stream.write(render(result, subjects, notes, width=width, colour=colour, probes=probes, groups=groups))
         sys.stdout.flush()
     except BrokenPipeError:  # `storpath check --json | head`: the reader is gone; stop quietly, as other tools do
         _silence_stdout()
     return result.exit_code()
+
+
+def host_line(facts: Facts) -> str:
+    """'host: Supermicro SYS-6028R-TR (board X10DRi, BIOS 3.2), bare metal'."""
+    host = facts.host()
+    dmi = host.dmi
+    name = " ".join(v for v in (dmi["sys_vendor"], dmi["product_name"]) if v) or "unknown machine"
+    extra = ", ".join(p for p in (f"board {dmi['board_name']}" if dmi["board_name"] else "",
+                                   f"BIOS {dmi['bios_version']}" if dmi["bios_version"] else "") if p)
+    kind = {"vm": f"virtual machine ({host.hypervisor})", "none": "bare metal"}.get(host.virtualization,
+                                                                                   "bare metal or VM: unknown")
+    return f"host: {name}" + (f" ({extra})" if extra else "") + f", {kind}"
 
 
 def _silence_stdout() -> None:

@@ -103,7 +103,11 @@ class Facts:
     def pcie_links(self):
         from storpath.analysis.pcie import analyse
 
-        return self.memo("pcie.links", lambda: analyse(self.pci_devices()))
+        return self.memo("pcie.links", lambda: analyse(self.pci_devices(), guest=self.host().virtual))
+
+    def host(self):
+        """DMI identity and whether this is a virtual machine (storpath.readers.host)."""
+        return self._reads.host()
 
     def block_devices(self):
         return self._reads.blocks()

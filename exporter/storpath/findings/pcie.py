@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Set
 
 from storpath.analysis.pcie import LinkAnalysis
+from storpath.analysis.virtual import REASON_TEXT
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
 from storpath.units import human_bytes_per_second, human_transfers
@@ -120,13 +121,17 @@ def check(facts: Facts, out: Outcome) -> None:
         if low_speed or low_width:
             current = link_text(device.current_link_speed, device.current_link_width)
             expected = link_text(link.expected_speed, link.expected_width)
+            both = "both ends support" if link.verifiable else "the device itself supports"
+            if not link.verifiable:  # behind an emulated port: the device's own registers (analysis.virtual)
+                ends = f"device {link_text(device.static.max_link_speed, device.static.max_link_width)}; " \
+                       + REASON_TEXT.get(link.trust_reason, "the port's numbers are not hardware")
             if low_speed and low_width:
-                title = f"PCIe link trained at {current}, both ends support {expected}"
+                title = f"PCIe link trained at {current}, {both} {expected}"
             elif low_speed:
                 title = (f"PCIe link trained at {link_text(device.current_link_speed, None)}, "
-                         f"both ends support {link_text(link.expected_speed, None)}")
+                         f"{both} {link_text(link.expected_speed, None)}")
             else:
-                title = f"PCIe link trained at x{device.current_link_width}, both ends support x{link.expected_width}"
+                title = f"PCIe link trained at x{device.current_link_width}, {both} x{link.expected_width}"
             remedies = []
             if low_width:
                 remedies.append("Fewer lanes than both ends support: check the slot's bifurcation setting in the "

@@ -186,11 +186,14 @@ class PciReader:
         speed_text, speed_err = read_attr_why(os.path.join(path, "max_link_speed"))
         has_link = speed_text is not None or os.path.exists(os.path.join(path, "max_link_width"))
         max_speed = max_width = None
-        if has_link:
+        width_text = read_attr(os.path.join(path, "max_link_width")) if has_link else None
+        if has_link and not (speed_text == "Unknown" and width_text == "0"):
+            # (Link Capabilities all zero is a root-complex integrated endpoint, e.g. a device
+            # passed through onto a VM's root bus: no link, nothing to warn about.)
             max_speed, why = parse_pcie_speed(speed_text)
             if why:
                 self._warn(address, "max_link_speed", speed_err or why)
-            max_width, why = parse_pcie_width(read_attr(os.path.join(path, "max_link_width")), allow_zero=False)
+            max_width, why = parse_pcie_width(width_text, allow_zero=False)
             if why:
                 self._warn(address, "max_link_width", why)
         aer = tuple((sev, os.path.join(path, name)) for sev, name in AER_FILES if os.path.exists(os.path.join(path, name)))
@@ -249,7 +252,7 @@ class PciReader:
                         self._forget(address)
                         continue  # vanished mid-read
                     device.current_link_speed, why = self._speed(speed_raw)
-                    if why:
+                    if why and static.max_link_width is not None:  # (no link capability: Unknown is right)
                         self._warn(address, "current_link_speed", why)
                     device.current_link_width, why = self._width(width_raw)
                     if why:
