@@ -221,11 +221,12 @@ def unit_of(family: Metric) -> str:
 
 
 def _om_header(family: Metric) -> bytes:
-    """OpenMetrics names a counter family without `_total` (its samples keep it), says
-    `unknown` for untyped and gives the unit."""
+    """OpenMetrics names a counter family without `_total` (its samples keep it) and gives
+    the unit."""
     name = family.name
-    doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-    head = f"# HELP {name} {doc}\n# TYPE {name} {family.type}\n"
+    # HELP escapes as in the text format: OpenMetrics parsers (Prometheus', prometheus_client's)
+    # take a bare double quote there, and promtool's text-format check rejects an escaped one.
+    head = f"# HELP {name} {_escape_help(family.documentation)}\n# TYPE {name} {family.type}\n"
     unit = unit_of(family)
     if unit:
         head += f"# UNIT {name} {unit}\n"
