@@ -14,11 +14,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from storpath import log
 
 LOG = log.get("exporter")
+
+MIN_RESERVE = 0.1  # seconds kept for a step that has not run yet (sysfs reads take milliseconds)
 
 
 @dataclass
@@ -52,6 +54,11 @@ class Guard:
     def __init__(self) -> None:
         self._stuck: Dict[str, _Run] = {}
         self._lock = threading.Lock()
+        self._last: Dict[str, float] = {}  # name -> seconds its last successful run took
+
+    def reserve(self, name: str) -> float:
+        """Time to keep for a step that is still to run: twice what it took last time."""
+        return max(MIN_RESERVE, 2 * self._last.get(name, 0.0))
 
     def stuck(self) -> Dict[str, float]:
         """Steps still blocked in an earlier run: name -> seconds since that run started."""
@@ -79,13 +86,16 @@ class Guard:
             return Result(False, error=f"did not finish within its {timeout:.2f} s share of the scrape deadline "
                                        "(a read blocks?)", seconds=time.perf_counter() - start)
         seconds = time.perf_counter() - start
+        self._last[name] = seconds
         if run.error is not None:
             exc = run.error
             return Result(False, error=f"{type(exc).__name__}: {exc}", seconds=seconds)
         return Result(True, run.value, seconds=seconds)
 
 
-def share(remaining: float, steps_left: int) -> float:
-    """A step's share of what is left of the deadline: an even split among the steps still to
-    run, so a step that blocks leaves the others at least as much each as it had."""
-    return remaining / max(steps_left, 1)
+def share(remaining: float, later: List[float]) -> float:
+    """A step's share of what is left of the deadline: all of it but what the steps after it
+    are expected to need (`later`, their reserves), and never less than an even split, so a
+    step that blocks leaves the others the time they need, and a slow one (the first scrape
+    of a large host reads everything) is not cut short while there is time."""
+    return max(remaining - sum(later), remaining / (len(later) + 1))

@@ -44,14 +44,14 @@ class StorpathExporter:
                                         labels=["collector"])
             duration = GaugeMetricFamily("storpath_scrape_collector_duration_seconds",
                                          "How long a collector took on this scrape.", labels=["collector"])
-            steps = len(self.collectors) + 1
+            reserves = [self.guard.reserve(c.name) for c in self.collectors]
             # Dropping the last scrape's facts takes their lock, which a blocked read may hold.
-            fresh = self.guard.run("facts", self._new_scrape, deadline.share(end - time.monotonic(), steps))
+            fresh = self.guard.run("facts", self._new_scrape, deadline.share(end - time.monotonic(), reserves))
             if not fresh.ok:
                 log.kv(LOG, logging.ERROR, "facts of the last scrape not dropped", err=fresh.error)
             for index, collector in enumerate(self.collectors):
                 result = self.guard.run(collector.name, lambda c=collector: list(c.collect()),
-                                        deadline.share(end - time.monotonic(), steps - 1 - index))
+                                        deadline.share(end - time.monotonic(), reserves[index + 1:]))
                 if not result.ok:  # one broken collector must not break the response
                     log.kv(LOG, logging.ERROR, "collector failed", collector=collector.name, err=result.error)
                 duration.add_metric([collector.name], result.seconds)

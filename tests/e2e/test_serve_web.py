@@ -210,8 +210,8 @@ def test_a_blocking_attribute_fails_its_collector_only_and_threads_do_not_pile_u
 
 def test_max_requests_answers_503_past_the_limit(machine_tree, tmp_path):
     root, fifo = _blocking_md_tree(machine_tree, tmp_path)
-    # md's share of a 30 s deadline: about 3 s of waiting for the blocked read.
-    args = [f"--path.sysfs={root}/sys", "--web.max-requests=1", "--web.scrape-timeout=30s"]
+    # md's share of a 4 s deadline: about 3 s of waiting for the blocked read.
+    args = [f"--path.sysfs={root}/sys", "--web.max-requests=1", "--web.scrape-timeout=4s"]
     with run_exporter(args, str(tmp_path)) as exporter:
         statuses = []
         slow = threading.Thread(target=lambda: statuses.append(exporter.get("/metrics").status_code))

@@ -9,6 +9,7 @@ collectors are closed once no scrape uses them any more.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import signal
 import sys
@@ -52,6 +53,25 @@ def add_parser(sub, common):
                           "X-Prometheus-Scrape-Timeout-Seconds); a collector that blocks past its share is "
                           "reported failed (default 10s).")
     parser.set_defaults(run=run)
+
+
+def limit_malloc_arenas() -> None:
+    """One glibc malloc arena for the whole process.
+
+    Each scrape runs its collectors in threads of their own (storpath.deadline) and glibc gives
+    threads arenas of their own; memory kept between scrapes (rendered text, device records)
+    then ends up spread over arenas that are never given back. Measured on the 1024-drive
+    benchmark host, RSS after 15 scrapes: 106 MB with glibc's default, 61 MB with 2 arenas,
+    56 MB with 1 (51 MB before scrapes used threads). Other C libraries: nothing to do.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_ARENA_MAX, 1)
+    except (OSError, AttributeError):
+        pass
+
+
+M_ARENA_MAX = -8  # glibc's malloc.h
 
 
 def runtime_registry() -> CollectorRegistry:
@@ -163,6 +183,7 @@ def run(args, config) -> int:
         log.kv(LOG, logging.ERROR, "invalid web configuration", err=str(exc))
         print(f"storpath: {exc}", file=sys.stderr)
         return 2
+    limit_malloc_arenas()
     # Each PCI device's directory is held open (see PciReader): up to the hard limit,
     # as node_exporter (Go) raises its own limit at start.
     before, after = raise_open_files_limit()
