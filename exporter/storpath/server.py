@@ -43,7 +43,8 @@ MAX_HEADER_BYTES = 32 * 1024  # request line and headers; Prometheus sends well 
 MAX_BODY_BYTES = 4 * 1024  # nothing here takes a body
 SOCKET_TIMEOUT = 10.0  # per read or write on a connection, and how long an idle keep-alive connection is kept
 KEEP_ALIVE_IDLE_MAX = 64  # idle keep-alive connections kept open; more are closed after their answer
-EXTRA_THREADS = 8  # workers beyond --web.max-requests, for health checks, 401s and 503s
+EXTRA_THREADS = 4  # workers beyond --web.max-requests, for health checks, 401s and 503s
+UNLIMITED_THREADS = 64  # workers when --web.max-requests is 0
 
 
 def parse_listen_address(text: str) -> Tuple[str, int]:
@@ -126,16 +127,18 @@ class App:
             start_response(status, out)
             return [b"" if method == "HEAD" else body]
 
+        path = environ.get("PATH_INFO", "/")
+        if path in ("/-/healthy", "/-/ready") and path != site.telemetry_path:
+            # No password for these: they say nothing about the host, and a kubelet's or load
+            # balancer's health check has none to send.
+            return answer("200 OK", b"Healthy\n" if path == "/-/healthy" else b"Ready\n")
         if site.auth is not None and not self._authorized(site, environ.get("HTTP_AUTHORIZATION")):
             return answer("401 Unauthorized", b"Unauthorized\n",
                           extra=[("WWW-Authenticate", 'Basic realm="storpath", charset="UTF-8"')])
         if method not in ("GET", "HEAD"):
             return answer("405 Method Not Allowed", b"Method not allowed\n", extra=[("Allow", "GET, HEAD")])
-        path = environ.get("PATH_INFO", "/")
         if path == site.telemetry_path:
             return self._metrics(site, environ, answer)
-        if path in ("/-/healthy", "/-/ready"):
-            return answer("200 OK", b"Healthy\n" if path == "/-/healthy" else b"Ready\n")
         if path == "/" and site.telemetry_path != "/":
             page = LANDING.format(metrics=html.escape(site.telemetry_path.lstrip("/")),
                                   collectors=html.escape(", ".join(site.collector_names) or "none"),
@@ -257,7 +260,10 @@ class Server:
         if host == "":
             host = "::" if _ipv6_available() else "0.0.0.0"
         self.app = App(site)
-        self.threads = threads or max(16, site.max_requests + EXTRA_THREADS if site.max_requests > 0 else 64)
+        # Every worker thread is started at once (about 100 KB of RSS each); a request that finds
+        # all busy waits in the queue. One more worker than --web.max-requests is what lets the
+        # limit answer 503 at all.
+        self.threads = threads or (site.max_requests + EXTRA_THREADS if site.max_requests > 0 else UNLIMITED_THREADS)
         self.http = _Server((host, port), self.app, numthreads=self.threads, max=self.threads,
                             request_queue_size=socket.SOMAXCONN, timeout=SOCKET_TIMEOUT, shutdown_timeout=5,
                             server_name=f"storpath/{__version__}")

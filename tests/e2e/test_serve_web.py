@@ -55,6 +55,9 @@ def test_tls_and_basic_auth_with_curl(exporter_on, tmp_path, certs):
         assert plain.stdout.startswith("HTTP/1.0 400")
         # A client that does not trust the certificate gets nowhere.
         assert curl("-u", "prometheus:s3cret", url).returncode != 0
+        # The health check needs no password (a kubelet has none); the landing page does.
+        assert exporter.get("/-/healthy", auth=None).status_code == 200
+        assert exporter.get("/", auth=None).status_code == 401
         # The server is still fine after all that.
         assert exporter.get("/metrics").status_code == 200
 
