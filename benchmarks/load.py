@@ -15,6 +15,8 @@ for), the exporter's threads before and after, peak RSS.
     python -m benchmarks.load [--bursts 3] [--idle 800] [--concurrent 200] [--tls]
                               [--no-fifo] [--source DIR] [--max-requests 0]
 
+A bounded run: at most bursts x concurrent scrapes, each with a 30 s timeout.
+
 `--tls` serves TLS with basic auth (bcrypt cost 10). `--source DIR` runs the exporter from
 another checkout (DIR/exporter), to compare servers; `--no-fifo` leaves the blocking
 attribute out (a server without a scrape deadline would hang on it).
@@ -104,12 +106,15 @@ def _large_headers(client: Client, out: list) -> None:
         out.append((size, status))
 
 
-def _idle(port: int, count: int) -> list:
-    sockets = []
+def _idle(port: int, count: int) -> tuple:
+    """(open sockets, connections that failed)."""
+    sockets, failed = [], 0
     for _ in range(count):
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        sockets.append(s)
-    return sockets
+        try:
+            sockets.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        except OSError:
+            failed += 1
+    return sockets, failed
 
 
 def _fifo(host: str) -> str:
@@ -139,8 +144,9 @@ def run(args) -> dict:
     if not os.path.isdir(host):
         build_host(host, 1024, "ports")
     fifo = None if args.no_fifo else _fifo(host)
-    extra = [f"--path.sysfs={host}/sys", f"--path.procfs={host}/proc", f"--path.captured={host}/captured",
-             f"--web.max-requests={args.max_requests}"]
+    extra = [f"--path.sysfs={host}/sys", f"--path.procfs={host}/proc", f"--path.captured={host}/captured"]
+    if args.max_requests >= 0:
+        extra.append(f"--web.max-requests={args.max_requests}")
     ca, auth, tls_auth = "", "", None
     if args.tls:
         from tests.tls import make_certs, write_web_config
@@ -159,7 +165,7 @@ def run(args) -> dict:
             client = Client(exporter.port, ca, auth)
             first = client.get(headers={"Accept-Encoding": "gzip"})
             threads_before = _threads(pid)
-            idle = _idle(exporter.port, args.idle)
+            idle, idle_failed = _idle(exporter.port, args.idle)
             large: list = []
             header_thread = threading.Thread(target=_large_headers, args=(client, large))
             header_thread.start()
@@ -192,6 +198,7 @@ def run(args) -> dict:
         "p50_ms": round(statistics.median(latencies) * 1000) if latencies else None,
         "p99_ms": round(latencies[int(0.99 * (len(latencies) - 1))] * 1000) if latencies else None,
         "max_ms": round(latencies[-1] * 1000) if latencies else None,
+        "idle_connections_failed": idle_failed,
         "idle_connections_open_at_end": still_idle,
         "large_headers": {f"{size // 1024}KiB": sorted({str(s) for sz, s in large if sz == size})
                           for size in sorted({sz for sz, _ in large})},
@@ -221,7 +228,8 @@ def main(argv=None) -> int:
     parser.add_argument("--idle", type=int, default=800)
     parser.add_argument("--tls", action="store_true")
     parser.add_argument("--no-fifo", action="store_true")
-    parser.add_argument("--max-requests", type=int, default=0, help="--web.max-requests of the exporter")
+    parser.add_argument("--max-requests", type=int, default=0,
+                        help="--web.max-requests of the exporter (-1: leave the flag out)")
     parser.add_argument("--source", help="run the exporter from this checkout")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "storpath-bench"))
     args = parser.parse_args(argv)
