@@ -9,10 +9,11 @@ of worker threads, parks idle keep-alive connections in a selector (no thread), 
 HTTP/1.1 with keep-alive, and caps the header size. A scrape costs the same with either
 (benchmarks/scrape.py at 1024 drives).
 
-One thing is changed in cheroot's TLS handling: its adapter does the TLS handshake in the
-thread that accepts connections, so one client that connects and sends nothing would stop
-all accepting for the whole socket timeout. Here the handshake is done on the first read,
-in the worker thread that serves the connection.
+Two things are changed in cheroot: its TLS adapter does the handshake in the thread that
+accepts connections, so one client that connects and sends nothing would stop all accepting
+for the whole socket timeout; here the handshake is done on the first read, in the worker
+thread that serves the connection. And a new connection waits in the selector until it has
+sent something, instead of holding a worker while it waits (see _Server.process_conn).
 """
 
 from __future__ import annotations
@@ -247,6 +248,18 @@ class TLSAdapter(Adapter):
 
 
 class _Server(wsgi.Server):
+    def process_conn(self, conn):
+        # cheroot hands a connection to a worker as soon as it is accepted, and the worker then
+        # waits up to the socket timeout for a request: a few hundred connections that send
+        # nothing would hold every worker. A new connection waits in the selector instead,
+        # as an idle keep-alive connection does, and goes to a worker once it has sent
+        # something; the selector closes it after the timeout if it never does.
+        if not getattr(conn, "storpath_waited", False):
+            conn.storpath_waited = True
+            self._connections.put(conn)
+            return
+        super().process_conn(conn)
+
     def error_log(self, msg="", level=20, traceback=False):
         # cheroot reports client misbehaviour (resets, bad requests) here: not the operator's problem.
         LOG.debug("http: %s", msg, exc_info=traceback)

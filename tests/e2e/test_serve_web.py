@@ -158,6 +158,23 @@ def test_oversized_headers_are_refused_and_the_server_goes_on(exporter_on):
         assert exporter.get("/metrics").status_code == 200
 
 
+def test_idle_connections_hold_no_worker(exporter_on):
+    """Connections that send nothing (more than there are worker threads) must not keep a scrape
+    waiting: before it gets a worker, a connection waits in the selector."""
+    import socket
+
+    with exporter_on("am4-x570-firecuda", "healthy", "--web.max-requests=4") as exporter:
+        idle = [socket.create_connection(("127.0.0.1", exporter.port), timeout=5) for _ in range(100)]
+        try:
+            # The server closes a silent connection after 10 s; before that, a worker waiting on
+            # one would be held all that time, so 8 s is what a stuck server could not answer in.
+            assert exporter.get("/metrics", timeout=8).status_code == 200
+            assert exporter.get("/-/healthy", timeout=8).status_code == 200
+        finally:
+            for sock in idle:
+                sock.close()
+
+
 def _blocking_md_tree(machine_tree, tmp_path) -> tuple:
     """The EPYC box with md0's array_state replaced by a FIFO: reading it blocks until a writer comes."""
     root = str(tmp_path / "host")
