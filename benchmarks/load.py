@@ -1,8 +1,8 @@
 """Load on the HTTP side (a benchmark, not a test; loopback only, bounded in count and time).
 
 On the 2048-PCI-device synthetic host of benchmarks/scrape.py (1024 drives, `ports` layout),
-with one NVMe controller's `state` attribute replaced by a FIFO (a read that blocks, as a hung
-driver attribute does), the real `storpath serve` is put under, all at once:
+with one NVMe namespace's `queue/logical_block_size` replaced by a FIFO (a read that blocks, as
+a hung driver attribute does), the real `storpath serve` is put under, all at once:
 - 800 idle connections, opened first and held open to the end (TLS: never handshaken);
 - bursts of 200 scrapes that start together (a barrier), as Prometheus asks (OpenMetrics
   first, gzip), each over its own connection;
@@ -117,10 +117,16 @@ def _idle(port: int, count: int) -> tuple:
     return sockets, failed
 
 
+# A namespace's LBA size is read on every scrape (by the nvme collector): a FIFO there blocks
+# a scrape's read as a hung driver attribute would.
+BLOCKING_ATTRIBUTE = ("sys", "class", "block", "nvme0n1", "queue", "logical_block_size")
+ATTRIBUTE_TEXT = "4096\n"  # what build_host writes there
+
+
 def _fifo(host: str) -> str:
-    path = os.path.realpath(os.path.join(host, "sys", "class", "nvme", "nvme0", "state"))
+    path = os.path.realpath(os.path.join(host, *BLOCKING_ATTRIBUTE))
     if os.path.exists(path) and not os.path.isfile(path):
-        return path  # left from an earlier run
+        return path  # left from an interrupted run
     os.unlink(path)
     os.mkfifo(path)
     return path
@@ -134,7 +140,7 @@ def _unfifo(path: str) -> None:
         pass
     os.unlink(path)
     with open(path, "w") as handle:
-        handle.write("live\n")
+        handle.write(ATTRIBUTE_TEXT)
 
 
 def run(args) -> dict:

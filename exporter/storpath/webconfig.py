@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-import yaml
+from storpath.config import ConfigError, load_file
 
 
 class WebConfigError(ValueError):
@@ -100,12 +100,9 @@ def load(path: Optional[str]) -> WebConfig:
     if not path:
         return WebConfig()
     try:
-        with open(path, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle)
-    except OSError as exc:
-        raise WebConfigError(f"cannot read web config file {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise WebConfigError(f"web config file {path} is not valid YAML: {exc}") from None
+        raw = load_file(path)
+    except ConfigError as exc:
+        raise WebConfigError(f"--web.config.file: {exc}") from None
     try:
         return parse(raw, base=os.path.dirname(os.path.abspath(path)), path=path)
     except WebConfigError as exc:
