@@ -16,8 +16,8 @@ from prometheus_client.core import Metric
 
 from storpath import exposition
 
-# gzip level 1: measured on the 1024-drive benchmark host, levels above it shrink the body
-# by a few percent for several times the CPU.
+# gzip level 1. Measured on the 3 MB text of the 1024-drive benchmark host: level 1 takes
+# 6.5 ms of CPU for 161 KB, level 6 27 ms for 139 KB.
 GZIP_LEVEL = 1
 
 
