@@ -213,7 +213,10 @@ def run(args, config) -> int:
            collectors=",".join(built.names), sysfs=built.roots.sysfs, procfs=built.roots.procfs,
            tls=web.tls, basic_auth=bool(web.users), telemetry_path=config["web"]["telemetry_path"])
     while True:
-        wake.wait()
+        # With a timeout: the kernel may deliver a signal to any thread, and a main thread blocked
+        # on a lock without one would not run the Python handler until something else woke it.
+        while not wake.wait(0.5):
+            pass
         wake.clear()
         signals, pending[:] = list(pending), []
         stop = [s for s in signals if s != signal.SIGHUP]
