@@ -2,13 +2,14 @@
 # do not need make; these targets are shortcuts for working on storpath.
 PY ?= .venv/bin/python
 
-.PHONY: help setup test test-fast golden bench lint run
+.PHONY: help setup test test-fast golden bench bench-load lint run
 help:
 	@echo "make setup      venv with storpath and test deps (plus Debian packages)"
 	@echo "make test-fast  parsers, analysis and fixture machines (no Docker, no QEMU): the inner loop"
 	@echo "make test       the whole suite, as CI runs it (./scripts/test)"
 	@echo "make golden     regenerate golden expositions after an intended change"
 	@echo "make bench      scrape-cost benchmark on synthetic hosts"
+	@echo "make bench-load load on the HTTP side: 200 concurrent scrapes, 800 idle connections, large headers"
 	@echo "make run        run the exporter on this host"
 
 setup:
@@ -26,6 +27,10 @@ golden: setup
 
 bench: setup
 	$(PY) -m benchmarks.scrape
+
+bench-load: setup
+	$(PY) -m benchmarks.load
+	$(PY) -m benchmarks.load --tls
 
 run:
 	./scripts/run-exporter

@@ -13,6 +13,9 @@ shape the targets are set for); `mixed`, half the drives below their own root po
 half behind PCIe switches of four downstream ports (more PCI devices per drive).
 
     python -m benchmarks.scrape [--sizes 64,256,1024] [--layouts ports,mixed] [--scrapes 60]
+                                [--accept text|openmetrics]
+
+`--accept openmetrics` asks as Prometheus 2.42 does by default (OpenMetrics first).
 """
 
 from __future__ import annotations
@@ -82,7 +85,14 @@ def _drive(b, port, address, index):
            device=0xa824, speed=16.0, width=4, namespaces=[Namespace(size_bytes=3_840_755_982_336, lba_bytes=4096)])
 
 
-def measure(n: int, layout: str, scrapes: int, workdir: str) -> dict:
+ACCEPT = {
+    "text": "text/plain;version=0.0.4;q=1,*/*;q=0.1",
+    "openmetrics": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+                   "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+}
+
+
+def measure(n: int, layout: str, scrapes: int, workdir: str, accept: str = "text") -> dict:
     root = os.path.join(workdir, f"host-{layout}-{n}")
     if not os.path.isdir(root):
         t0 = time.monotonic()
@@ -95,6 +105,7 @@ def measure(n: int, layout: str, scrapes: int, workdir: str) -> dict:
         import requests
 
         session = requests.Session()
+        session.headers["Accept"] = ACCEPT[accept]
         url = exporter.url + "/metrics"
         start = time.perf_counter()
         first = session.get(url).text  # the first scrape renders everything
@@ -110,6 +121,7 @@ def measure(n: int, layout: str, scrapes: int, workdir: str) -> dict:
         rss = memory_bytes(exporter.proc.pid, "VmHWM")
     return {
         "layout": layout,
+        "accept": accept,
         "drives": n,
         "pci_devices": devices,
         "series": series,
@@ -161,12 +173,13 @@ def main(argv=None) -> int:
     parser.add_argument("--scrapes", type=int, default=60)
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "storpath-bench"))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--accept", choices=sorted(ACCEPT), default="text", help="format to ask for")
     args = parser.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     results = []
     runs = [(layout, int(n)) for layout in args.layouts.split(",") for n in args.sizes.split(",")]
     for layout, n in runs:
-        results.append(measure(n, layout, args.scrapes, args.workdir))
+        results.append(measure(n, layout, args.scrapes, args.workdir, args.accept))
         if not args.json:
             r = results[-1]
             print(f"{layout:<5} {r['drives']:>5} drives {r['pci_devices']:>5} PCI devices {r['series']:>6} series  "

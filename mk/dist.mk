@@ -16,20 +16,28 @@ DIST_IMAGE ?= storpath:$(DIST_VERSION)
 # Debian's own Python and build tools, whatever python3 comes first on PATH (pyenv, a venv).
 DIST_PATH := /usr/sbin:/usr/bin:/sbin:/bin
 
-.PHONY: dist dist-python dist-deb dist-image dist-chart dist-mixin dist-sums mixin chart-files
+.PHONY: dist dist-python dist-deb dist-image dist-chart dist-mixin dist-sums mixin chart-files dist-buildinfo
 
 dist: dist-python dist-deb dist-image dist-chart dist-mixin
 	$(MAKE) --no-print-directory dist-sums
 
-dist-python:
+# The git revision and branch storpath_build_info reports from an installed package (there is
+# no .git beside it there); gitignored, written anew for every build.
+DIST_BUILDINFO := exporter/storpath/_build_info.json
+dist-buildinfo:
+	printf '{"revision": "%s", "branch": "%s"}\n' "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+	    "$$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)" >$(DIST_BUILDINFO)
+
+dist-python: dist-buildinfo
 	mkdir -p $(DIST_DIR)
 	rm -f $(DIST_DIR)/storpath-$(DIST_VERSION)-*.whl $(DIST_DIR)/storpath-$(DIST_VERSION).tar.gz
 	PATH=$(DIST_PATH) python3 -m build --no-isolation --outdir $(DIST_DIR) .
 
 # The tree as committed plus what is new and not ignored, without .venv/.cache/dist.
-dist-deb:
+dist-deb: dist-buildinfo
 	rm -rf $(DIST_WORK)/deb && mkdir -p $(DIST_WORK)/deb/storpath-$(DIST_VERSION) $(DIST_DIR)
 	git ls-files -z -co --exclude-standard | tar --null -T - -c | tar -x -C $(DIST_WORK)/deb/storpath-$(DIST_VERSION)
+	cp $(DIST_BUILDINFO) $(DIST_WORK)/deb/storpath-$(DIST_VERSION)/$(DIST_BUILDINFO)
 	cd $(DIST_WORK)/deb/storpath-$(DIST_VERSION) && PATH=$(DIST_PATH) dpkg-buildpackage -us -uc -b
 	mv $(DIST_WORK)/deb/*.deb $(DIST_DIR)/
 

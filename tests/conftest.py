@@ -109,16 +109,24 @@ def machine_tree(tmp_path_factory):
 
 
 class RunningExporter:
-    def __init__(self, proc: subprocess.Popen, port: int, log_path: str):
+    def __init__(self, proc: subprocess.Popen, port: int, log_path: str, ca: Optional[str] = None,
+                 auth: Optional[tuple] = None, cert: Optional[tuple] = None):
         self.proc = proc
         self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if ca else 'http'}://127.0.0.1:{port}"
         self.log_path = log_path
+        self.ca = ca  # serving TLS: the CA that signed its certificate
+        self.auth = auth  # basic auth (user, password) sent by default
+        self.cert = cert  # client certificate (cert file, key file) presented by default
 
     def get(self, path: str = "/metrics", headers: Optional[dict] = None, **kwargs):
         import requests
 
-        return requests.get(self.url + path, headers=headers or {}, timeout=10, **kwargs)
+        kwargs.setdefault("auth", self.auth)
+        kwargs.setdefault("verify", self.ca or True)
+        kwargs.setdefault("cert", self.cert)
+        kwargs.setdefault("timeout", 10)
+        return requests.get(self.url + path, headers=headers or {}, **kwargs)
 
     def metrics(self) -> str:
         response = self.get("/metrics")
@@ -131,8 +139,10 @@ class RunningExporter:
 
 
 @contextmanager
-def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None) -> Iterator[RunningExporter]:
-    """Start the real `storpath serve` as a process and wait until it answers."""
+def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None, ca: Optional[str] = None,
+                 auth: Optional[tuple] = None, cert: Optional[tuple] = None) -> Iterator[RunningExporter]:
+    """Start the real `storpath serve` as a process and wait until it answers (over TLS
+    checked against `ca`, with basic auth `auth` and client certificate `cert` when given)."""
     import requests
 
     port = free_port()
@@ -143,14 +153,14 @@ def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None) -> I
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen([sys.executable, "-m", "storpath", "serve", f"--web.listen-address=127.0.0.1:{port}",
                                  *args], stdout=log_file, stderr=subprocess.STDOUT, env=full_env)
-    exporter = RunningExporter(proc, port, log_path)
+    exporter = RunningExporter(proc, port, log_path, ca, auth, cert)
     try:
         deadline = time.monotonic() + 20
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"storpath exited with {proc.returncode}:\n{exporter.log()}")
             try:
-                if requests.get(exporter.url + "/-/healthy", timeout=1).status_code == 200:
+                if exporter.get("/-/healthy", timeout=1).status_code == 200:
                     break
             except requests.RequestException:
                 pass
@@ -166,9 +176,9 @@ def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None) -> I
 def exporter_on(tmp_path, machine_tree):
     """exporter_on(name, variant, *extra_args) -> context manager of a RunningExporter."""
 
-    def start(name: str, variant: str, *extra: str, env: Optional[dict] = None):
+    def start(name: str, variant: str, *extra: str, env: Optional[dict] = None, **kwargs):
         root = machine_tree(name, variant)
         args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={root}/captured", *extra]
-        return run_exporter(args, str(tmp_path), env=env)
+        return run_exporter(args, str(tmp_path), env=env, **kwargs)
 
     return start

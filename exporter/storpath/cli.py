@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 
 from storpath import __version__, commands, log
 from storpath.collectors import load_all
-from storpath.config import ConfigError, DEFAULT_PORT, load_file, validate
+from storpath.config import ConfigError, DEFAULT_PORT, check_web, load_file, validate
 from storpath.roots import Roots
 
 
@@ -31,7 +31,11 @@ def common_parser() -> argparse.ArgumentParser:
                        help="Folder of captured command outputs (NVMe Identify, zpool) to read instead of running "
                             "the commands; `storpath capture` writes one.")
     group.add_argument("--log.level", dest="log_level", choices=list(log.LEVELS), help="Log level (default info).")
+    group.add_argument("--log.format", dest="log_format", choices=list(log.FORMATS),
+                       help="Log format (default logfmt).")
     collectors = parser.add_argument_group("collectors")
+    collectors.add_argument("--collector.disable-defaults", dest="collector_disable_defaults", action="store_true",
+                            help="Turn off every collector that is not enabled explicitly (by flag or config file).")
     for name, spec in load_all().items():
         state = "on" if spec.default_enabled else "off"
         collectors.add_argument(f"--collector.{name}", dest=f"collector_{name}", action="store_const", const=True,
@@ -52,13 +56,30 @@ def resolve_config(args: argparse.Namespace) -> Dict:
             config["paths"][key] = getattr(args, flag)
     if getattr(args, "log_level", None):
         config["log"]["level"] = args.log_level
-    if getattr(args, "listen_address", None):
-        config["web"]["listen_address"] = args.listen_address
+    if getattr(args, "log_format", None):
+        config["log"]["format"] = args.log_format
+    web_flags(args, config["web"])
     for name in specs:
         value = getattr(args, f"collector_{name}", None)
         if value is not None:
             config["collectors"].setdefault(name, {})["enabled"] = value
+        elif getattr(args, "collector_disable_defaults", False) and \
+                "enabled" not in config["collectors"].get(name, {}):
+            config["collectors"].setdefault(name, {})["enabled"] = False
     return config
+
+
+# serve's --web.* flags -> the config's web section.
+WEB_FLAGS = ("listen_address", "config_file", "telemetry_path", "max_requests", "disable_exporter_metrics",
+             "scrape_timeout")
+
+
+def web_flags(args: argparse.Namespace, web: Dict) -> None:
+    for key in WEB_FLAGS:
+        value = getattr(args, f"web_{key}", None)
+        if value is not None:
+            web[key] = value
+    check_web(web)
 
 
 def roots_from(config: Dict) -> Roots:
@@ -94,5 +115,5 @@ def main(argv: Optional[List[str]] = None) -> int:
         # A command whose exit status carries a verdict (check: 2 = critical findings)
         # names its own status for "could not run".
         return getattr(args, "config_error_status", 2)
-    log.setup(config["log"]["level"])
+    log.setup(config["log"]["level"], fmt=config["log"]["format"])
     return args.run(args, config)

@@ -4,8 +4,13 @@ Layout (every key optional):
 
     web:
       listen_address: ":9866"
+      config_file: ""                 # TLS and basic auth, exporter-toolkit format (see README)
+      telemetry_path: /metrics
+      max_requests: 40                # concurrent scrapes; more get 503; 0: no limit
+      disable_exporter_metrics: false # leave out process_* and python_*
+      scrape_timeout: 10s             # deadline of a scrape when the scraper sends none
     paths: {sysfs: /sys, procfs: /proc, dev: /dev}
-    log: {level: info}
+    log: {level: info, format: logfmt}
     collectors:
       pcie: {enabled: true, ...}     # each collector's own keys: see docs/configuration.md
     probes: {...}                    # see docs/probes.md
@@ -27,9 +32,10 @@ from storpath.units import parse_duration, parse_size
 DEFAULT_PORT = 9866
 
 DEFAULTS: Dict[str, Any] = {
-    "web": {"listen_address": f":{DEFAULT_PORT}"},
+    "web": {"listen_address": f":{DEFAULT_PORT}", "config_file": "", "telemetry_path": "/metrics",
+            "max_requests": 40, "disable_exporter_metrics": False, "scrape_timeout": "10s"},
     "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev", "captured": ""},
-    "log": {"level": "info"},
+    "log": {"level": "info", "format": "logfmt"},
     "collectors": {},
 }
 
@@ -135,10 +141,13 @@ def validate(raw: Optional[Dict[str, Any]], collector_defaults: Dict[str, Dict[s
             if key not in DEFAULTS[section]:
                 raise ConfigError(f"unknown key {section}.{key} (known: {', '.join(DEFAULTS[section])})")
             config[section][key] = _check_type(f"{section}.{key}", item, DEFAULTS[section][key])
-    from storpath.log import LEVELS
+    from storpath.log import FORMATS, LEVELS
 
     if config["log"]["level"] not in LEVELS:
         raise ConfigError(f"log.level: {config['log']['level']!r} is not one of {', '.join(LEVELS)}")
+    if config["log"]["format"] not in FORMATS:
+        raise ConfigError(f"log.format: {config['log']['format']!r} is not one of {', '.join(FORMATS)}")
+    check_web(config["web"])
     collectors = raw.get("collectors") or {}
     if not isinstance(collectors, dict):
         raise ConfigError("collectors: expected a mapping of collector name to settings")
@@ -200,6 +209,24 @@ def parse_text(text: str, name: str = "<config>") -> Any:
         raise ConfigError(f"config file {name} is not valid YAML: {exc}") from None
     except RecursionError:
         raise ConfigError(f"config file {name} is not valid YAML: nested too deeply") from None
+
+
+def check_web(web: Dict[str, Any]) -> None:
+    """The web section's values beyond their types (the flags land here too)."""
+    path = web["telemetry_path"]
+    if not path.startswith("/") or any(c in path for c in "?# \t\n"):
+        raise ConfigError(f"web.telemetry_path: {path!r} must be a URL path starting with / (e.g. /metrics)")
+    if path.startswith("/-/"):
+        raise ConfigError(f"web.telemetry_path: {path!r} would hide the health endpoints under /-/")
+    if web["max_requests"] < 0:
+        raise ConfigError(f"web.max_requests: {web['max_requests']} is negative (0 means no limit)")
+    timeout = web["scrape_timeout"]
+    try:
+        web["scrape_timeout"] = timeout if isinstance(timeout, float) else parse_duration(timeout)
+    except ValueError as exc:
+        raise ConfigError(f"web.scrape_timeout: {exc}") from None
+    if not 0 < web["scrape_timeout"] <= 3600:
+        raise ConfigError(f"web.scrape_timeout: {web['scrape_timeout']} s is not between 0 and 1h")
 
 
 def load_file(path: str) -> Dict[str, Any]:

@@ -1,10 +1,13 @@
-"""A lean writer of the Prometheus text format (0.0.4) for the families collectors build.
+"""A lean writer of the Prometheus text format (0.0.4) and of OpenMetrics 1.0 for the
+families collectors build.
 
 prometheus_client's own writer validates and escapes every label name of every sample,
 which on a host with thousands of PCI devices costs more than reading sysfs. storpath's
 label names are fixed in code, so only label values need escaping here. The output is
 the same text prometheus_client writes (labels sorted, Go-style floats, counters with
-`_total`), and `promtool check metrics` is run on it in the tests.
+`_total`), and `promtool check metrics` is run on it in the tests. OpenMetrics (what
+Prometheus asks for first) shares every sample line with the text format: only the
+family headers differ, so serving it costs no second rendering.
 
 Families with a series per device (thousands on a large host) are `SeriesFamily`: a
 collector renders a device's label part once per device instance (`label_text`) and each
@@ -14,16 +17,14 @@ Such a family still offers `samples` (parsed back from its text) to code that wa
 
 from __future__ import annotations
 
-import struct
-import threading
-import zlib
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 
 def _escape_value(value: str) -> str:
@@ -128,44 +129,72 @@ class SeriesFamily(Metric):
 
 
 def generate(families: Iterable[Metric]) -> bytes:
-    return b"".join(text for _, text in TextWriter().chunks(families))
+    """The text format 0.0.4 of `families`."""
+    return text(Writer().pieces(families))
 
 
+def generate_openmetrics(families: Iterable[Metric]) -> bytes:
+    """OpenMetrics 1.0 text of `families`."""
+    return openmetrics(Writer().pieces(families))
 
-class TextWriter:
-    """Writes families as text, one piece per family.
+
+class Piece(NamedTuple):
+    """One family in both formats. The sample lines are the same bytes in both (same
+    label escaping, same Go-style floats, counters' samples end in `_total` in both);
+    only the headers differ, and the body where a sample carries a timestamp
+    (milliseconds in 0.0.4, seconds in OpenMetrics)."""
+
+    name: str
+    text_header: bytes
+    om_header: bytes
+    body: bytes
+    om_body: bytes
+
+
+def text(pieces: Sequence[Piece]) -> bytes:
+    return b"".join([part for p in pieces for part in (p.text_header, p.body)])
+
+
+def openmetrics(pieces: Sequence[Piece]) -> bytes:
+    return b"".join([part for p in pieces for part in (p.om_header, p.om_body)] + [b"# EOF\n"])
+
+
+class Writer:
+    """Writes families as pieces of text, one per family, for either format.
 
     A SeriesFamily given with the same token as on the last call (`set_text`) is not
     rendered, joined or encoded again: its piece from the last call is reused, so an
-    unchanged host costs neither the work nor the memory of a second copy. Used by one
-    server for all scrapes; collection is one scrape at a time.
+    unchanged host costs neither the work nor the memory of a second copy. One writer
+    serves all scrapes of a server, one scrape at a time (the single flight in
+    storpath.scrape sees to that).
     """
 
     def __init__(self) -> None:
-        self._kept: Dict[str, Tuple[str, object, bytes]] = {}  # family -> (header, token, piece)
+        self._kept: Dict[str, Tuple[bytes, object, Piece]] = {}  # family -> (text header, token, piece)
 
-    def chunks(self, families: Iterable[Metric]) -> List[Tuple[str, bytes]]:
-        """(family name, its text) per family, in order: the exposition in pieces, so that
-        a family whose text did not change need not be compressed again (ChunkedGzip)."""
+    def pieces(self, families: Iterable[Metric]) -> List[Piece]:
         kept, keep = self._kept, {}
-        chunks: List[Tuple[str, bytes]] = []
+        out: List[Piece] = []
         for family in families:
             name = family.name
-            header = _header(family)
+            text_header = _header(family).encode("utf-8")
             if not isinstance(family, SeriesFamily):
-                piece = _sample_text(family, header)
+                body, om_body = _sample_text(family)
+                piece = Piece(name, text_header, _om_header(family), body, om_body)
             elif family.token is not None:
                 previous = kept.get(name)
-                if previous is not None and previous[1] is family.token and previous[0] == header:
+                if previous is not None and previous[1] is family.token and previous[0] == text_header:
                     piece = previous[2]
                 else:
-                    piece = (header + "".join(family.lines)).encode("utf-8")
-                keep[name] = (header, family.token, piece)
+                    body = "".join(family.lines).encode("utf-8")
+                    piece = Piece(name, text_header, _om_header(family), body, body)
+                keep[name] = (text_header, family.token, piece)
             else:
-                piece = (header + "".join(family.lines)).encode("utf-8")
-            chunks.append((name, piece))
+                body = "".join(family.lines).encode("utf-8")
+                piece = Piece(name, text_header, _om_header(family), body, body)
+            out.append(piece)
         self._kept = keep
-        return chunks
+        return out
 
 
 def _header(family: Metric) -> str:
@@ -176,17 +205,47 @@ def _header(family: Metric) -> str:
     return f"# HELP {exposed} {_escape_help(family.documentation)}\n# TYPE {exposed} {kind}\n"
 
 
+# Units OpenMetrics can name from the project's metric suffixes (DESIGN.md's base units);
+# the longest that ends a family name is its unit.
+_UNITS = ("bytes_per_second", "bits_per_second", "transfers_per_second", "seconds", "bytes", "ratio", "celsius",
+          "volts", "watts")
+
+
+def unit_of(family: Metric) -> str:
+    if family.unit:
+        return family.unit
+    for unit in _UNITS:
+        if family.name.endswith("_" + unit):
+            return unit
+    return ""
+
+
+def _om_header(family: Metric) -> bytes:
+    """OpenMetrics names a counter family without `_total` (its samples keep it) and gives
+    the unit."""
+    name = family.name
+    # HELP escapes as in the text format: OpenMetrics parsers (Prometheus', prometheus_client's)
+    # take a bare double quote there, and promtool's text-format check rejects an escaped one.
+    head = f"# HELP {name} {_escape_help(family.documentation)}\n# TYPE {name} {family.type}\n"
+    unit = unit_of(family)
+    if unit:
+        head += f"# UNIT {name} {unit}\n"
+    return head.encode("utf-8")
+
+
 # Per label-key set (in the collector's order): the keys sorted, as the exposition lists
 # them, and a %-template of the label part. Label-key sets are fixed in code: few.
 _TEMPLATES: Dict[tuple, tuple] = {}
 
 
-def _sample_text(family: Metric, header: str) -> bytes:
-    """A family of prometheus_client Samples, as text."""
-    out = [header]
+def _sample_text(family: Metric) -> Tuple[bytes, bytes]:
+    """A family of prometheus_client Samples as text: (0.0.4 body, OpenMetrics body).
+    The two differ only where a sample has a timestamp."""
+    out: List[str] = []
+    om: Optional[List[str]] = None
     append = out.append
     for sample in family.samples:
-        text = value_text(sample.value)
+        text_value = value_text(sample.value)
         labels = sample.labels
         if labels:
             keys = tuple(labels)
@@ -198,53 +257,21 @@ def _sample_text(family: Metric, header: str) -> bytes:
             joined = "".join(values)
             if "\\" in joined or '"' in joined or "\n" in joined:
                 values = tuple(_escape_value(v) for v in values)
-            line = f"{sample.name}{{{entry[1] % values}}} {text}"
+            line = f"{sample.name}{{{entry[1] % values}}} {text_value}"
         else:
-            line = f"{sample.name} {text}"
+            line = f"{sample.name} {text_value}"
         if sample.timestamp is not None:
+            if om is None:
+                om = list(out)
+            om.append(f"{line} {_om_timestamp(sample.timestamp)}\n")
             line += f" {int(float(sample.timestamp) * 1000)}"
+        elif om is not None:
+            om.append(line + "\n")
         append(line)
         append("\n")
-    return "".join(out).encode("utf-8")
+    body = "".join(out).encode("utf-8")
+    return body, body if om is None else "".join(om).encode("utf-8")
 
 
-# An empty final deflate block: what ends a stream of flushed pieces.
-_FINAL_BLOCK = zlib.compressobj(1, zlib.DEFLATED, -15).flush()
-
-
-class ChunkedGzip:
-    """gzip (RFC 1952) of an exposition that compresses again only the families whose
-    text changed since the last call.
-
-    Each family is deflated on its own and ended with a full flush, which leaves the
-    output byte-aligned and free of references to earlier data; pieces deflated this
-    way can be put one after another and closed with an empty final block, which is one
-    valid deflate stream (as parallel gzip tools build theirs). On a host whose state
-    did not change, most families read the same as on the last scrape. Thread-safe.
-    """
-
-    def __init__(self, level: int = 1):
-        self.level = level
-        self._pieces: Dict[str, Tuple[bytes, bytes]] = {}  # family -> (text, deflated)
-        self._lock = threading.Lock()
-
-    def compress(self, chunks: List[Tuple[str, bytes]]) -> bytes:
-        with self._lock:
-            out = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"]  # magic, deflate, no flags/mtime, OS unknown
-            crc = size = 0
-            previous, pieces = self._pieces, {}
-            for name, text in chunks:
-                cached = previous.get(name)
-                if cached is not None and cached[0] == text:
-                    deflated = cached[1]
-                else:
-                    compressor = zlib.compressobj(self.level, zlib.DEFLATED, -15)
-                    deflated = compressor.compress(text) + compressor.flush(zlib.Z_FULL_FLUSH)
-                pieces[name] = (text, deflated)
-                out.append(deflated)
-                crc = zlib.crc32(text, crc)
-                size += len(text)
-            self._pieces = pieces
-            out.append(_FINAL_BLOCK)
-            out.append(struct.pack("<II", crc, size & 0xFFFFFFFF))
-            return b"".join(out)
+def _om_timestamp(timestamp) -> str:
+    return floatToGoString(float(timestamp))

@@ -1,4 +1,5 @@
-"""Plain structured logging to stderr (logfmt: ts=... level=... logger=... msg="..." key=value).
+"""Plain structured logging to stderr: logfmt (ts=... level=... logger=... msg="..." key=value),
+or one JSON object a line with the same keys (--log.format=json), as node_exporter offers.
 
 Readers report a bad value once per (place, reason) through `once()`, so a broken
 attribute read on every scrape does not flood the log.
@@ -6,6 +7,7 @@ attribute read on every scrape does not flood the log.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
@@ -38,11 +40,28 @@ class LogfmtFormatter(logging.Formatter):
         return " ".join(parts)
 
 
-def setup(level: str = "info", stream=None) -> None:
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + ".%03dZ" % record.msecs
+        data = {"ts": ts, "level": _LEVEL_NAMES.get(record.levelno, "info"), "logger": record.name,
+                "msg": record.getMessage()}
+        for key, value in getattr(record, "fields", {}).items():
+            data.setdefault(key, value if isinstance(value, (int, float, bool)) or value is None else str(value))
+        if record.exc_info:
+            data["err"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False)
+
+
+FORMATS = {"logfmt": LogfmtFormatter, "json": JsonFormatter}
+
+
+def setup(level: str = "info", stream=None, fmt: str = "logfmt") -> None:
     if level not in LEVELS:
         raise ValueError(f"unknown log level {level!r}, expected one of {', '.join(LEVELS)}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown log format {fmt!r}, expected one of {', '.join(FORMATS)}")
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(LogfmtFormatter())
+    handler.setFormatter(FORMATS[fmt]())
     root = logging.getLogger("storpath")
     root.handlers[:] = [handler]
     root.setLevel(LEVELS[level])

@@ -1,18 +1,51 @@
-"""The HTTP side: /metrics, /-/healthy, /-/ready and a landing page."""
+"""The HTTP side: /metrics (or --web.telemetry-path), /-/healthy, /-/ready and a landing page.
+
+The server is cheroot (Debian: python3-cheroot), chosen over the standard library's
+ThreadingHTTPServer by measurement (benchmarks/load.py, 2 cores, loopback; figures in
+docs/serving.md): the standard library starts a thread per connection and keeps it for as
+long as the client keeps the connection open, so 800 idle keep-alive connections are 800
+threads, and it has no limit on the size of a request's headers. cheroot has a fixed pool
+of worker threads, parks idle keep-alive connections in a selector (no thread), answers
+HTTP/1.1 with keep-alive, and caps the header size. A scrape costs the same with either
+(benchmarks/scrape.py at 1024 drives).
+
+Two things are changed in cheroot: its TLS adapter does the handshake in the thread that
+accepts connections, so one client that connects and sends nothing would stop all accepting
+for the whole socket timeout; here the handshake is done on the first read, in the worker
+thread that serves the connection. And a new connection waits in the selector until it has
+sent something, instead of holding a worker while it waits (see _Server.process_conn).
+"""
 
 from __future__ import annotations
 
+import _pyio
+import base64
 import html
 import logging
 import socket
+import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import List, Tuple
-from urllib.parse import urlsplit
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
 
-from storpath import __version__, exposition, log
+from cheroot import errors as cheroot_errors
+from cheroot import wsgi
+from cheroot.makefile import StreamReader, StreamWriter
+from cheroot.ssl import Adapter
+
+from storpath import __version__, exposition, log, negotiation
+from storpath.scrape import Scraper
+from storpath.webconfig import Authenticator, WebConfig
 
 LOG = log.get("web")
+
+# Bounds on what one client can make the server hold (see docs/serving.md).
+MAX_HEADER_BYTES = 32 * 1024  # request line and headers; Prometheus sends well under 1 KiB
+MAX_BODY_BYTES = 4 * 1024  # nothing here takes a body
+SOCKET_TIMEOUT = 10.0  # per read or write on a connection, and how long an idle keep-alive connection is kept
+KEEP_ALIVE_IDLE_MAX = 64  # idle keep-alive connections kept open; more are closed after their answer
+EXTRA_THREADS = 4  # workers beyond --web.max-requests, for health checks, 401s and 503s
+UNLIMITED_THREADS = 64  # workers when --web.max-requests is 0
 
 
 def parse_listen_address(text: str) -> Tuple[str, int]:
@@ -30,34 +63,6 @@ def parse_listen_address(text: str) -> Tuple[str, int]:
     return host, number
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address, handler, registry, collector_names: List[str]):
-        host = address[0]
-        if ":" in host or host == "":
-            self.address_family = socket.AF_INET6
-        super().__init__(address, handler, bind_and_activate=False)
-        if self.address_family == socket.AF_INET6:
-            # Listen on IPv4 too when bound to all addresses (':9866' as node_exporter does).
-            try:
-                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            except OSError:
-                pass
-        try:
-            self.server_bind()
-            self.server_activate()
-        except OSError:
-            self.server_close()
-            raise
-        self.registry = registry
-        self.collector_names = collector_names
-        # Both keep the last scrape's pieces: an unchanged family costs no work twice.
-        self.writer = exposition.TextWriter()
-        self.gzip = exposition.ChunkedGzip()
-
-
 def _ipv6_available() -> bool:
     try:
         socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()
@@ -72,70 +77,241 @@ LANDING = """<!doctype html>
 <h1>storpath exporter</h1>
 <p>Shows when Linux storage runs below the speed its hardware can deliver: PCIe links, NVMe LBA formats,
 SAS/SATA link rates, NUMA locality, md and ZFS state, read probes.</p>
-<ul><li><a href="metrics">Metrics</a></li><li><a href="-/healthy">Health</a></li></ul>
+<ul><li><a href="{metrics}">Metrics</a></li><li><a href="-/healthy">Health</a></li></ul>
 <p>Collectors enabled: {collectors}</p>
 <p>Version {version}</p>
 </body></html>
 """
 
 
-class Handler(BaseHTTPRequestHandler):
-    server: _Server
-    server_version = f"storpath/{__version__}"
+@dataclass
+class Site:
+    """Everything a reload may change, swapped as one object so a request sees one version."""
 
-    def log_message(self, fmt, *args):  # route http.server's access log to debug
-        LOG.debug(fmt % args)
+    scraper: Scraper
+    collector_names: List[str]
+    web: WebConfig = field(default_factory=WebConfig)
+    telemetry_path: str = "/metrics"
+    max_requests: int = 40
+    timeout: float = 10.0  # scrape deadline when the scraper does not say its own
 
-    def _send(self, code: int, body: bytes, content_type: str, extra=()) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        for key, value in extra:
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+    def __post_init__(self) -> None:
+        self.auth = Authenticator(self.web.users) if self.web.users else None
+        self.slots = threading.BoundedSemaphore(self.max_requests) if self.max_requests > 0 else None
 
-    def do_HEAD(self):
-        self.do_GET()
 
-    def do_GET(self):
-        path = urlsplit(self.path).path
-        if path == "/metrics":
-            # Always the text format 0.0.4 (as node_exporter serves by default); Prometheus
-            # accepts it whatever it asks for first.
-            content_type = exposition.CONTENT_TYPE
-            try:
-                chunks = self.server.writer.chunks(self.server.registry.collect())
-            except Exception as exc:  # never expected: collectors are fenced off in StorpathExporter
-                log.kv(LOG, logging.ERROR, "metrics exposition failed", err=str(exc))
-                self._send(500, b"exposition failed\n", "text/plain; charset=utf-8")
-                return
-            extra = []
-            if "gzip" in (self.headers.get("Accept-Encoding") or ""):
-                body = self.server.gzip.compress(chunks)
-                extra.append(("Content-Encoding", "gzip"))
-            else:
-                body = b"".join(text for _, text in chunks)
-            self._send(200, body, content_type, extra)
-        elif path in ("/-/healthy", "/-/ready"):
-            self._send(200, b"Healthy\n" if path == "/-/healthy" else b"Ready\n", "text/plain; charset=utf-8")
-        elif path == "/":
-            page = LANDING.format(collectors=html.escape(", ".join(self.server.collector_names) or "none"),
+def scrape_timeout(header: Optional[str], default: float) -> float:
+    """The scrape deadline: Prometheus sends its scrape timeout (X-Prometheus-Scrape-Timeout-
+    Seconds); the answer must still be rendered and sent within it, so a tenth (at most half a
+    second) is kept for that."""
+    try:
+        value = float(header) if header else default
+    except ValueError:
+        value = default
+    value = min(value, default) if value > 0 else default
+    return max(value - min(0.5, value / 10), 0.05)
+
+
+class App:
+    """The WSGI application."""
+
+    def __init__(self, site: Site):
+        self.site = site
+
+    def __call__(self, environ, start_response):
+        site = self.site
+        method = environ.get("REQUEST_METHOD", "GET")
+        headers = list(site.web.headers)
+
+        def answer(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8", extra=()):
+            out = headers + [("Content-Type", content_type), ("Content-Length", str(len(body)))] + list(extra)
+            start_response(status, out)
+            return [b"" if method == "HEAD" else body]
+
+        path = environ.get("PATH_INFO", "/")
+        if path in ("/-/healthy", "/-/ready") and path != site.telemetry_path:
+            # No password for these: they say nothing about the host, and a kubelet's or load
+            # balancer's health check has none to send.
+            return answer("200 OK", b"Healthy\n" if path == "/-/healthy" else b"Ready\n")
+        if site.auth is not None and not self._authorized(site, environ.get("HTTP_AUTHORIZATION")):
+            return answer("401 Unauthorized", b"Unauthorized\n",
+                          extra=[("WWW-Authenticate", 'Basic realm="storpath", charset="UTF-8"')])
+        if method not in ("GET", "HEAD"):
+            return answer("405 Method Not Allowed", b"Method not allowed\n", extra=[("Allow", "GET, HEAD")])
+        if path == site.telemetry_path:
+            return self._metrics(site, environ, answer)
+        if path == "/" and site.telemetry_path != "/":
+            page = LANDING.format(metrics=html.escape(site.telemetry_path.lstrip("/")),
+                                  collectors=html.escape(", ".join(site.collector_names) or "none"),
                                   version=html.escape(__version__))
-            self._send(200, page.encode(), "text/html; charset=utf-8")
-        else:
-            self._send(404, b"Not found. Try /metrics\n", "text/plain; charset=utf-8")
+            return answer("200 OK", page.encode(), "text/html; charset=utf-8")
+        return answer("404 Not Found", f"Not found. Try {site.telemetry_path}\n".encode())
+
+    @staticmethod
+    def _authorized(site: Site, header: Optional[str]) -> bool:
+        if not header or not header[:6].lower() == "basic ":
+            return False
+        try:
+            user, sep, password = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8").partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return False
+        return bool(sep) and site.auth.check(user, password)
+
+    def _metrics(self, site: Site, environ, answer):
+        if site.slots is not None and not site.slots.acquire(blocking=False):
+            log.once(LOG, logging.WARNING, ("max-requests",), "more concurrent scrapes than --web.max-requests: "
+                     "answering 503", max_requests=site.max_requests)
+            return answer("503 Service Unavailable", b"Too many concurrent scrapes (--web.max-requests)\n",
+                          extra=[("Retry-After", "1")])
+        try:
+            timeout = scrape_timeout(environ.get("HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS"), site.timeout)
+            flight = site.scraper.scrape(timeout)
+            if flight.error is not None:  # never expected: collectors are fenced off in StorpathExporter
+                log.kv(LOG, logging.ERROR, "metrics exposition failed", err=str(flight.error))
+                return answer("500 Internal Server Error", b"exposition failed\n")
+            openmetrics = negotiation.wants_openmetrics(environ.get("HTTP_ACCEPT"))
+            compressed = negotiation.wants_gzip(environ.get("HTTP_ACCEPT_ENCODING"))
+            body = flight.body(openmetrics, compressed)
+            extra = [("Vary", "Accept, Accept-Encoding")]
+            if compressed:
+                extra.append(("Content-Encoding", "gzip"))
+            content_type = exposition.OPENMETRICS_CONTENT_TYPE if openmetrics else exposition.CONTENT_TYPE
+            return answer("200 OK", body, content_type, extra)
+        finally:
+            if site.slots is not None:
+                site.slots.release()
 
 
-def make_server(listen: str, registry, collector_names: List[str]) -> _Server:
-    host, port = parse_listen_address(listen)
-    if host == "" and not _ipv6_available():
-        host = "0.0.0.0"
-    return _Server((host, port), Handler, registry, collector_names)
+class _HandshakeIO(socket.SocketIO):
+    """Reads from a TLS socket whose handshake is done on the first read."""
+
+    def __init__(self, sock, mode):
+        super().__init__(sock, mode)
+        self._handshaken = False
+
+    def readinto(self, buffer):
+        if not self._handshaken:
+            self._handshake()
+        return super().readinto(buffer)
+
+    def _handshake(self) -> None:
+        sock = self._sock
+        try:
+            sock.do_handshake()
+        except ssl.SSLError as exc:
+            if "http request" in str(exc).lower():
+                # Plain HTTP on the TLS port: say so in plain HTTP (as Go's servers do), serve nothing.
+                message = b"Client sent an HTTP request to an HTTPS server.\n"
+                try:
+                    socket.socket.send(sock, b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\n"
+                                             b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
+                                       % (len(message), message))
+                except OSError:
+                    pass
+            LOG.debug("TLS handshake failed: %s", exc)
+            raise cheroot_errors.FatalSSLAlert(str(exc)) from None
+        except OSError as exc:  # reset, timeout
+            LOG.debug("TLS handshake failed: %s", exc)
+            raise cheroot_errors.FatalSSLAlert(str(exc)) from None
+        self._handshaken = True
 
 
-def serve_in_thread(server: _Server) -> threading.Thread:
-    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
-    thread.start()
-    return thread
+class _Reader(StreamReader):
+    def __init__(self, sock, mode="rb", bufsize=-1):
+        # StreamReader's own __init__ would read through a plain SocketIO.
+        _pyio.BufferedReader.__init__(self, _HandshakeIO(sock, mode), bufsize if bufsize > 0 else 8192)
+        self.bytes_read = 0
+
+
+class TLSAdapter(Adapter):
+    """cheroot's TLS adapter interface around an ssl.SSLContext from the web config; `context`
+    can be replaced on reload, and new connections use the new one."""
+
+    def __init__(self, context: ssl.SSLContext):
+        super().__init__("", "")
+        self.context = context
+
+    def bind(self, sock):
+        return sock
+
+    def wrap(self, sock):
+        wrapped = self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return wrapped, {"wsgi.url_scheme": "https", "HTTPS": "on"}
+
+    def get_environ(self, sock=None):
+        return {"wsgi.url_scheme": "https", "HTTPS": "on"}
+
+    def makefile(self, sock, mode="r", bufsize=-1):
+        if "r" in mode:
+            return _Reader(sock, mode, bufsize)
+        return StreamWriter(sock, mode, bufsize if bufsize > 0 else 8192)
+
+
+class _Server(wsgi.Server):
+    def process_conn(self, conn):
+        # cheroot hands a connection to a worker as soon as it is accepted, and the worker then
+        # waits up to the socket timeout for a request: a few hundred connections that send
+        # nothing would hold every worker. A new connection waits in the selector instead,
+        # as an idle keep-alive connection does, and goes to a worker once it has sent
+        # something; the selector closes it after the timeout if it never does.
+        if not getattr(conn, "storpath_waited", False):
+            conn.storpath_waited = True
+            self._connections.put(conn)
+            return
+        super().process_conn(conn)
+
+    def error_log(self, msg="", level=20, traceback=False):
+        # cheroot reports client misbehaviour (resets, bad requests) here: not the operator's problem.
+        LOG.debug("http: %s", msg, exc_info=traceback)
+
+
+class Server:
+    """The listening server; `app.site` is what a reload swaps."""
+
+    def __init__(self, listen: str, site: Site, threads: Optional[int] = None):
+        host, port = parse_listen_address(listen)
+        if host == "":
+            host = "::" if _ipv6_available() else "0.0.0.0"
+        self.app = App(site)
+        # Every worker thread is started at once (about 100 KB of RSS each); a request that finds
+        # all busy waits in the queue. One more worker than --web.max-requests is what lets the
+        # limit answer 503 at all.
+        self.threads = threads or (site.max_requests + EXTRA_THREADS if site.max_requests > 0 else UNLIMITED_THREADS)
+        self.http = _Server((host, port), self.app, numthreads=self.threads, max=self.threads,
+                            request_queue_size=socket.SOMAXCONN, timeout=SOCKET_TIMEOUT, shutdown_timeout=5,
+                            server_name=f"storpath/{__version__}")
+        self.http.max_request_header_size = MAX_HEADER_BYTES
+        self.http.max_request_body_size = MAX_BODY_BYTES
+        self.http.keep_alive_conn_limit = KEEP_ALIVE_IDLE_MAX
+        self.adapter: Optional[TLSAdapter] = None
+        if site.web.tls:
+            self.adapter = TLSAdapter(site.web.ssl_context)
+            self.http.ssl_adapter = self.adapter
+        self.http.prepare()  # binds now, so "cannot listen" is reported at start
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def port(self) -> int:
+        return self.http.bind_addr[1]
+
+    @property
+    def tls(self) -> bool:
+        return self.adapter is not None
+
+    def swap(self, site: Site) -> None:
+        """Serve `site` from the next request on. TLS can be re-keyed, not turned on or off."""
+        if site.web.tls != self.tls:
+            raise ValueError("turning TLS on or off needs a restart")
+        if self.adapter is not None:
+            self.adapter.context = site.web.ssl_context
+        self.app.site = site
+
+    def start(self) -> threading.Thread:
+        self._thread = threading.Thread(target=self.http.serve, name="http", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self) -> None:
+        self.http.stop()
+        if self._thread is not None:
+            self._thread.join(10)

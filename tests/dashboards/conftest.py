@@ -192,6 +192,7 @@ def fleet_prometheus(tmp_path_factory, machine_tree):
         am4_root = machine_tree("am4-x570-firecuda", "x2-link")
         for expr in ('storpath_probe_read_bytes_per_second{instance="am4-x2"}',
                      "instance_device:storpath_block_device_read_peak:link_ratio",
+                     'instance_device:storpath_block_device_read_bytes:rate5m{device=~"md.*"}',
                      "zpool:storpath_zfs_pool_capacity_warning:days_left",
                      'target_profile:storpath_probe_read_throughput:ratio{instance="am4-x2"}'):
             deadline = time.time() + 90

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 import yaml
@@ -119,8 +121,10 @@ def test_exposition_passes_promtool_with_every_kind_of_series(tmp_path, fio_tool
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
 
-def test_scrape_during_a_probe_is_as_fast_as_without(tmp_path, fio_tool):
-    config = write_config(tmp_path, {"runtime": "4s", "jitter": 0, "busy_threshold": None, "file_size": "16MiB",
+@contextmanager
+def probing_exporter(tmp_path, runtime: str):
+    """The exporter with one file probe of `runtime`, once its fio runs."""
+    config = write_config(tmp_path, {"runtime": runtime, "jitter": 0, "busy_threshold": None, "file_size": "16MiB",
                                      "state_file": str(tmp_path / "probes.json"),
                                      "targets": [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}]})
     with run_exporter([f"--config.file={config}"], str(tmp_path)) as exporter:
@@ -128,6 +132,11 @@ def test_scrape_during_a_probe_is_as_fast_as_without(tmp_path, fio_tool):
         while not fio_children(exporter.proc.pid):
             assert time.monotonic() < deadline, exporter.log()
             time.sleep(0.05)
+        yield exporter
+
+
+def test_scrape_during_a_probe_is_as_fast_as_without(tmp_path, fio_tool):
+    with probing_exporter(tmp_path, "4s") as exporter:
         durations = []
         for _ in range(5):
             start = time.monotonic()
@@ -230,3 +239,22 @@ def test_expectation_of_an_md_raid0_on_the_firecuda_fixture(tmp_path):
                       profile="seqread") == pytest.approx(GEN4_X4)
         assert "storpath_probe_expected_read_bytes_per_second{" not in "\n".join(
             line for line in text.splitlines() if 'profile="randread"' in line)
+
+
+def test_sigterm_during_a_probe_is_not_a_probe_failure(tmp_path, fio_tool):
+    """Stopping the exporter kills a running fio: that is no fault of the device. Nothing is
+    counted as failed, and what the probe read stays charged to the budget (saved)."""
+    state = tmp_path / "probes.json"
+    with probing_exporter(tmp_path, "20s") as exporter:
+        time.sleep(1.0)  # fio reads for a while
+        exporter.proc.send_signal(signal.SIGHUP)  # nothing changed: the probe goes on
+        time.sleep(0.5)
+        assert fio_children(exporter.proc.pid), exporter.log()
+        exporter.proc.terminate()
+        assert exporter.proc.wait(20) == 0
+        log = exporter.log()
+    assert "probe interrupted by shutdown" in log and 'msg="probe failed"' not in log
+    saved = json.loads(state.read_text())
+    records = [rec for profiles in saved["probes"].values() for rec in profiles.values()]
+    assert all(not rec["failures"] and not rec["runs"] for rec in records), saved
+    assert any(b > 0 for entries in saved["io"].values() for _, b in entries), saved  # what it read is charged

@@ -32,18 +32,18 @@ def test_endpoints(exporter_on):
         raw = exporter.get("/metrics", headers={"Accept-Encoding": "gzip"})
         assert raw.headers.get("Content-Encoding") == "gzip"
         assert "storpath_build_info{" in raw.text  # requests decompressed it
-        # Prometheus asks for OpenMetrics first; the text format is what it gets, and takes.
+        # Prometheus asks for OpenMetrics first, and gets it.
         om = exporter.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
-        assert om.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert om.headers["Content-Type"] == "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        assert om.text.endswith("# EOF\n") and not metrics.text.endswith("# EOF\n")
 
 
 def test_gzip_responses_decode_with_gzip_itself_scrape_after_scrape(exporter_on):
-    """The gzip body is built from per-family pieces kept between scrapes: GNU gzip (not
-    Python's decoder) must read every response as exactly the plain text."""
+    """GNU gzip (not Python's decoder) must read every response as exactly the plain text."""
     import re
 
     volatile = re.compile(r"^storpath_scrape_collector_duration_seconds\{.*$", re.M)
-    with exporter_on("am4-x570-firecuda", "healthy") as exporter:
+    with exporter_on("am4-x570-firecuda", "healthy", "--web.disable-exporter-metrics") as exporter:
         for _ in range(3):
             raw = exporter.get("/metrics", headers={"Accept-Encoding": "gzip"}, stream=True)
             assert raw.headers.get("Content-Encoding") == "gzip"

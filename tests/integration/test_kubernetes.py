@@ -50,7 +50,7 @@ def test_generated_files_are_current():
     assert r.returncode == 0, r.stderr + "\nrun deploy/kubernetes/generate and commit the result"
 
 
-@pytest.mark.parametrize("kustomization", [".", "overlays/nvme-identify"])
+@pytest.mark.parametrize("kustomization", [".", "overlays/nvme-identify", "overlays/tls"])
 def test_kustomization_validates(validator, kustomization):
     r = validate(validator, "kustomize", str(K8S / kustomization))
     assert r.returncode == 0, r.stderr

@@ -80,10 +80,12 @@ def test_unit_sandbox(analyze, tmp_path):
 
 
 def test_install_into_venv(analyze, tmp_path, require_exporter):
-    """Full install (venv with Debian's prometheus-client and yaml): ExecStart's binary runs."""
-    r = subprocess.run(["/usr/bin/python3", "-c", "import prometheus_client, yaml, venv"], capture_output=True)
+    """Full install (venv with Debian's prometheus-client, yaml, cheroot, bcrypt): ExecStart's binary runs."""
+    r = subprocess.run(["/usr/bin/python3", "-c", "import prometheus_client, yaml, cheroot, bcrypt, venv"],
+                       capture_output=True)
     if r.returncode != 0:
-        missing("Debian's python3-venv, python3-prometheus-client, python3-yaml are needed for the venv install")
+        missing("Debian's python3-venv, python3-prometheus-client, python3-yaml, python3-cheroot, python3-bcrypt "
+                "are needed for the venv install")
     root = make_root(tmp_path, "--debian-deps")
     binary = root / "opt/storpath/bin/storpath"
     out = subprocess.run([str(binary), "--version"], capture_output=True, text=True)

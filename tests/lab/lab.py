@@ -64,6 +64,8 @@ GUEST_PACKAGES = [
     "python3",
     "python3-prometheus-client",
     "python3-yaml",
+    "python3-cheroot",
+    "python3-bcrypt",
     "nvme-cli",
     "mdadm",
     "fio",

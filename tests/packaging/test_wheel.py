@@ -44,7 +44,11 @@ def check_installed(storpath: Path, sysfs_tree: Path, log: Path) -> None:
     result = subprocess.run([str(storpath), "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "serve" in result.stdout, result.stdout + result.stderr
     with serving([str(storpath), "serve", f"--path.sysfs={sysfs_tree}"], log) as url:
-        assert NVME_SPEED.search(scrape(url))
+        text = scrape(url)
+        assert NVME_SPEED.search(text)
+    # Installed, storpath has no .git beside it: the build wrote the revision it was made from.
+    revision = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert f'revision="{revision}"' in text, [line for line in text.splitlines() if "build_info{" in line]
 
 
 def test_wheel_in_a_fresh_venv(python_dist, sysfs_tree, tmp_path):

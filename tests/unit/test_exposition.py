@@ -1,8 +1,5 @@
 """storpath's text writer must produce exactly what prometheus_client writes."""
 
-import gzip
-import zlib
-
 from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 
@@ -63,28 +60,3 @@ def _StaticRegistry(families):
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Static(families))
     return registry
-
-
-def _chunks(texts):
-    return [(f"family_{i}", text.encode()) for i, text in enumerate(texts)]
-
-
-def test_chunked_gzip_is_the_exposition_and_follows_every_change():
-    gz = exposition.ChunkedGzip()
-    first = ["# TYPE a gauge\na 1.0\n" * 500, "# TYPE b gauge\nb 2.0\n", "# TYPE c gauge\n"]
-    assert gzip.decompress(gz.compress(_chunks(first))) == "".join(first).encode()
-    # The same families again: served from the kept pieces, still the whole text.
-    assert gzip.decompress(gz.compress(_chunks(first))) == "".join(first).encode()
-    # One family changes, one is added, one goes: the output follows.
-    second = ["# TYPE a gauge\na 1.0\n" * 500, "# TYPE b gauge\nb 3.0\n", "", "# TYPE d gauge\nd 4.0\n"]
-    assert gzip.decompress(gz.compress(_chunks(second))) == "".join(second).encode()
-    assert gzip.decompress(gz.compress([])) == b""
-
-
-def test_chunked_gzip_decodes_with_a_streaming_reader():
-    # Prometheus reads the body with a streaming gzip reader: no trailing data, valid CRC.
-    gz = exposition.ChunkedGzip()
-    texts = ["x" * 70000, "y\n" * 10, "z"]
-    body = gz.compress(_chunks(texts))
-    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    assert decoder.decompress(body) == "".join(texts).encode() and decoder.eof and decoder.unused_data == b""

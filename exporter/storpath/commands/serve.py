@@ -1,18 +1,32 @@
-"""`storpath serve`: the exporter."""
+"""`storpath serve`: the exporter.
+
+SIGTERM and SIGINT stop it (a running fio probe is killed, its budget saved). SIGHUP reloads
+--config.file and --web.config.file: both are read and checked first, and a bad file keeps
+the running configuration (the log says why). Requests keep being served during a reload:
+the new collectors and web settings take over from the next request, and the old
+collectors are closed once no scrape uses them any more.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import signal
 import sys
 import threading
+import time
+from typing import Dict, Iterable, List, Optional
 
-from storpath import __version__, log
+from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client.core import CollectorRegistry, Metric
+
+from storpath import __version__, log, webconfig
 from storpath.background import Scheduler
-from storpath.cli import roots_from
-from storpath.config import DEFAULT_PORT
-from storpath.exporter import build_collectors, make_registry
-from storpath.server import make_server, serve_in_thread
+from storpath.cli import resolve_config, roots_from
+from storpath.config import DEFAULT_PORT, ConfigError
+from storpath.exporter import StorpathExporter, build_collectors
+from storpath.scrape import Scraper
+from storpath.server import Server, Site
 from storpath.sysfs import raise_open_files_limit
 
 LOG = log.get("serve")
@@ -21,49 +35,199 @@ LOG = log.get("serve")
 def add_parser(sub, common):
     parser = sub.add_parser("serve", parents=[common], help="Serve metrics over HTTP.",
                             description="Serve storpath's metrics for Prometheus.")
-    parser.add_argument("--web.listen-address", dest="listen_address", metavar="ADDR",
-                        help=f"Address to listen on (default :{DEFAULT_PORT}).")
+    web = parser.add_argument_group("web")
+    web.add_argument("--web.listen-address", dest="web_listen_address", metavar="ADDR",
+                     help=f"Address to listen on (default :{DEFAULT_PORT}).")
+    web.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
+                     help="TLS and basic auth configuration in the exporter-toolkit format (as node_exporter's "
+                          "--web.config.file); reloaded on SIGHUP.")
+    web.add_argument("--web.telemetry-path", dest="web_telemetry_path", metavar="PATH",
+                     help="Path under which to expose metrics (default /metrics).")
+    web.add_argument("--web.max-requests", dest="web_max_requests", metavar="N", type=int,
+                     help="Maximum number of concurrent scrape requests; more get 503. 0 means no limit "
+                          "(default 40).")
+    web.add_argument("--web.disable-exporter-metrics", dest="web_disable_exporter_metrics", action="store_const",
+                     const=True, help="Leave out the exporter's own process_* and python_* metrics.")
+    web.add_argument("--web.scrape-timeout", dest="web_scrape_timeout", metavar="DURATION",
+                     help="Scrape deadline when the scraper sends none (Prometheus does: "
+                          "X-Prometheus-Scrape-Timeout-Seconds); a collector that blocks past its share is "
+                          "reported failed (default 10s).")
     parser.set_defaults(run=run)
 
 
+def limit_malloc_arenas() -> None:
+    """One glibc malloc arena for the whole process.
+
+    Each scrape runs its collectors in threads of their own (storpath.deadline) and glibc gives
+    threads arenas of their own; memory kept between scrapes (rendered text, device records)
+    then ends up spread over arenas that are never given back. Measured on the 1024-drive
+    benchmark host, RSS after 15 scrapes: 106 MB with glibc's default, 61 MB with 2 arenas,
+    56 MB with 1 (51 MB before scrapes used threads). Other C libraries: nothing to do.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_ARENA_MAX, 1)
+    except (OSError, AttributeError):
+        pass
+
+
+M_ARENA_MAX = -8  # glibc's malloc.h
+
+
+def runtime_registry() -> CollectorRegistry:
+    """The exporter's own process and Python runtime metrics, as prometheus_client gives them.
+    They read this process's /proc/self, never the --path.procfs of the host being observed."""
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+class Built:
+    """The collectors of one configuration, with their scheduler and the scraper in front."""
+
+    def __init__(self, config: Dict):
+        self.config = config
+        self.roots = roots_from(config)
+        self.scheduler = Scheduler()
+        self.collectors = build_collectors(self.roots, config, self.scheduler)
+        self.names = [c.name for c in self.collectors]
+        self.exporter = StorpathExporter(self.collectors)
+        self.runtime = None if config["web"]["disable_exporter_metrics"] else runtime_registry()
+        self.scraper = Scraper(self.collect)
+
+    def collect(self, timeout: Optional[float]) -> Iterable[Metric]:
+        yield from self.exporter.collect(timeout)
+        if self.runtime is not None:
+            yield from self.runtime.collect()
+
+    def start(self) -> None:
+        self.scheduler.start()
+
+    def close(self, wait: float = 30.0) -> None:
+        # Not while a scrape still reads through these collectors.
+        end = time.monotonic() + wait
+        while self.scraper.busy() and time.monotonic() < end:
+            time.sleep(0.05)
+        # Collectors first: closing the probes collector kills a running fio, so the
+        # background threads it would hold are free to stop at once.
+        for collector in self.collectors:
+            close = getattr(collector, "close", None)
+            if close:
+                close()
+        for facts in {id(c.ctx.facts): c.ctx.facts for c in self.collectors if c.ctx.facts is not None}.values():
+            facts.close()
+        self.scheduler.stop()
+
+
+def _site(built: Built, web: webconfig.WebConfig) -> Site:
+    section = built.config["web"]
+    return Site(scraper=built.scraper, collector_names=built.names, web=web, telemetry_path=section["telemetry_path"],
+                max_requests=section["max_requests"], timeout=section["scrape_timeout"])
+
+
+def _collecting_part(config: Dict) -> Dict:
+    """What a reload must rebuild the collectors for: all but the web and log sections."""
+    part = {k: v for k, v in config.items() if k not in ("web", "log")}
+    part["disable_exporter_metrics"] = config["web"]["disable_exporter_metrics"]
+    return part
+
+
+class Service:
+    def __init__(self, args, config: Dict, web: webconfig.WebConfig, built: Built, server: Server):
+        self.args = args
+        self.config = config
+        self.web = web
+        self.built = built
+        self.server = server
+
+    def reload(self) -> bool:
+        """Re-read both config files; keep the running ones if either is bad."""
+        try:
+            config = resolve_config(self.args)
+            web = webconfig.load(config["web"]["config_file"])
+            if web.tls != self.server.tls:
+                raise ConfigError("turning TLS on or off needs a restart")
+        except (ConfigError, webconfig.WebConfigError) as exc:
+            log.kv(LOG, logging.ERROR, "reload failed, keeping the running configuration", err=str(exc))
+            return False
+        if config["web"]["listen_address"] != self.config["web"]["listen_address"]:
+            log.kv(LOG, logging.WARNING, "a new listen address needs a restart; still listening on the old one",
+                   address=self.config["web"]["listen_address"])
+            config["web"]["listen_address"] = self.config["web"]["listen_address"]
+        log.setup(config["log"]["level"], fmt=config["log"]["format"])
+        old = None
+        if _collecting_part(config) != _collecting_part(self.config):
+            try:
+                built = Built(config)
+            except Exception as exc:  # a collector that cannot start: keep the running ones
+                log.kv(LOG, logging.ERROR, "reload failed, keeping the running configuration",
+                       err=f"{type(exc).__name__}: {exc}")
+                return False
+            built.start()
+            old, self.built = self.built, built
+        self.server.swap(_site(self.built, web))
+        self.config, self.web = config, web
+        if old is not None:
+            old.close()
+        log.kv(LOG, logging.INFO, "configuration reloaded", collectors=",".join(self.built.names),
+               tls=web.tls, basic_auth=bool(web.users), collectors_rebuilt=old is not None)
+        return True
+
+
 def run(args, config) -> int:
-    roots = roots_from(config)
+    try:
+        web = webconfig.load(config["web"]["config_file"])
+    except webconfig.WebConfigError as exc:
+        log.kv(LOG, logging.ERROR, "invalid web configuration", err=str(exc))
+        print(f"storpath: {exc}", file=sys.stderr)
+        return 2
+    limit_malloc_arenas()
     # Each PCI device's directory is held open (see PciReader): up to the hard limit,
     # as node_exporter (Go) raises its own limit at start.
     before, after = raise_open_files_limit()
     if after != before:
         log.kv(LOG, logging.DEBUG, "raised the open files limit", soft=before, to=after)
-    scheduler = Scheduler()
-    collectors = build_collectors(roots, config, scheduler)
-    names = [c.name for c in collectors]
+    built = Built(config)
     listen = config["web"]["listen_address"]
     try:
-        server = make_server(listen, make_registry(collectors), names)
+        server = Server(listen, _site(built, web))
     except (OSError, ValueError) as exc:
         log.kv(LOG, logging.ERROR, "cannot listen", address=listen, err=str(exc))
+        built.close(wait=0)
         return 1
-    stop = threading.Event()
+    service = Service(args, config, web, built, server)
+    wake = threading.Event()
+    pending: List[int] = []
 
     def on_signal(signum, _frame):
-        log.kv(LOG, logging.INFO, "shutting down", signal=signal.Signals(signum).name)
-        stop.set()
+        pending.append(signum)
+        wake.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    scheduler.start()
-    serve_in_thread(server)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    built.start()
+    server.start()
     log.kv(LOG, logging.INFO, "storpath listening", address=listen, version=__version__,
-           collectors=",".join(names), sysfs=roots.sysfs, procfs=roots.procfs)
-    stop.wait()
-    server.shutdown()
-    server.server_close()
-    # Collectors first: closing the probes collector kills a running fio, so the
-    # background threads it would hold are free to stop at once.
-    for collector in collectors:
-        close = getattr(collector, "close", None)
-        if close:
-            close()
-    scheduler.stop()
+           collectors=",".join(built.names), sysfs=built.roots.sysfs, procfs=built.roots.procfs,
+           tls=web.tls, basic_auth=bool(web.users), telemetry_path=config["web"]["telemetry_path"])
+    while True:
+        # With a timeout: the kernel may deliver a signal to any thread, and a main thread blocked
+        # on a lock without one would not run the Python handler until something else woke it.
+        while not wake.wait(0.5):
+            pass
+        wake.clear()
+        signals, pending[:] = list(pending), []
+        stop = [s for s in signals if s != signal.SIGHUP]
+        if stop:
+            log.kv(LOG, logging.INFO, "shutting down", signal=signal.Signals(stop[0]).name)
+            break
+        if signals:
+            log.kv(LOG, logging.INFO, "reloading", signal="SIGHUP")
+            service.reload()
+    server.stop()
+    service.built.close(wait=0)
     log.kv(LOG, logging.INFO, "stopped")
     sys.stdout.flush()
     return 0

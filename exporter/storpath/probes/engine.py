@@ -331,6 +331,14 @@ class ProbeEngine:
                 charged = exc.io_bytes if exc.io_bytes is not None else (
                     left if exc.reason in ("timeout", "crashed") else 0)
                 self._charge(budget_key, started, charged)
+                if self._closed:
+                    # Killed by the exporter's shutdown or reload, not a fault of the device: the
+                    # bytes it read stay charged (and saved), no failure is counted.
+                    log.kv(LOG, logging.INFO, "probe interrupted by shutdown", target=target.name,
+                           profile=profile_name)
+                    self._save()
+                    return Outcome(target.name, profile_name, "skipped", "shutdown", str(exc), None, started,
+                                   elapsed, resolved.device)
                 return outcome("failed", exc.reason, str(exc), duration=elapsed, device=resolved.device)
             finally:
                 with self._lock:

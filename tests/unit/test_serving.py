@@ -1,0 +1,204 @@
+"""Pieces of the HTTP side without a server: negotiation, the web config file, basic auth,
+the scrape deadline, the single flight and the OpenMetrics writer."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import threading
+import time
+
+import pytest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from storpath import exposition, negotiation, webconfig
+from storpath.deadline import Guard
+from storpath.scrape import Scraper
+from storpath.server import scrape_timeout
+from tests.conftest import require_tool
+from tests.tls import bcrypt_hash, make_certs
+
+PROMETHEUS_2_42 = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+                   "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+@pytest.mark.parametrize("accept,openmetrics", [
+    (PROMETHEUS_2_42, True),
+    (None, False),
+    ("", False),
+    ("*/*", False),
+    ("text/plain;version=0.0.4", False),
+    ("application/openmetrics-text", True),
+    ("application/openmetrics-text;version=1.0.0;q=0", False),
+    ("application/openmetrics-text;q=0.4, text/plain;q=0.5", False),
+    ("text/plain;q=0.5, application/openmetrics-text;q=0.5", True),
+    ("application/openmetrics-text;version=2.0.0", False),
+    ("application/json", False),
+])
+def test_accept(accept, openmetrics):
+    assert negotiation.wants_openmetrics(accept) is openmetrics
+
+
+@pytest.mark.parametrize("header,gzip", [
+    ("gzip", True), ("gzip, deflate, br", True), ("GZIP;q=0.5", True), ("gzip;q=0", False),
+    ("gzip;q=0.000", False), ("identity", False), (None, False), ("*", True), ("*;q=0", False),
+    ("gzip;q=0, *", False), ("br, *;q=0.1", True), ("x-gzip", True), ("gzip;q=bogus", False),
+])
+def test_accept_encoding(header, gzip):
+    assert negotiation.wants_gzip(header) is gzip
+
+
+@pytest.mark.parametrize("header,expected", [
+    (None, 9.5), ("10", 9.5), ("2", 1.8), ("0.2", 0.18), ("bogus", 9.5), ("600", 9.5), ("-1", 9.5),
+])
+def test_scrape_timeout_keeps_time_to_answer(header, expected):
+    assert scrape_timeout(header, 10.0) == pytest.approx(expected)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    require_tool("openssl", "openssl")
+    return make_certs(str(tmp_path_factory.mktemp("certs")))
+
+
+def test_web_config_builds_a_tls_context(certs, tmp_path):
+    path = tmp_path / "web.yml"
+    path.write_text(f"tls_server_config:\n  cert_file: {os.path.relpath(certs.cert, tmp_path)}\n"
+                    f"  key_file: {certs.key}\n  client_auth_type: RequireAndVerifyClientCert\n"
+                    f"  client_ca_file: {certs.ca}\n  min_version: TLS13\n"
+                    "  cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_AES_128_GCM_SHA256]\n"
+                    "http_server_config:\n  http2: false\n  headers:\n    X-Frame-Options: deny\n"
+                    "    Content-Security-Policy: ''\n")
+    config = webconfig.load(str(path))  # a relative cert_file is relative to the file
+    context = config.ssl_context
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.minimum_version == ssl.TLSVersion.TLSv1_3
+    assert config.headers == [("X-Frame-Options", "deny")] and not config.users
+
+
+def test_inline_pem(certs):
+    with open(certs.cert) as c, open(certs.key) as k:
+        config = webconfig.parse({"tls_server_config": {"cert": c.read(), "key": k.read()}})
+    assert config.tls
+
+
+@pytest.mark.parametrize("raw,message", [
+    ({"tls_server_config": {"key_file": "KEY"}}, "missing cert_file"),
+    ({"tls_server_config": {"cert_file": "CERT"}}, "missing key_file"),
+    ({"tls_server_config": {"cert_file": "CERT", "key_file": "KEY", "min_version": "TLS14"}}, "min_version"),
+    ({"tls_server_config": {"cert_file": "CERT", "key_file": "KEY", "min_version": "TLS13",
+                            "max_version": "TLS12"}}, "min_version is above max_version"),
+    ({"tls_server_config": {"cert_file": "CERT", "key_file": "KEY", "cipher_suites": ["TLS_FANCY"]}},
+     "unknown cipher suite 'TLS_FANCY'"),
+    ({"tls_server_config": {"cert_file": "CERT", "key_file": "KEY",
+                            "client_auth_type": "RequireAndVerifyClientCert"}}, "needs client_ca_file"),
+    ({"tls_server_config": {"cert_file": "CERT", "key_file": "KEY", "client_auth_type": "RequireAnyClientCert"}},
+     "is not supported"),
+    ({"tls_server_config": {"cert_file": "CERT", "key_file": "KEY", "client_auth_type": "Maybe"}},
+     "'Maybe' is not one of"),
+    ({"tls_server_config": {"cert_file": "CERT", "key_file": "CERT"}}, "cannot load the certificate and key"),
+    ({"tls_server_config": {"cert_file": "CERT", "key_file": "KEY", "client_allowed_sans": ["a"]}},
+     "client_allowed_sans is not supported"),
+    ({"tls_server_config": {"cert_file": "CERT", "key_file": "KEY", "certfile": "x"}},
+     "unknown key tls_server_config.certfile"),
+    ({"basic_auth_users": {"u": "$2y$10$short"}}, "not a bcrypt hash"),
+    ({"basic_auth_users": ["u"]}, "expected a mapping"),
+    ({"http_server_config": {"headers": {"Server": "x"}}}, "'Server' cannot be set"),
+    ({"http_server_config": {"headers": {"X-Content-Type-Options": "sniff"}}}, "is not one of nosniff"),
+    ({"http_server_config": {"http2": "yes"}}, "http2: expected true or false"),
+    ({"rate_limit": {"interval": "1s"}}, "rate_limit is not supported"),
+    ([1], "expected a mapping at the top level"),
+])
+def test_web_config_errors_name_the_key(certs, raw, message):
+    def fill(value):
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        return {"CERT": certs.cert, "KEY": certs.key}.get(value, value) if isinstance(value, str) else value
+
+    with pytest.raises(webconfig.WebConfigError, match=None) as caught:
+        webconfig.parse(fill(raw))
+    assert message in str(caught.value)
+
+
+def test_authenticator_caches_successes_only():
+    auth = webconfig.Authenticator({"prometheus": bcrypt_hash("s3cret", rounds=6).encode()})
+    assert auth.check("prometheus", "s3cret") and not auth.check("prometheus", "wrong")
+    assert not auth.check("nobody", "s3cret")
+    assert len(auth._good) == 1
+    # Cached: 200 checks cost far less than 200 bcrypt runs (each over 1 ms at cost 6).
+    import bcrypt
+
+    calls = []
+    original = bcrypt.checkpw
+    bcrypt.checkpw = lambda *a: calls.append(a) or original(*a)
+    try:
+        assert all(auth.check("prometheus", "s3cret") for _ in range(200))
+        assert not auth.check("prometheus", "s3cret ")
+    finally:
+        bcrypt.checkpw = original
+    assert len(calls) == 1  # only the wrong password went to bcrypt
+
+
+def test_guard_reports_a_blocked_step_and_does_not_start_it_again():
+    guard, release, started = Guard(), threading.Event(), []
+
+    def blocked():
+        started.append(1)
+        release.wait(30)
+        return "late"
+
+    first = guard.run("md", blocked, 0.2)
+    assert not first.ok and "share of the scrape deadline" in first.error
+    second = guard.run("md", blocked, 0.2)
+    assert not second.ok and "still blocked" in second.error and len(started) == 1
+    assert "md" in guard.stuck()
+    assert guard.run("pcie", lambda: [1], 1.0).value == [1]
+    release.set()
+    time.sleep(0.05)
+    third = guard.run("md", lambda: "fresh", 1.0)
+    assert third.ok and third.value == "fresh" and not guard.stuck()
+    failing = guard.run("zfs", lambda: 1 / 0, 1.0)
+    assert not failing.ok and failing.error.startswith("ZeroDivisionError")
+
+
+def test_single_flight_shares_one_scrape():
+    gate, calls = threading.Event(), []
+
+    def collect(timeout):
+        calls.append(timeout)
+        gate.wait(10)
+        family = GaugeMetricFamily("storpath_t", "T.", value=len(calls))
+        return [family]
+
+    scraper = Scraper(collect)
+    flights = []
+    threads = [threading.Thread(target=lambda: flights.append(scraper.scrape(5.0))) for _ in range(30)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    gate.set()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and len({id(f) for f in flights}) == 1
+    body = flights[0].body(openmetrics=False, compressed=False)
+    assert body == b"# HELP storpath_t T.\n# TYPE storpath_t gauge\nstorpath_t 1.0\n"
+    assert flights[0].body(False, True) is flights[0].body(False, True)
+    # A scrape that starts after the flight landed computes anew.
+    assert scraper.scrape(5.0) is not flights[0] and len(calls) == 2
+
+
+def test_openmetrics_counters_units_and_eof():
+    counter = CounterMetricFamily("storpath_t_errors", "Errors.", labels=["kind"])
+    counter.add_metric(["a"], 3)
+    series = exposition.SeriesFamily("storpath_t_resets", "Resets.", ["phy"], kind="counter")
+    series.add(["phy-0:0"], 2)
+    gauge = GaugeMetricFamily("storpath_t_size_bytes", 'Size "as read".', labels=["device"])
+    gauge.add_metric(["sda"], 512)
+    text = exposition.generate_openmetrics([counter, series, gauge]).decode()
+    assert text.endswith("# EOF\n")
+    assert "# TYPE storpath_t_errors counter\nstorpath_t_errors_total{kind=\"a\"} 3.0\n" in text
+    assert "# TYPE storpath_t_resets counter\nstorpath_t_resets_total{phy=\"phy-0:0\"} 2.0\n" in text
+    assert "# UNIT storpath_t_size_bytes bytes\n" in text
+    parsed = {f.name: f for f in text_string_to_metric_families(text)}
+    assert parsed["storpath_t_resets"].type == "counter" and parsed["storpath_t_size_bytes"].unit == "bytes"
+    assert parsed["storpath_t_size_bytes"].documentation == 'Size "as read".'
