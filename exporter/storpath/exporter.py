@@ -8,33 +8,44 @@ import threading
 import time
 from typing import Dict, Iterable, List
 
-from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
-
 from storpath import __version__, log
 from storpath.background import Scheduler
 from storpath.collectors import Collector, Context, load_all
+from storpath.exposition import SeriesFamily
 from storpath.facts import ScrapeFacts
+from storpath.families import GAUGE, Family, FamilyTexts, Rows
 from storpath.roots import Roots
 
 LOG = log.get("exporter")
 
+BUILD_INFO = Family("storpath_build_info", GAUGE, "storpath version and the Python it runs on; always 1.",
+                    ("version", "python"))
+COLLECTOR_SUCCESS = Family(
+    "storpath_scrape_collector_success", GAUGE, "Whether a collector succeeded (1) or failed (0) on this scrape.",
+    ("collector",), doc="1 if the collector succeeded on this scrape, 0 if it failed (the reason is logged)")
+COLLECTOR_DURATION = Family(
+    "storpath_scrape_collector_duration_seconds", GAUGE, "How long a collector took on this scrape.",
+    ("collector",), "seconds", doc="time the collector took on this scrape")
+
+# The exporter's own families, after every collector's.
+FAMILIES = (BUILD_INFO, COLLECTOR_SUCCESS, COLLECTOR_DURATION)
+
 
 class StorpathExporter:
-    """A prometheus_client collector. One scrape at a time: collectors keep caches and
+    """Runs the collectors. One scrape at a time: collectors keep caches and
     a second scrape arriving meanwhile waits rather than reading everything twice."""
 
     def __init__(self, collectors: List[Collector]):
         self.collectors = collectors
         self._lock = threading.Lock()
         self._facts = {id(c.ctx.facts): c.ctx.facts for c in collectors if c.ctx.facts is not None}
+        self._texts = FamilyTexts(FAMILIES)
+        self._build = (__version__, platform.python_version())
 
-    def collect(self) -> Iterable[Metric]:
+    def collect(self) -> Iterable[SeriesFamily]:
         with self._lock:
-            success = GaugeMetricFamily("storpath_scrape_collector_success",
-                                        "Whether a collector succeeded (1) or failed (0) on this scrape.",
-                                        labels=["collector"])
-            duration = GaugeMetricFamily("storpath_scrape_collector_duration_seconds",
-                                         "How long a collector took on this scrape.", labels=["collector"])
+            rows = Rows()
+            rows.add(BUILD_INFO, self._build, 1)
             for facts in self._facts.values():
                 facts.new_scrape()
             for collector in self.collectors:
@@ -47,15 +58,11 @@ class StorpathExporter:
                     log.kv(LOG, logging.ERROR, "collector failed", collector=collector.name,
                            err=f"{type(exc).__name__}: {exc}")
                     LOG.debug("collector traceback", exc_info=True)
-                duration.add_metric([collector.name], time.perf_counter() - start)
-                success.add_metric([collector.name], ok)
+                name = (collector.name,)
+                rows.add(COLLECTOR_DURATION, name, time.perf_counter() - start)
+                rows.add(COLLECTOR_SUCCESS, name, ok)
                 yield from families
-            build = GaugeMetricFamily("storpath_build_info", "storpath version and the Python it runs on; always 1.",
-                                      labels=["version", "python"])
-            build.add_metric([__version__, platform.python_version()], 1)
-            yield build
-            yield success
-            yield duration
+            yield from self._texts.families(rows)
 
 
 def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[Collector]:
@@ -74,7 +81,17 @@ def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[C
     return collectors
 
 
-def make_registry(collectors: List[Collector]) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(StorpathExporter(collectors))
-    return registry
+class Registry:
+    """What the server asks of a registry: `collect()`. prometheus_client's registry
+    would do, but importing prometheus_client costs 13 MB (see storpath.exposition);
+    its writer and registry still accept this one (tests hand it to them)."""
+
+    def __init__(self, exporter: StorpathExporter):
+        self.exporter = exporter
+
+    def collect(self) -> Iterable[SeriesFamily]:
+        return self.exporter.collect()
+
+
+def make_registry(collectors: List[Collector]) -> Registry:
+    return Registry(StorpathExporter(collectors))

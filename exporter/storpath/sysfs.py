@@ -2,8 +2,8 @@
 
 Absence is normal (hardware without the feature, a device removed mid-scrape), so a
 missing file is `None`, never an exception. Other failures (permission, I/O errors a
-driver returns for an attribute) are also `None`, and the caller is told why through
-`last_error` style return values only where it needs to log.
+driver returns for an attribute) are also `None`; `read_attr_why` also says why, for the
+callers that log it.
 """
 
 from __future__ import annotations
@@ -96,13 +96,6 @@ def link_name(path: str, dir_fd: Optional[int] = None) -> Optional[str]:
     except OSError:
         return None
     return target[target.rfind("/") + 1:]
-
-
-def same_objects(a: List[object], b: List[object]) -> bool:
-    """Whether two lists hold the very same objects in the same order. Readers hand out
-    the same record for a device instance while it exists, so this tells cheaply that
-    nothing derived from those records can have changed."""
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def list_entries(path: str) -> List[Tuple[str, int]]:

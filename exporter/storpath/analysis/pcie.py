@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
-from storpath.sysfs import same_objects
 from storpath.units import pcie_link_bytes_per_second
 
 
@@ -160,23 +159,6 @@ def judge(device: PciDevice, exp: LinkExpectation) -> LinkAnalysis:
     )
 
 
-class ExpectationCache:
-    """Keeps the expectations while the same device instances are present: the
-    readers hand out the same static records for unchanged devices, so identity of
-    those records tells whether the topology changed."""
-
-    def __init__(self) -> None:
-        self._statics: List[object] = []
-        self._result: Dict[str, LinkExpectation] = {}
-
-    def get(self, devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
-        statics = [d.static for d in devices]
-        if not same_objects(statics, self._statics):
-            self._result = expectations(devices)
-            self._statics = statics
-        return self._result
-
-
-def analyse(devices: List[PciDevice], cache: Optional[ExpectationCache] = None) -> Dict[str, LinkAnalysis]:
-    expected = cache.get(devices) if cache is not None else expectations(devices)
+def analyse(devices: List[PciDevice]) -> Dict[str, LinkAnalysis]:
+    expected = expectations(devices)
     return {d.address: judge(d, expected[d.address]) for d in devices if d.address in expected}

@@ -1,21 +1,24 @@
 """What every collector is given and must provide.
 
-A collector turns facts (from readers, through analysis) into metric families; it
-never opens files itself. `collect()` runs on the scrape path and must be fast: slow
-or privileged work belongs in a background task (`Context.schedule`) whose latest
-result `collect()` serves.
+A collector declares its metric families once, in a module-level table
+(storpath.families.Family, in exposition order), and provides `values()`: the rows of
+each family on this scrape, from facts that readers read and analysis derived. It
+never opens files and keeps no rendered text: the framework (`collect()`) renders a
+family again only when its rows change. `values()` runs on the scrape path and must be
+fast: slow or privileged work belongs in a background task (`Context.scheduler`) whose
+latest result `values()` serves. See CONTRIBUTING.md for a worked example.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Optional
-
-from prometheus_client.core import Metric
+from typing import Any, Dict, List, Optional, Tuple
 
 from storpath.background import Scheduler
+from storpath.exposition import SeriesFamily
 from storpath.facts import ScrapeFacts
+from storpath.families import Family, FamilyTexts, Rows
 from storpath.roots import Roots
 
 
@@ -34,6 +37,8 @@ class Context:
 
 class Collector:
     name = "unnamed"
+    # The collector's metric families, in the order they are exposed: its module's table.
+    families: Tuple[Family, ...] = ()
     # Keys a collector accepts in its `collectors.<name>` config section, with defaults.
     # The type of each default is the type the config loader checks.
     config_defaults: Dict[str, Any] = {}
@@ -45,6 +50,14 @@ class Collector:
         from storpath import log
 
         self.log: logging.Logger = log.get(self.name)
+        self._texts = FamilyTexts(self.families)
 
-    def collect(self) -> Iterable[Metric]:
+    def values(self) -> Optional[Rows]:
+        """The rows of each family on this scrape; a family left out has no series. None:
+        the collector has nothing to export on this host (no family headers either)."""
         raise NotImplementedError
+
+    def collect(self) -> List[SeriesFamily]:
+        """Every family of the table with its text for this scrape."""
+        values = self.values()
+        return [] if values is None else self._texts.families(values)

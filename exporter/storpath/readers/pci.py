@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import HeldDirs, InstanceCache, link_name, list_entries, parse_numa_node, same_objects, read_attr, read_attr_why, read_bytes
+from storpath.sysfs import HeldDirs, InstanceCache, link_name, list_entries, parse_numa_node, read_attr, read_attr_why, read_bytes
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 LOG = log.get("pcie")
@@ -314,7 +314,7 @@ def resolve_port_types(devices: List[PciDevice]) -> None:
 
 class PortTypeCache:
     """Port types depend only on what cannot change while the devices exist: they are
-    resolved again only when the list of device instances changes."""
+    resolved again only when the devices' static records differ (by value) from last time."""
 
     def __init__(self) -> None:
         self._statics: List[PciStatic] = []
@@ -322,7 +322,7 @@ class PortTypeCache:
 
     def apply(self, devices: List[PciDevice]) -> None:
         statics = [d.static for d in devices]
-        if same_objects(statics, self._statics):
+        if statics == self._statics:
             for device, port_type in zip(devices, self._types):
                 device.port_type = port_type
             return
