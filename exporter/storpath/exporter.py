@@ -15,6 +15,7 @@ from storpath.exposition import SeriesFamily
 from storpath.facts import ScrapeFacts
 from storpath.families import GAUGE, Family, FamilyTexts, Rows
 from storpath.roots import Roots
+from storpath.sysfs import RootUnreadable
 
 LOG = log.get("exporter")
 
@@ -53,6 +54,10 @@ class StorpathExporter:
                 try:
                     families = list(collector.collect())
                     ok = 1.0
+                except RootUnreadable as exc:  # what it would report is unknown, not empty
+                    families, ok = [], 0.0
+                    log.once(LOG, logging.ERROR, ("unreadable", collector.name, str(exc)),
+                             "collector failed: cannot read its root", collector=collector.name, err=str(exc))
                 except Exception as exc:  # one broken collector must not break the response
                     families, ok = [], 0.0
                     log.kv(LOG, logging.ERROR, "collector failed", collector=collector.name,

@@ -90,7 +90,7 @@ class AtaReader:
     def read(self) -> List[AtaLink]:
         base = self.roots.sys("class", "ata_link")
         links: List[AtaLink] = []
-        for name in list_dir(base):
+        for name in list_dir(base, self.roots.sysfs):
             try:
                 link = self._read_link(name, os.path.join(base, name))
             except OSError as exc:

@@ -62,7 +62,7 @@ class BlockReader:
 
     def read(self) -> List[BlockDevice]:
         base = self.roots.sys("class", "block")
-        entries = [e for e in list_entries(base) if not _NVME_PATH_DISK.match(e[0])]
+        entries = [e for e in list_entries(base, self.roots.sysfs) if not _NVME_PATH_DISK.match(e[0])]
         with self._lock:
             found = self._places.refresh(base, entries, _locate_path)
         return [device for _, _, device in found if device is not None]

@@ -329,7 +329,7 @@ def read_md_arrays(roots: Roots) -> List[MdArray]:
     elif why is not None:
         log.once(LOG, 30, ("mdstat", why), "cannot read /proc/mdstat", path=mdstat_path, err=why)
     names = set(stats)
-    for name in list_dir(roots.sys("block")):
+    for name in list_dir(roots.sys("block"), roots.sysfs):
         if _MD_NAME.match(name) and os.path.isdir(roots.sys("block", name, "md")):
             names.add(name)
     arrays = []

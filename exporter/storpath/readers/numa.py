@@ -76,7 +76,7 @@ def _once(key: tuple, msg: str, **fields) -> None:
 def read_nodes(roots: Roots) -> List[NumaNode]:
     base = roots.sys("devices", "system", "node")
     nodes = []
-    for entry in list_dir(base):
+    for entry in list_dir(base, roots.sysfs):
         match = _NODE.match(entry)
         if not match:
             continue
@@ -95,7 +95,7 @@ def read_cpu_packages(roots: Roots) -> Dict[int, int]:
     """Online CPU -> its socket (physical_package_id)."""
     base = roots.sys("devices", "system", "cpu")
     packages = {}
-    for entry in list_dir(base):
+    for entry in list_dir(base, roots.sysfs):
         match = _CPU.match(entry)
         if not match:
             continue

@@ -282,7 +282,7 @@ class NvmeReader:
     def controllers(self) -> List[NvmeController]:
         """Every /sys/class/nvme/nvmeX; an empty list without the class (no nvme driver)."""
         base = self.roots.sys("class", "nvme")
-        entries = [e for e in list_entries(base) if _CONTROLLER.match(e[0])]
+        entries = [e for e in list_entries(base, self.roots.sysfs) if _CONTROLLER.match(e[0])]
         with self._lock:
             found = self._controllers.refresh(base, entries, _controller_identity)
         return [identity for _, _, identity in found if identity is not None]
@@ -290,7 +290,7 @@ class NvmeReader:
     def namespaces(self) -> List[NvmeNamespace]:
         """Every NVMe namespace block device; one sysfs read each while nothing changes."""
         base = self.roots.sys("class", "block")
-        entries = [e for e in list_entries(base) if _NAMESPACE_DISK.match(e[0])]
+        entries = [e for e in list_entries(base, self.roots.sysfs) if _NAMESPACE_DISK.match(e[0])]
         result: List[NvmeNamespace] = []
         with self._lock:
             found = self._namespaces.refresh(base, entries, _namespace_place)

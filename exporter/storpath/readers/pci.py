@@ -229,7 +229,8 @@ class PciReader:
         devices: List[PciDevice] = []
         dirs = self._dirs
         with self._lock:
-            for address, path, static in self._statics.refresh(base, list_entries(base), self._read_static):
+            for address, path, static in self._statics.refresh(base, list_entries(base, self.roots.sysfs),
+                                                                       self._read_static):
                 dir_fd = dirs.get(address, static, static.path) if dirs is not None else None
                 # Attributes relative to the held directory, or by path beyond the fd budget.
                 at = "" if dir_fd is not None else static.path + "/"

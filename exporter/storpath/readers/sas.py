@@ -200,7 +200,7 @@ class SasReader:
         the SAS link: slow enough to belong in a background task, not in a scrape."""
         base = self.roots.sys("class", "sas_phy")
         errors: Dict[str, SasPhyErrors] = {}
-        for name in list_dir(base):
+        for name in list_dir(base, self.roots.sysfs):
             attrs = os.path.realpath(os.path.join(base, name))
             if not os.path.isdir(attrs):
                 continue
@@ -227,7 +227,7 @@ class SasReader:
         counters (slow: see read_errors; the exporter reads them in the background)."""
         base = self.roots.sys("class", "sas_phy")
         phys: List[SasPhy] = []
-        for name in list_dir(base):
+        for name in list_dir(base, self.roots.sysfs):
             try:
                 phy = self._read_phy(name, os.path.join(base, name), errors)
             except OSError as exc:  # a PHY removed while it was read

@@ -131,7 +131,7 @@ def read_kstat_states(roots: Roots) -> Dict[str, str]:
     the other entries there (arcstats, dbufstats...) are files."""
     base = roots.proc("spl", "kstat", "zfs")
     states = {}
-    for name in list_dir(base):
+    for name in list_dir(base, roots.procfs):
         path = os.path.join(base, name, "state")
         text, why = read_attr_why(path)
         if text is None:
