@@ -9,8 +9,6 @@ something unexpected shows as storpath_zfs_zpool_up 0 with the reason in the log
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import threading
 from typing import Dict, Optional
 
@@ -20,7 +18,7 @@ from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolReader, ZpoolSnapshot,
-                                  physical_block_bytes, read_kstat_states, zfs_present)
+                                  find_zpool, physical_block_bytes, read_kstat_states, zfs_present)
 
 
 ZPOOL_UP = Family(
@@ -131,20 +129,14 @@ class ZfsCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.reader = ZpoolReader(self.roots, zpool=self._zpool_path(), timeout=float(self.config["timeout"]))
+        self.reader = ZpoolReader(self.roots, zpool=find_zpool(self.config["zpool_path"]),
+                                  timeout=float(self.config["timeout"]))
         self._lock = threading.Lock()
         self._snapshot: Optional[ZpoolSnapshot] = None
         self._block_sizes: Dict[str, Dict[str, Optional[int]]] = {}  # pool -> leaf -> physical block bytes
         self._last_success: Optional[float] = None
         interval = float(self.config["interval"])
         self.task = ctx.scheduler.add("zpool", self.refresh, interval=interval, jitter=min(5.0, interval / 10))
-
-    def _zpool_path(self) -> str:
-        configured = self.config["zpool_path"]
-        if os.sep in configured:
-            return configured
-        found = shutil.which(configured) or shutil.which(configured, path="/usr/sbin:/sbin")
-        return found or configured
 
     def refresh(self) -> None:
         """The background task: one zpool run (or one read of captured output)."""

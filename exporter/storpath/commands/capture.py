@@ -132,9 +132,7 @@ def _capture_zpool(roots: Roots, folder: str) -> List[str]:
 
     if not zfs.zfs_present(roots):
         return []
-    import shutil
-
-    binary = shutil.which("zpool") or shutil.which("zpool", path="/usr/sbin:/sbin") or "zpool"
+    binary = zfs.find_zpool()
     notes = []
     outputs = {}
     status = zfs.run_zpool(binary, zfs.STATUS_JSON_ARGS, 30.0)

@@ -46,12 +46,12 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath.command import run_command
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
 from storpath.sysfs import HeldDirs, InstanceCache, list_dir, list_entries, parse_int, read_attr, read_bytes, read_int
@@ -397,20 +397,20 @@ def identify_ioctl(char_device: str, nsid: int, timeout: float = 10.0) -> bytes:
 
 
 def identify_nvme_cli(char_device: str, nsid: int, nvme_cli: str = "nvme", timeout: float = 10.0) -> str:
-    """`nvme id-ns ... -o json` output; raises IdentifyError."""
+    """`nvme id-ns ... -o json` output; raises IdentifyError. A drive that hangs Identify
+    in the kernel cannot hang the task: storpath.command gives up on it."""
     binary = shutil.which(nvme_cli)
     if binary is None:
         raise IdentifyError(f"nvme-cli not installed ({nvme_cli!r} not found)")
     cmd = [binary, "id-ns", char_device, f"--namespace-id={nsid}", "--output-format=json"]
     try:
-        done = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise IdentifyError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s") from None
+        done = run_command(cmd, timeout)
     except OSError as exc:
         raise IdentifyError(f"cannot run {binary}: {exc.strerror}") from None
+    if done.timed_out:
+        raise IdentifyError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s")
     if done.returncode != 0:
-        why = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
-        raise IdentifyError(f"`{' '.join(cmd)}` exited {done.returncode}: {why[0] if why else 'no output'}")
+        raise IdentifyError(f"`{' '.join(cmd)}` exited {done.returncode}: {done.first_error_line() or 'no output'}")
     return done.stdout.decode("utf-8", "replace")
 
 

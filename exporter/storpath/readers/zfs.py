@@ -35,13 +35,14 @@ import calendar
 import json
 import os
 import re
-import signal
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from storpath import log
+from storpath.command import run_command
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr, read_attr_why
 
@@ -501,38 +502,34 @@ class CommandResult:
     stuck: Optional[subprocess.Popen] = None  # a zpool that did not die when killed
 
 
+def find_zpool(configured: str = "zpool") -> str:
+    """The zpool to run: a path as configured, else the name looked up in PATH and then in
+    /usr/sbin and /sbin (where distributions install it, often outside a service's PATH).
+    The name itself when not found: running it then says so."""
+    if os.sep in configured:
+        return configured
+    return shutil.which(configured) or shutil.which(configured, path="/usr/sbin:/sbin") or configured
+
+
 def run_zpool(zpool: str, args: List[str], timeout: float) -> CommandResult:
-    """Run zpool with a deadline. On timeout the whole process group is killed; a
-    zpool stuck in uninterruptible sleep cannot be reaped, so it is left behind rather
-    than waited for."""
+    """Run zpool with a deadline (storpath.command: a zpool stuck in the kernel is left
+    behind as `stuck` rather than waited for)."""
     env = dict(os.environ, LC_ALL="C", LANG="C", TZ="UTC")
     env.pop("ZFS_COLOR", None)  # colour codes only when asked for
     try:
-        proc = subprocess.Popen([zpool, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+        done = run_command([zpool, *args], timeout, env=env)
     except FileNotFoundError:
         return CommandResult(ok=False, reason=f"{zpool} not found")
     except OSError as exc:
         return CommandResult(ok=False, reason=f"cannot run {zpool}: {exc.strerror}")
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        stuck = None
-        try:
-            proc.communicate(timeout=1)
-        except subprocess.TimeoutExpired:
-            stuck = proc  # in uninterruptible sleep: reaped on a later run, if ever
-        return CommandResult(ok=False, stuck=stuck,
+    if done.timed_out:
+        return CommandResult(ok=False, stuck=done.stuck,
                              reason=f"{zpool} {' '.join(args)} did not finish within {timeout:g} s")
-    text = out.decode("utf-8", "replace")
-    if proc.returncode != 0:
-        message = err.decode("utf-8", "replace").strip().splitlines()
-        return CommandResult(ok=False, stdout=text, usage_error=proc.returncode == 2,
-                             reason=f"{zpool} {' '.join(args)} exited with {proc.returncode}"
+    text = done.stdout.decode("utf-8", "replace")
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return CommandResult(ok=False, stdout=text, usage_error=done.returncode == 2,
+                             reason=f"{zpool} {' '.join(args)} exited with {done.returncode}"
                                     + (f": {message[0]}" if message else ""))
     return CommandResult(ok=True, stdout=text)
 
@@ -641,4 +638,4 @@ def physical_block_bytes(roots: Roots, device: str) -> Optional[int]:
 
 __all__ = ["ZfsPool", "Vdev", "ScanStatus", "ZpoolReader", "ZpoolSnapshot", "ZpoolOutputError", "read_kstat_states",
            "zfs_present", "parse_status_json", "parse_status_text", "parse_list", "parse_scan_line", "parse_ctime",
-           "run_zpool", "physical_block_bytes"]
+           "find_zpool", "run_zpool", "physical_block_bytes"]
