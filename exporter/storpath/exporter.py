@@ -12,7 +12,7 @@ from storpath import __version__, log
 from storpath.background import Scheduler
 from storpath.collectors import Collector, Context, load_all
 from storpath.exposition import SeriesFamily
-from storpath.facts import ScrapeFacts
+from storpath.facts import SharedReads
 from storpath.families import GAUGE, Family, FamilyTexts, Rows
 from storpath.roots import Roots
 from storpath.sysfs import RootUnreadable
@@ -73,7 +73,7 @@ class StorpathExporter:
 def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[Collector]:
     """Instantiate the collectors the config enables, in registry order."""
     specs = load_all()
-    facts = ScrapeFacts(roots, hold_dirs=True)
+    facts = SharedReads(roots, hold_dirs=True)
     collectors = []
     for name, spec in specs.items():
         section = config.get("collectors", {}).get(name, {})

@@ -18,7 +18,11 @@ from storpath.roots import Roots
 from storpath.sysfs import RootUnreadable
 
 
-class ScrapeFacts:
+class SharedReads:
+    """The reads several collectors share within one scrape (or one `storpath check`):
+    the PCI tree and the block devices. Not to be confused with findings.Facts, the
+    machine as `storpath check` sees it, which reads through one of these."""
+
     def __init__(self, roots: Roots, hold_dirs: bool = False):
         # A long-running exporter holds each PCI device's directory open (see PciReader).
         self.pci_reader = PciReader(roots, hold_dirs=hold_dirs)

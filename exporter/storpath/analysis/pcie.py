@@ -15,7 +15,7 @@ Two situations are kept apart:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Dict, List, Optional
 
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
@@ -41,17 +41,13 @@ class LinkExpectation:
 
 
 @dataclass(frozen=True)
-class LinkAnalysis:
-    """A link's expectation together with how it is doing now."""
+class LinkAnalysis(LinkExpectation):
+    """A link's expectation (the fields it inherits) together with how it is doing now."""
 
-    expectation: LinkExpectation
-    current_bandwidth: Optional[float]
-    speed_below_expected: bool
-    width_below_expected: bool
-    link_down: bool  # a partner exists but the link reports width 0
-
-    def __getattr__(self, name):  # address, expected_speed, bottleneck ... read through
-        return getattr(self.expectation, name)
+    current_bandwidth: Optional[float] = None
+    speed_below_expected: bool = False
+    width_below_expected: bool = False
+    link_down: bool = False  # a partner exists but the link reports width 0
 
 
 def _min(a, b):
@@ -147,7 +143,7 @@ def current_bandwidth(device: PciDevice, exp: LinkExpectation) -> Optional[float
 def judge(device: PciDevice, exp: LinkExpectation) -> LinkAnalysis:
     link_down = exp.partner is not None and device.current_link_width == 0
     return LinkAnalysis(
-        expectation=exp,
+        **{f.name: getattr(exp, f.name) for f in fields(LinkExpectation)},
         current_bandwidth=current_bandwidth(device, exp),
         speed_below_expected=(not link_down and exp.expected_speed is not None
                               and device.current_link_speed is not None

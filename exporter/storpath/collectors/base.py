@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from storpath.background import Scheduler
 from storpath.exposition import SeriesFamily
-from storpath.facts import ScrapeFacts
+from storpath.facts import SharedReads
 from storpath.families import Family, FamilyTexts, Rows
 from storpath.roots import Roots
 
@@ -28,11 +28,11 @@ class Context:
     config: Dict[str, Any] = field(default_factory=dict)  # this collector's section, defaults applied
     scheduler: Scheduler = field(default_factory=Scheduler)
     full_config: Dict[str, Any] = field(default_factory=dict)  # the whole validated config (probes etc.)
-    facts: Optional[ScrapeFacts] = None  # shared by all collectors of one exporter; see storpath.facts
+    facts: Optional[SharedReads] = None  # shared by all collectors of one exporter; see storpath.facts
 
     def __post_init__(self) -> None:
         if self.facts is None:
-            self.facts = ScrapeFacts(self.roots)
+            self.facts = SharedReads(self.roots)
 
 
 class Collector:

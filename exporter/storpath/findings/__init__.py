@@ -71,9 +71,9 @@ class Facts:
         self.roots = roots
         self.config = config or {}
         self._memo: Dict[str, Any] = {}
-        from storpath.facts import ScrapeFacts
+        from storpath.facts import SharedReads
 
-        self._reads = ScrapeFacts(roots)  # one check is one "scrape": the PCI tree and block devices, read once
+        self._reads = SharedReads(roots)  # one check is one "scrape": the PCI tree and block devices, read once
         self._labels: Dict[str, List[str]] = {}
         self._groups: Dict[str, str] = {}
 

@@ -36,6 +36,7 @@ Member flags in mdstat: (F) faulty, (S) spare, (W) write-mostly, (R) replacement
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -327,7 +328,7 @@ def read_md_arrays(roots: Roots) -> List[MdArray]:
     if text is not None:
         stats = parse_mdstat(text)
     elif why is not None:
-        log.once(LOG, 30, ("mdstat", why), "cannot read /proc/mdstat", path=mdstat_path, err=why)
+        log.once(LOG, logging.WARNING, ("mdstat", why), "cannot read /proc/mdstat", path=mdstat_path, err=why)
     names = set(stats)
     for name in list_dir(roots.sys("block"), roots.sysfs):
         if _MD_NAME.match(name) and os.path.isdir(roots.sys("block", name, "md")):
@@ -338,7 +339,7 @@ def read_md_arrays(roots: Roots) -> List[MdArray]:
         if name in stats:
             merge_mdstat(array, stats[name])
         for error in array.errors:
-            log.once(LOG, 30, ("md", name, error), "md attribute unreadable", device=name, err=error)
+            log.once(LOG, logging.WARNING, ("md", name, error), "md attribute unreadable", device=name, err=error)
         arrays.append(array)
     return arrays
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import logging
 import os
 import re
 import shutil
@@ -137,11 +138,11 @@ def read_kstat_states(roots: Roots) -> Dict[str, str]:
         text, why = read_attr_why(path)
         if text is None:
             if why:
-                log.once(LOG, 30, ("kstat", name, why), "cannot read pool state", zpool=name, err=why)
+                log.once(LOG, logging.WARNING, ("kstat", name, why), "cannot read pool state", zpool=name, err=why)
             continue
         state = pool_state(text)
         if state is None:
-            log.once(LOG, 30, ("kstat", name, text), "unknown pool state in kstat", zpool=name, value=text)
+            log.once(LOG, logging.WARNING, ("kstat", name, text), "unknown pool state in kstat", zpool=name, value=text)
             continue
         states[name] = state
     return states
@@ -578,7 +579,7 @@ class ZpoolReader:
             status = self._run(STATUS_JSON_ARGS)
             if not status.ok and status.usage_error:
                 self.json_supported = False
-                log.once(LOG, 20, ("zpool-json",), "zpool has no JSON output (OpenZFS < 2.3): using the text layout")
+                log.once(LOG, logging.INFO, ("zpool-json",), "zpool has no JSON output (OpenZFS < 2.3): using the text layout")
             elif status.ok:
                 self.json_supported = True
         if self.json_supported is False:
