@@ -5,8 +5,7 @@ from __future__ import annotations
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Collector, register
 from storpath.families import GAUGE, Derived, Family, Rows
-from storpath.readers.numa import pci_numa, read_cpu_packages, read_nodes
-from storpath.sysfs import read_attr
+from storpath.readers.numa import pci_numa, read_cpu_packages, read_nodes, read_online
 
 NODE_INFO = Family(
     "storpath_numa_node_info", GAUGE,
@@ -67,9 +66,7 @@ class NumaCollector(Collector):
         # NUMA nodes and CPU sockets change only when CPUs or nodes go on- or offline: read
         # again when the kernel's online lists change, not on every scrape (a 256-CPU host
         # has 256 topology files).
-        online = (read_attr(self.roots.sys("devices", "system", "node", "online")),
-                  read_attr(self.roots.sys("devices", "system", "cpu", "online")))
-        topology = self._topology.get(online, self._topology_rows)
+        topology = self._topology.get(read_online(self.roots), self._topology_rows)
         # Placement follows from the devices' static records and the block devices alone.
         devices, blocks = self.ctx.facts.pci(), self.ctx.facts.blocks()
         placement = self._placement.get(([d.static for d in devices], blocks),

@@ -17,8 +17,9 @@ from storpath.analysis.zfs import data_leaves, expected_ashift
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
+from storpath.readers.block import device_physical_block_size
 from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolReader, ZpoolSnapshot,
-                                  find_zpool, physical_block_bytes, read_kstat_states, zfs_present)
+                                  find_zpool, read_kstat_states, zfs_present)
 
 
 ZPOOL_UP = Family(
@@ -152,7 +153,7 @@ class ZfsCollector(Collector):
             return
         sizes: Dict[str, Dict[str, Optional[int]]] = {}
         for pool in snapshot.pools:
-            sizes[pool.name] = {v.name: physical_block_bytes(self.roots, v.name) for v in pool.vdevs if v.leaf}
+            sizes[pool.name] = {v.name: device_physical_block_size(self.roots, v.name) for v in pool.vdevs if v.leaf}
         if not snapshot.ok:
             # The details of a failed run are left out rather than served stale: the pool
             # state still comes from kstat on every scrape, and the last success

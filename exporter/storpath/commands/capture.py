@@ -5,7 +5,7 @@ sysfs and procfs files it reads as glob patterns relative to the root
 (`CAPTURE_SYSFS`, `CAPTURE_PROCFS`; `{a,b}` alternatives and `..` are allowed), and may
 define `capture_commands(roots, folder)` to save the outputs of the commands it runs
 (NVMe Identify, zpool) into `folder` in the layout it reads back through Roots.captured.
-Readers that do not declare their files yet are covered by READER_FILES below.
+A new attribute is declared once, beside the code that reads it.
 
 sysfs symlinks are kept as symlinks (the readers resolve them to find a device's place in
 the tree), so the extracted archive replays with
@@ -38,130 +38,6 @@ from storpath.roots import Roots
 LOG = log.get("capture")
 
 MAX_FILE_BYTES = 1 << 20
-
-_PCI_ATTRS = ("class,vendor,device,subsystem_vendor,subsystem_device,numa_node,local_cpulist,max_link_speed,"
-              "max_link_width,current_link_speed,current_link_width,aer_dev_correctable,aer_dev_nonfatal,"
-              "aer_dev_fatal,config,driver")
-
-# Files of readers that do not declare CAPTURE_SYSFS / CAPTURE_PROCFS themselves (all of
-# them today: they were written before `storpath capture`). A reader's own declaration
-# replaces its entry here; tests/e2e/test_capture.py checks that the files every reader
-# opens on the fixture machines are in the archive.
-_BLOCK_QUEUE = "queue/{logical_block_size,physical_block_size,optimal_io_size}"
-_SAS_ATTRS = ("negotiated_linkrate,minimum_linkrate,maximum_linkrate,minimum_linkrate_hw,maximum_linkrate_hw,"
-              "invalid_dword_count,running_disparity_error_count,loss_of_dword_sync_count,phy_reset_problem_count,"
-              "sas_address,device_type,initiator_port_protocols,target_port_protocols,enable")
-_MD_ATTRS = "array_state,level,raid_disks,chunk_size,degraded,sync_action,sync_completed,mismatch_cnt"
-
-READER_FILES: Dict[str, Dict[str, Tuple[str, ...]]] = {
-    "pci": {"sysfs": (
-        "bus/pci/devices/*",
-        "bus/pci/devices/*/{%s}" % _PCI_ATTRS,
-    )},
-    "block": {"sysfs": (
-        "class/block/*",
-        "class/block/*/partition",
-        "class/block/*/multipath/*",
-    )},
-    "nvme": {"sysfs": (
-        "class/nvme/*",
-        "class/nvme/*/{device,address,model,serial,firmware_rev,transport,state}",
-        "class/block/nvme*/{nsid,size,%s}" % _BLOCK_QUEUE,
-    )},
-    "numa": {"sysfs": (
-        "devices/system/node/node*/cpulist",
-        "devices/system/cpu/cpu*/topology/physical_package_id",
-        "devices/system/node/online",  # the numa collector re-reads the topology when these change
-        "devices/system/cpu/online",
-        "bus/pci/devices/*/{class,numa_node}",
-    )},
-    "sas": {"sysfs": (
-        "class/sas_phy/*/{%s}" % _SAS_ATTRS,
-        "class/sas_phy/*/../../port",
-        "class/sas_phy/*/../../port/{end_device,expander}-*/sas_device/*/{sas_address,device_type,"
-        "target_port_protocols}",
-        "class/sas_phy/*/../../port/end_device-*/target*/*/block/*",
-    )},
-    "ata": {"sysfs": (
-        "class/ata_link/*/{sata_spd,hw_sata_spd_limit,sata_spd_limit}",
-        "class/ata_link/*/../../../link*",
-        "class/ata_link/*/../../../host*/target*/*/block/*",
-    )},
-    "md": {"sysfs": (
-        "block/md*",
-        "block/md*/md/{%s}" % _MD_ATTRS,
-        "block/md*/md/dev-*/{slot,state,block}",
-        "block/md*/md/dev-*/block/partition",
-    ), "procfs": ("mdstat",)},
-    "zfs": {"sysfs": (
-        "module/zfs",
-        "class/block/*/queue/physical_block_size",
-    ), "procfs": ("spl/kstat/zfs/*/state",)},
-}
-
-
-def _capture_nvme(roots: Roots, folder: str) -> List[str]:
-    """Identify Namespace of every namespace, as the raw 4096-byte structure (ioctl) or
-    nvme-cli's JSON, into the layout storpath.readers.nvme reads back."""
-    from storpath.readers import nvme
-
-    notes = []
-    for ns in nvme.read_namespaces(roots):
-        if ns.controller is None or ns.nsid is None:
-            continue
-        target = os.path.join(folder, nvme.CAPTURED_DIR, ns.controller)
-        char_device = roots.devpath(ns.controller)
-        try:
-            data, name = nvme.identify_ioctl(char_device, ns.nsid), f"ns{ns.nsid}.id-ns"
-        except nvme.IdentifyError as ioctl_error:
-            try:
-                data, name = nvme.identify_nvme_cli(char_device, ns.nsid).encode(), f"ns{ns.nsid}.json"
-            except nvme.IdentifyError as cli_error:
-                notes.append(f"{ns.device}: ioctl: {ioctl_error}; nvme-cli: {cli_error}")
-                continue
-        os.makedirs(target, exist_ok=True)
-        with open(os.path.join(target, name), "wb") as handle:
-            handle.write(data)
-    return notes
-
-
-def _capture_zpool(roots: Roots, folder: str) -> List[str]:
-    """zpool status (JSON where OpenZFS >= 2.3, else text) and zpool list, as the zfs
-    reader runs them, into captured/zpool/."""
-    from storpath.readers import zfs
-
-    if not zfs.zfs_present(roots):
-        return []
-    binary = zfs.find_zpool()
-    notes = []
-    outputs = {}
-    status = zfs.run_zpool(binary, zfs.STATUS_JSON_ARGS, 30.0)
-    if status.ok:
-        outputs["status_json"] = status.stdout
-    else:
-        text = zfs.run_zpool(binary, zfs.STATUS_TEXT_ARGS, 30.0)
-        if text.ok:
-            outputs["status_text"] = text.stdout
-        else:
-            notes.append(f"zpool status: {text.reason}")
-    listing = zfs.run_zpool(binary, zfs.LIST_ARGS, 30.0)
-    if listing.ok:
-        outputs["list"] = listing.stdout
-    else:
-        notes.append(f"zpool list: {listing.reason}")
-    for key, text in outputs.items():
-        path = os.path.join(folder, *zfs.CAPTURED_FILES[key])
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    return notes
-
-
-# Command outputs of readers that do not define capture_commands themselves.
-READER_COMMANDS: Dict[str, Callable[[Roots, str], Optional[List[str]]]] = {
-    "nvme": _capture_nvme,
-    "zfs": _capture_zpool,
-}
 
 # Attributes whose whole value identifies a piece of hardware (serial numbers, world wide
 # names, EUI-64/NGUID, SAS addresses, NQNs that embed a serial).
@@ -232,13 +108,11 @@ def reader_files() -> Tuple[List[ReaderFiles], Dict[str, str]]:
         except Exception as exc:  # a reader being written right now must not stop a capture
             broken[info.name] = f"{type(exc).__name__}: {exc}"
             continue
-        fallback = READER_FILES.get(info.name, {})
-        declared = hasattr(module, "CAPTURE_SYSFS") or hasattr(module, "CAPTURE_PROCFS")
         found.append(ReaderFiles(
             name=info.name,
-            sysfs=tuple(getattr(module, "CAPTURE_SYSFS", ())) if declared else fallback.get("sysfs", ()),
-            procfs=tuple(getattr(module, "CAPTURE_PROCFS", ())) if declared else fallback.get("procfs", ()),
-            commands=getattr(module, "capture_commands", None) or READER_COMMANDS.get(info.name)))
+            sysfs=tuple(getattr(module, "CAPTURE_SYSFS", ())),
+            procfs=tuple(getattr(module, "CAPTURE_PROCFS", ())),
+            commands=getattr(module, "capture_commands", None)))
     return found, broken
 
 
@@ -591,5 +465,5 @@ def run(args, config) -> int:
     return 0
 
 
-__all__ = ["add_parser", "run", "READER_FILES", "reader_files", "expand_braces", "Tree", "Redactor", "snapshot",
+__all__ = ["add_parser", "run", "reader_files", "expand_braces", "Tree", "Redactor", "snapshot",
            "write_archive", "archive_top"]

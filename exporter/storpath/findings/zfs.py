@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from storpath.analysis.zfs import data_leaves, expected_ashift
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, register
-from storpath.readers.zfs import ZpoolReader, find_zpool, physical_block_bytes, zfs_present
+from storpath.readers.block import device_physical_block_size
+from storpath.readers.zfs import ZpoolReader, find_zpool, zfs_present
 
 # As rules/config/thresholds.yml zfs.capacity_warning_ratio / capacity_critical_ratio.
 CAPACITY_WARNING, CAPACITY_CRITICAL = 0.70, 0.90
@@ -74,7 +75,7 @@ def check(facts: Facts, out: Outcome) -> None:
                            "down, more so as fragmentation grows",
                     remedy="Free space (old snapshots: `zfs list -t snapshot -o name,used -s used`) or add a "
                            "vdev of the same shape."))
-        sizes = [physical_block_bytes(facts.roots, v.name) for v in data_leaves(pool.vdevs)]
+        sizes = [device_physical_block_size(facts.roots, v.name) for v in data_leaves(pool.vdevs)]
         wanted = expected_ashift(sizes)
         if pool.ashift and wanted and pool.ashift < wanted:
             out.add(Finding(

@@ -39,6 +39,13 @@ LOG = log.get("sata")
 UNKNOWN = "<unknown>"
 SPEED_ATTRIBUTES = ("sata_spd", "hw_sata_spd_limit", "sata_spd_limit")
 
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "class/ata_link/*/{sata_spd,hw_sata_spd_limit,sata_spd_limit}",
+    "class/ata_link/*/../../../link*",
+    "class/ata_link/*/../../../host*/target*/*/block/*",
+)
+
 _LINK = re.compile(r"^link(\d+)(?:\.(\d+))?$")
 _HOST = re.compile(r"^host\d+$")
 _TARGET = re.compile(r"^target\d+:(\d+):\d+$")

@@ -23,7 +23,15 @@ from typing import List, Optional
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, list_dir, list_entries
+from storpath.sysfs import InstanceCache, list_dir, list_entries, parse_int, read_attr
+
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "class/block/*",
+    "class/block/*/partition",
+    "class/block/*/multipath/*",
+    "class/block/*/queue/physical_block_size",
+)
 
 _CONTROLLER = re.compile(r"^(nvme\d+|host\d+|ata\d+)$")
 _NVME_PATH_DISK = re.compile(r"^nvme\d+c\d+n\d+$")
@@ -66,6 +74,20 @@ class BlockReader:
         with self._lock:
             found = self._places.refresh(base, entries, _locate_path)
         return [device for _, _, device in found if device is not None]
+
+
+def physical_block_size(block_dir: str) -> Optional[int]:
+    """queue/physical_block_size of a block device's directory, in bytes
+    (Documentation/ABI/stable/sysfs-block); None when absent or not a positive number.
+    The one reader of it: NVMe namespaces and ZFS leaves alike."""
+    return parse_int(read_attr(os.path.join(block_dir, "queue", "physical_block_size")), minimum=1)
+
+
+def device_physical_block_size(roots: Roots, device: str) -> Optional[int]:
+    """physical_block_size of the block device named `device` (a zpool leaf: nvme0n1, sda)."""
+    if "/" in device or device in (".", ".."):
+        return None
+    return physical_block_size(roots.sys("class", "block", device))
 
 
 def read_block_devices(roots: Roots) -> List[BlockDevice]:

@@ -54,6 +54,15 @@ ARRAY_STATES = ("clear", "inactive", "suspended", "readonly", "read-auto", "clea
 # sync_action values, md.c action_name[].
 SYNC_ACTIONS = ("idle", "resync", "recover", "check", "repair", "reshape", "frozen")
 # mdstat's words for a running sync (status_resync) -> the sync_action spelling.
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "block/md*",
+    "block/md*/md/{array_state,level,raid_disks,chunk_size,degraded,sync_action,sync_completed,mismatch_cnt}",
+    "block/md*/md/dev-*/{slot,state,block}",
+    "block/md*/md/dev-*/block/partition",
+)
+CAPTURE_PROCFS = ("mdstat",)
+
 _MDSTAT_ACTIONS = {"resync": "resync", "recovery": "recover", "check": "check", "repair": "repair",
                    "reshape": "reshape"}
 _MDSTAT_FLAGS = {"F": "faulty", "S": "spare", "W": "write_mostly", "R": "replacement", "J": "journal"}

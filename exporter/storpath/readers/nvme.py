@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from storpath.command import run_command
+from storpath.readers.block import physical_block_size
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
 from storpath.sysfs import HeldDirs, InstanceCache, list_dir, list_entries, parse_int, read_attr, read_bytes, read_int
@@ -61,6 +62,13 @@ OPCODE_IDENTIFY = 0x06
 CNS_NAMESPACE = 0x00
 RELATIVE_PERFORMANCE = ("best", "better", "good", "degraded")  # RP field values 0..3
 CAPTURED_DIR = "nvme"
+
+# What this reader reads (storpath capture takes these, and capture_commands' output).
+CAPTURE_SYSFS = (
+    "class/nvme/*",
+    "class/nvme/*/{device,address,model,serial,firmware_rev,transport,state}",
+    "class/block/nvme*/{nsid,size,queue/logical_block_size,queue/physical_block_size,queue/optimal_io_size}",
+)
 
 _NAMESPACE_DISK = re.compile(r"^nvme(\d+)n(\d+)$")  # not nvme0n1p1 (partition), not nvme0c1n1 (path)
 _CONTROLLER = re.compile(r"^nvme\d+$")
@@ -316,7 +324,7 @@ class NvmeReader:
                     ns = NvmeNamespace(
                         device=name, controller=controller, nsid=nsid, instance=instances.get(name),
                         size_bytes=sectors * 512 if sectors is not None else None, logical_block_size=lba,
-                        physical_block_size=read_int(real + "/queue/physical_block_size"),
+                        physical_block_size=physical_block_size(real),
                         optimal_io_size=read_int(real + "/queue/optimal_io_size"))
                 self._previous[name] = (place, ns)
                 result.append(ns)
@@ -412,6 +420,29 @@ def identify_nvme_cli(char_device: str, nsid: int, nvme_cli: str = "nvme", timeo
     if done.returncode != 0:
         raise IdentifyError(f"`{' '.join(cmd)}` exited {done.returncode}: {done.first_error_line() or 'no output'}")
     return done.stdout.decode("utf-8", "replace")
+
+
+def capture_commands(roots: Roots, folder: str) -> List[str]:
+    """Identify Namespace of every namespace, as the raw 4096-byte structure (ioctl) or
+    nvme-cli's JSON, into the layout storpath.readers.nvme reads back."""
+    notes = []
+    for ns in read_namespaces(roots):
+        if ns.controller is None or ns.nsid is None:
+            continue
+        target = os.path.join(folder, CAPTURED_DIR, ns.controller)
+        char_device = roots.devpath(ns.controller)
+        try:
+            data, name = identify_ioctl(char_device, ns.nsid), f"ns{ns.nsid}.id-ns"
+        except IdentifyError as ioctl_error:
+            try:
+                data, name = identify_nvme_cli(char_device, ns.nsid).encode(), f"ns{ns.nsid}.json"
+            except IdentifyError as cli_error:
+                notes.append(f"{ns.device}: ioctl: {ioctl_error}; nvme-cli: {cli_error}")
+                continue
+        os.makedirs(target, exist_ok=True)
+        with open(os.path.join(target, name), "wb") as handle:
+            handle.write(data)
+    return notes
 
 
 def captured_paths(roots: Roots, controller: str, nsid: int) -> Tuple[str, str]:

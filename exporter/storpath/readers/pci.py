@@ -45,6 +45,14 @@ PORT_TYPES = {
 # Ports whose link leads away from the root complex, to the device below them.
 DOWNSTREAM_FACING = frozenset({"root_port", "downstream_port", "pci_to_pcie_bridge"})
 
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "bus/pci/devices/*",
+    "bus/pci/devices/*/{class,vendor,device,subsystem_vendor,subsystem_device,numa_node,local_cpulist,"
+    "max_link_speed,max_link_width,current_link_speed,current_link_width,aer_dev_correctable,aer_dev_nonfatal,"
+    "aer_dev_fatal,config,driver}",
+)
+
 _UNPARSED = object()
 
 AER_FILES = (("correctable", "aer_dev_correctable"), ("nonfatal", "aer_dev_nonfatal"), ("fatal", "aer_dev_fatal"))

@@ -48,6 +48,16 @@ RATE_ATTRIBUTES = ("negotiated_linkrate", "minimum_linkrate", "maximum_linkrate"
 ERROR_COUNTERS = ("invalid_dword_count", "running_disparity_error_count", "loss_of_dword_sync_count",
                   "phy_reset_problem_count")
 
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "class/sas_phy/*/{negotiated_linkrate,minimum_linkrate,maximum_linkrate,minimum_linkrate_hw,maximum_linkrate_hw,"
+    "invalid_dword_count,running_disparity_error_count,loss_of_dword_sync_count,phy_reset_problem_count,sas_address,"
+    "device_type,initiator_port_protocols,target_port_protocols,enable}",
+    "class/sas_phy/*/../../port",
+    "class/sas_phy/*/../../port/{end_device,expander}-*/sas_device/*/{sas_address,device_type,target_port_protocols}",
+    "class/sas_phy/*/../../port/end_device-*/target*/*/block/*",
+)
+
 _REMOTE = re.compile(r"^(end_device|expander)-\d+:\d+(?::\d+)?$")
 _TARGET = re.compile(r"^target\d+:\d+:\d+$")
 _SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")

@@ -49,6 +49,11 @@ from storpath.sysfs import list_dir, read_attr, read_attr_why
 
 LOG = log.get("zfs")
 
+# What this reader reads (storpath capture takes these, and capture_commands' output).
+# The leaves' physical block sizes come through the block reader.
+CAPTURE_SYSFS = ("module/zfs",)
+CAPTURE_PROCFS = ("spl/kstat/zfs/*/state",)
+
 POOL_STATES = ("online", "degraded", "faulted", "offline", "removed", "unavail", "suspended")
 VDEV_STATES = ("online", "degraded", "faulted", "offline", "removed", "unavail")
 SCAN_FUNCTIONS = ("scrub", "resilver", "error_scrub")
@@ -624,19 +629,36 @@ class ZpoolReader:
         return ZpoolSnapshot(pools=pools, ok=True, reason=None, finished_at=time.time(), source=source)
 
 
-def physical_block_bytes(roots: Roots, device: str) -> Optional[int]:
-    """A leaf vdev's physical sector size, from /sys/class/block/<dev>/queue/
-    physical_block_size (Documentation/ABI/stable/sysfs-block), to set beside ashift."""
-    if "/" in device or device in (".", ".."):
-        return None
-    text = read_attr(roots.sys("class", "block", device, "queue", "physical_block_size"))
-    try:
-        value = int(text) if text is not None else None
-    except ValueError:
-        return None
-    return value if value and value > 0 else None
+def capture_commands(roots: Roots, folder: str) -> List[str]:
+    """zpool status (JSON where OpenZFS >= 2.3, else text) and zpool list, as the zfs
+    reader runs them, into captured/zpool/."""
+    if not zfs_present(roots):
+        return []
+    binary = find_zpool()
+    notes = []
+    outputs = {}
+    status = run_zpool(binary, STATUS_JSON_ARGS, 30.0)
+    if status.ok:
+        outputs["status_json"] = status.stdout
+    else:
+        text = run_zpool(binary, STATUS_TEXT_ARGS, 30.0)
+        if text.ok:
+            outputs["status_text"] = text.stdout
+        else:
+            notes.append(f"zpool status: {text.reason}")
+    listing = run_zpool(binary, LIST_ARGS, 30.0)
+    if listing.ok:
+        outputs["list"] = listing.stdout
+    else:
+        notes.append(f"zpool list: {listing.reason}")
+    for key, text in outputs.items():
+        path = os.path.join(folder, *CAPTURED_FILES[key])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    return notes
 
 
 __all__ = ["ZfsPool", "Vdev", "ScanStatus", "ZpoolReader", "ZpoolSnapshot", "ZpoolOutputError", "read_kstat_states",
            "zfs_present", "parse_status_json", "parse_status_text", "parse_list", "parse_scan_line", "parse_ctime",
-           "find_zpool", "run_zpool", "physical_block_bytes"]
+           "find_zpool", "run_zpool"]
