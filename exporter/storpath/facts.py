@@ -10,7 +10,7 @@ the same lists, or the same error (sysfs.RootUnreadable) when they could not be 
 from __future__ import annotations
 
 import threading
-from typing import Callable, Dict, List, Union
+from typing import Callable, Dict, List, Tuple, Union
 
 from storpath.readers.block import BlockDevice, BlockReader
 from storpath.readers.pci import PciDevice, PciReader
@@ -28,7 +28,7 @@ class SharedReads:
         self.pci_reader = PciReader(roots, hold_dirs=hold_dirs)
         self.block_reader = BlockReader(roots)
         self._read: Dict[str, Union[list, Exception]] = {}  # what this scrape read, by name
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a read may build on another (blocks on the block listing)
 
     def close(self) -> None:
         self.pci_reader.close()
@@ -53,5 +53,9 @@ class SharedReads:
     def pci(self) -> List[PciDevice]:
         return self._once("pci", self.pci_reader.read)
 
+    def block_listing(self) -> List[Tuple[str, int]]:
+        """/sys/class/block, listed once per scrape for the block and NVMe readers."""
+        return self._once("block_listing", self.block_reader.list)
+
     def blocks(self) -> List[BlockDevice]:
-        return self._once("blocks", self.block_reader.read)
+        return self._once("blocks", lambda: self.block_reader.read(self.block_listing()))

@@ -29,10 +29,14 @@ class Context:
     scheduler: Scheduler = field(default_factory=Scheduler)
     full_config: Dict[str, Any] = field(default_factory=dict)  # the whole validated config (probes etc.)
     facts: Optional[SharedReads] = None  # shared by all collectors of one exporter; see storpath.facts
+    # Whether the collector has `facts` to itself (none given): then each collect() is a
+    # scrape of its own. An exporter's collectors share theirs and it starts each scrape.
+    own_facts: bool = False
 
     def __post_init__(self) -> None:
         if self.facts is None:
             self.facts = SharedReads(self.roots)
+            self.own_facts = True
 
 
 class Collector:
@@ -59,5 +63,7 @@ class Collector:
 
     def collect(self) -> List[SeriesFamily]:
         """Every family of the table with its text for this scrape."""
+        if self.ctx.own_facts:
+            self.ctx.facts.new_scrape()
         values = self.values()
         return [] if values is None else self._texts.families(values)

@@ -171,7 +171,7 @@ class NvmeCollector(Collector):
     # ---- scrape ------------------------------------------------------------------
     def values(self) -> Rows:
         controllers = self.reader.controllers()
-        namespaces = self.reader.namespaces()
+        namespaces = self.reader.namespaces(self.ctx.facts.block_listing())
         if self.ctx.scheduler.started and not self._first_pass.is_set():
             self._first_pass.wait(self.startup_wait)
         self._maybe_trigger(namespaces)

@@ -19,7 +19,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
@@ -68,9 +68,15 @@ class BlockReader:
         self._places = InstanceCache()
         self._lock = threading.Lock()
 
-    def read(self) -> List[BlockDevice]:
+    def list(self) -> List[Tuple[str, int]]:
+        """(name, inode) of every entry of /sys/class/block; RootUnreadable when it cannot be read."""
+        return list_entries(self.roots.sys("class", "block"), self.roots.sysfs)
+
+    def read(self, listing: Optional[List[Tuple[str, int]]] = None) -> List[BlockDevice]:
+        """Every block device but partitions and hidden NVMe path disks; `listing` is a
+        listing of /sys/class/block made this scrape (see SharedReads), else one is made."""
         base = self.roots.sys("class", "block")
-        entries = [e for e in list_entries(base, self.roots.sysfs) if not _NVME_PATH_DISK.match(e[0])]
+        entries = [e for e in (self.list() if listing is None else listing) if not _NVME_PATH_DISK.match(e[0])]
         with self._lock:
             found = self._places.refresh(base, entries, _locate_path)
         return [device for _, _, device in found if device is not None]

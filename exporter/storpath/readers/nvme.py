@@ -295,10 +295,14 @@ class NvmeReader:
             found = self._controllers.refresh(base, entries, _controller_identity)
         return [identity for _, _, identity in found if identity is not None]
 
-    def namespaces(self) -> List[NvmeNamespace]:
-        """Every NVMe namespace block device; one sysfs read each while nothing changes."""
+    def namespaces(self, listing: Optional[List[Tuple[str, int]]] = None) -> List[NvmeNamespace]:
+        """Every NVMe namespace block device; one sysfs read each while nothing changes.
+        `listing`: a listing of /sys/class/block made this scrape (SharedReads), else one
+        is made."""
         base = self.roots.sys("class", "block")
-        entries = [e for e in list_entries(base, self.roots.sysfs) if _NAMESPACE_DISK.match(e[0])]
+        if listing is None:
+            listing = list_entries(base, self.roots.sysfs)
+        entries = [e for e in listing if _NAMESPACE_DISK.match(e[0])]
         result: List[NvmeNamespace] = []
         with self._lock:
             found = self._namespaces.refresh(base, entries, _namespace_place)
