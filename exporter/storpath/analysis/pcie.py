@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Dict, List, Optional
 
-from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice, path_to_root
 from storpath.units import pcie_link_bytes_per_second
 
 
@@ -92,9 +92,8 @@ def expectations(devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
 
     def root_and_bottleneck(d: PciDevice):
         """Walk up from a device end; every device end of a link on the way is a hop."""
-        best_addr, best_bw, root, node, hops = None, None, None, d, 0
-        while node is not None and hops < 64:
-            hops += 1
+        best_addr, best_bw, root = None, None, None
+        for node in path_to_root(d, by_address):
             if node.port_type == "root_port":
                 root = node.address
             if node.address in expected and node.port_type not in DOWNSTREAM_FACING:
@@ -102,7 +101,6 @@ def expectations(devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
                 bw = pcie_link_bytes_per_second(speed, width)
                 if bw is not None and (best_bw is None or bw < best_bw):
                     best_addr, best_bw = node.address, bw
-            node = by_address.get(node.static.parent) if node.static.parent else None
         return root, best_addr, best_bw
 
     result: Dict[str, LinkExpectation] = {}

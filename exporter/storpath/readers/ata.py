@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from storpath import log
+from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr_why
 from storpath.units import parse_sata_rate
@@ -49,7 +50,6 @@ CAPTURE_SYSFS = (
 _LINK = re.compile(r"^link(\d+)(?:\.(\d+))?$")
 _HOST = re.compile(r"^host\d+$")
 _TARGET = re.compile(r"^target\d+:(\d+):\d+$")
-_SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")
 
 
 @dataclass(frozen=True)
@@ -151,8 +151,5 @@ def disks_of_link(link: str, port_dir: str) -> List[str]:
             match = _TARGET.match(target)
             if not match or (pmp is not None and int(match.group(1)) != pmp):
                 continue
-            target_dir = os.path.join(host_dir, target)
-            for lun in list_dir(target_dir):
-                if _SCSI_DEVICE.match(lun):
-                    found.extend(list_dir(os.path.join(target_dir, lun, "block")))
+            found.extend(scsi_target_disks(os.path.join(host_dir, target)))
     return sorted(found)

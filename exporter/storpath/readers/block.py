@@ -35,6 +35,7 @@ CAPTURE_SYSFS = (
 
 _CONTROLLER = re.compile(r"^(nvme\d+|host\d+|ata\d+)$")
 _NVME_PATH_DISK = re.compile(r"^nvme\d+c\d+n\d+$")
+_SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,16 @@ class BlockReader:
         with self._lock:
             found = self._places.refresh(base, entries, _locate_path)
         return [device for _, _, device in found if device is not None]
+
+
+def scsi_target_disks(target_dir: str) -> List[str]:
+    """Block devices of the SCSI devices (H:C:T:L) below a SCSI target's directory
+    (targetH:C:T), as found below an ATA port's SCSI host or a SAS end device."""
+    found = []
+    for lun in list_dir(target_dir):
+        if _SCSI_DEVICE.match(lun):
+            found.extend(list_dir(os.path.join(target_dir, lun, "block")))
+    return found
 
 
 def physical_block_size(block_dir: str) -> Optional[int]:

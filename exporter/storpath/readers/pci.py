@@ -19,7 +19,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
@@ -288,6 +288,20 @@ class PciReader:
                 self._dirs.close()
 
 
+MAX_DEPTH = 64  # deeper than any PCI tree: a guard against a loop in a broken one
+
+
+def path_to_root(device: Optional[PciDevice], by_address: Mapping[str, PciDevice]) -> Iterator[PciDevice]:
+    """`device` and every device above it (its bridge, that bridge's bridge...), nearest
+    first, up to the last one below a host bridge. The one walk up the PCI tree."""
+    node, hops = device, 0
+    while node is not None and hops < MAX_DEPTH:
+        yield node
+        hops += 1
+        parent = node.static.parent
+        node = by_address.get(parent) if parent else None
+
+
 def resolve_port_types(devices: List[PciDevice]) -> None:
     """Port type from config space where it was readable, otherwise from the topology:
     a bridge straight below a host bridge is a root port, a bridge below a
@@ -296,11 +310,7 @@ def resolve_port_types(devices: List[PciDevice]) -> None:
     by_address = {d.address: d for d in devices}
 
     def depth(d: PciDevice) -> int:
-        n, parent = 0, d.static.parent
-        while parent is not None and n < 64:
-            n += 1
-            parent = by_address[parent].static.parent if parent in by_address else None
-        return n
+        return sum(1 for _ in path_to_root(d, by_address))
 
     for device in sorted(devices, key=depth):
         static = device.static

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from storpath import log
+from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, parse_int, read_attr_why
 from storpath.units import parse_sas_rate
@@ -60,7 +61,6 @@ CAPTURE_SYSFS = (
 
 _REMOTE = re.compile(r"^(end_device|expander)-\d+:\d+(?::\d+)?$")
 _TARGET = re.compile(r"^target\d+:\d+:\d+$")
-_SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")
 
 
 @dataclass(frozen=True)
@@ -317,8 +317,5 @@ def block_devices_below(end_device_dir: str) -> List[str]:
     for target in list_dir(end_device_dir):
         if not _TARGET.match(target):
             continue
-        target_dir = os.path.join(end_device_dir, target)
-        for lun in list_dir(target_dir):
-            if _SCSI_DEVICE.match(lun):
-                found.extend(list_dir(os.path.join(target_dir, lun, "block")))
+        found.extend(scsi_target_disks(os.path.join(end_device_dir, target)))
     return sorted(found)
