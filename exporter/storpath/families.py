@@ -102,11 +102,19 @@ class Family:
                 if value is not None:
                     append(f'{prefix}{escape_value(label)}"}} {value_text(value)}\n')
         else:
+            # On a host of thousands of devices this runs for every series of a family whose
+            # values all move (AER counters): plain string building, escaping only when needed.
             template, order = self._template, self._order
+            in_order = order == tuple(range(len(order)))
             for labels, value in rows:
-                if value is not None:
-                    values = tuple([escape_value(labels[i]) for i in order])
-                    append(template % values + value_text(value) + "\n")
+                if value is None:
+                    continue
+                if not in_order:
+                    labels = tuple([labels[i] for i in order])
+                joined = "".join(labels)
+                if "\\" in joined or "\n" in joined or '"' in joined:
+                    labels = tuple([escape_value(label) for label in labels])
+                append(template % labels + value_text(value) + "\n")
         return "".join(lines).encode("utf-8")
 
 
