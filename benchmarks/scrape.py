@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.conftest import free_port, run_exporter, stop_process  # noqa: E402
-from tests.processes import cpu_seconds, memory_bytes  # noqa: E402
+from tests.processes import cpu_seconds, memory_bytes, wait_until_answers  # noqa: E402
 from tests.fixtures.builders_nvme import Fmt, identify_namespace, write_captured  # noqa: E402
 from tests.fixtures.sysfs_builder import MachineBuilder, Namespace  # noqa: E402
 
@@ -72,8 +72,6 @@ def node_exporter_binary(cache: str = os.path.join(ROOT, ".cache")) -> str:
 @contextmanager
 def run_node_exporter(binary: str, sysfs: str, workdir: str):
     """node_exporter with only its pcidevice collector on `sysfs`; yields its /metrics URL."""
-    import requests
-
     port = free_port()
     with open(os.path.join(workdir, f"node_exporter-{port}.log"), "w") as log:
         proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
@@ -81,18 +79,7 @@ def run_node_exporter(binary: str, sysfs: str, workdir: str):
                                 stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/metrics"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"node_exporter exited with {proc.returncode}")
-            try:
-                if requests.get(url, timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("node_exporter did not answer within 20 s")
-            time.sleep(0.05)
+        wait_until_answers(proc, url, "node_exporter")
         yield proc, url
     finally:
         stop_process(proc)

@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from typing import Iterator, List, Optional
 
@@ -109,7 +108,7 @@ class RunningExporter:
 @contextmanager
 def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None) -> Iterator[RunningExporter]:
     """Start the real `storpath serve` as a process and wait until it answers."""
-    import requests
+    from tests.processes import wait_until_answers
 
     port = free_port()
     log_path = os.path.join(tmp_dir, f"storpath-{port}.log")
@@ -121,18 +120,7 @@ def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None) -> I
                                  *args], stdout=log_file, stderr=subprocess.STDOUT, env=full_env)
     exporter = RunningExporter(proc, port, log_path)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"storpath exited with {proc.returncode}:\n{exporter.log()}")
-            try:
-                if requests.get(exporter.url + "/-/healthy", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"storpath did not answer within 20 s:\n{exporter.log()}")
-            time.sleep(0.05)
+        wait_until_answers(proc, exporter.url + "/-/healthy", "storpath", exporter.log)
         yield exporter
     finally:
         stop_process(proc)
