@@ -131,6 +131,52 @@ def parse_port_type(config: Optional[bytes]) -> Optional[str]:
     return None
 
 
+# Read once per device instance (besides max_link_speed, config and the AER files).
+STATIC_ATTRIBUTES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node", "max_link_width")
+
+
+def parse_static(address: str, real_path: str, texts: Dict[str, Optional[str]], has_link: bool,
+                 config: Optional[bytes], aer_files: Tuple[Tuple[str, str], ...]
+                 ) -> Tuple[PciStatic, List[Tuple[str, str]]]:
+    """A device instance's static record from the texts of its attributes (None: absent),
+    and (attribute, reason) for each attribute present but not usable. No I/O."""
+    problems: List[Tuple[str, str]] = []
+    class_text = texts.get("class")
+    try:
+        class_code = int(class_text, 16) if class_text else None
+    except ValueError:
+        class_code = None
+        problems.append(("class", f"unparsable {class_text!r}"))
+    numa_text = texts.get("numa_node")
+    numa_node = parse_numa_node(numa_text)
+    if numa_text is not None and numa_node is None:
+        problems.append(("numa_node", f"unparsable {numa_text!r}"))
+    max_speed = max_width = None
+    if has_link:
+        max_speed, why = parse_pcie_speed(texts.get("max_link_speed"))
+        if why:
+            problems.append(("max_link_speed", why))
+        max_width, why = parse_pcie_width(texts.get("max_link_width"), allow_zero=False)
+        if why:
+            problems.append(("max_link_width", why))
+    return PciStatic(
+        address=address,
+        parent=_parent_address(real_path),
+        class_code=class_code,
+        vendor_id=_hex_id(texts.get("vendor")),
+        device_id=_hex_id(texts.get("device")),
+        subsystem_vendor_id=_hex_id(texts.get("subsystem_vendor")),
+        subsystem_device_id=_hex_id(texts.get("subsystem_device")),
+        numa_node=numa_node,
+        max_link_speed=max_speed,
+        max_link_width=max_width,
+        has_link=has_link,
+        config_port_type=parse_port_type(config),
+        aer_files=aer_files,
+        path=real_path,
+    ), problems
+
+
 def _parent_address(real_path: str) -> Optional[str]:
     parent = os.path.basename(os.path.dirname(real_path))
     return parent if PCI_ADDRESS.match(parent) else None
@@ -183,44 +229,16 @@ class PciReader:
                  "PCI attribute not usable, leaving it out", address=address, attribute=attr, reason=reason)
 
     def _read_static(self, address: str, path: str) -> PciStatic:
-        real = os.path.realpath(path)
-        class_text = read_attr(os.path.join(path, "class"))
-        try:
-            class_code = int(class_text, 16) if class_text else None
-        except ValueError:
-            class_code = None
-            self._warn(address, "class", f"unparsable {class_text!r}")
-        numa_text = read_attr(os.path.join(path, "numa_node"))
-        numa_node = parse_numa_node(numa_text)
-        if numa_text is not None and numa_node is None:
-            self._warn(address, "numa_node", f"unparsable {numa_text!r}")
-        speed_text, speed_err = read_attr_why(os.path.join(path, "max_link_speed"))
-        has_link = speed_text is not None or os.path.exists(os.path.join(path, "max_link_width"))
-        max_speed = max_width = None
-        if has_link:
-            max_speed, why = parse_pcie_speed(speed_text)
-            if why:
-                self._warn(address, "max_link_speed", speed_err or why)
-            max_width, why = parse_pcie_width(read_attr(os.path.join(path, "max_link_width")), allow_zero=False)
-            if why:
-                self._warn(address, "max_link_width", why)
-        aer = tuple((sev, os.path.join(path, name)) for sev, name in AER_FILES if os.path.exists(os.path.join(path, name)))
-        return PciStatic(
-            address=address,
-            parent=_parent_address(real),
-            class_code=class_code,
-            vendor_id=_hex_id(read_attr(os.path.join(path, "vendor"))),
-            device_id=_hex_id(read_attr(os.path.join(path, "device"))),
-            subsystem_vendor_id=_hex_id(read_attr(os.path.join(path, "subsystem_vendor"))),
-            subsystem_device_id=_hex_id(read_attr(os.path.join(path, "subsystem_device"))),
-            numa_node=numa_node,
-            max_link_speed=max_speed,
-            max_link_width=max_width,
-            has_link=has_link,
-            config_port_type=parse_port_type(read_bytes(os.path.join(path, "config"), 256)),
-            aer_files=tuple((sev, os.path.basename(p)) for sev, p in aer),
-            path=real,
-        )
+        """The reads behind a device instance's static record; parse_static makes it."""
+        texts = {name: read_attr(os.path.join(path, name)) for name in STATIC_ATTRIBUTES}
+        texts["max_link_speed"], speed_error = read_attr_why(os.path.join(path, "max_link_speed"))
+        has_link = texts["max_link_speed"] is not None or os.path.exists(os.path.join(path, "max_link_width"))
+        aer_files = tuple((sev, name) for sev, name in AER_FILES if os.path.exists(os.path.join(path, name)))
+        static, problems = parse_static(address, os.path.realpath(path), texts, has_link,
+                                        read_bytes(os.path.join(path, "config"), 256), aer_files)
+        for attribute, reason in problems:
+            self._warn(address, attribute, speed_error if attribute == "max_link_speed" and speed_error else reason)
+        return static
 
     def _aer_total(self, raw: Optional[bytes]) -> Optional[int]:
         if raw is None:
