@@ -2,13 +2,14 @@
 # do not need make; these targets are shortcuts for working on storpath.
 PY ?= .venv/bin/python
 
-.PHONY: help setup test test-fast golden bench bench-load lint run
+.PHONY: help setup test test-fast golden docs bench bench-load lint run
 help:
 	@echo "make setup      venv with storpath and test deps (plus Debian packages)"
 	@echo "make test-fast  parsers, analysis and fixture machines (no Docker, no QEMU): the inner loop"
 	@echo "make test       the whole suite, as CI runs it (./scripts/test)"
 	@echo "make golden     regenerate golden expositions after an intended change"
-	@echo "make bench      scrape-cost benchmark on synthetic hosts"
+	@echo "make docs       regenerate docs/metrics.md from the collectors' family tables"
+	@echo "make bench      scrape-cost benchmark on synthetic hosts, beside node_exporter's pcidevice collector"
 	@echo "make bench-load load on the HTTP side: 200 concurrent scrapes, 800 idle connections, large headers"
 	@echo "make run        run the exporter on this host"
 
@@ -24,6 +25,9 @@ test-fast: setup
 
 golden: setup
 	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_golden.py -k exposition
+
+docs:
+	$(PY) -m storpath.metricsdoc
 
 bench: setup
 	$(PY) -m benchmarks.scrape

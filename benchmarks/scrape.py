@@ -8,11 +8,17 @@ scrapes it repeatedly over HTTP, as Prometheus does (gzip); and reports scrape l
 scrape (everything rendered anew) and scrapes during which every PCI device's AER count
 moves before each scrape (the worst case for what the exporter keeps between scrapes).
 
+Beside it, on the same tree and interleaved with storpath's scrapes (one of each in turn, so
+that both see the same machine load), node_exporter with only its pcidevice collector: the
+exporter users would otherwise run for PCIe links. Debian's node_exporter (1.5) has no
+pcidevice collector, so the benchmark builds NODE_EXPORTER_VERSION with `go install` from the
+Go module proxy into `.cache/` on first use (about two minutes) and reuses it after.
+
 Layouts: `ports`, every drive below its own root port (N drives, 2N PCI devices: the
 shape the targets are set for); `mixed`, half the drives below their own root port and
 half behind PCIe switches of four downstream ports (more PCI devices per drive).
 
-    python -m benchmarks.scrape [--sizes 64,256,1024] [--layouts ports,mixed] [--scrapes 60]
+    python -m benchmarks.scrape [--sizes 64,256,1024] [--layouts ports,mixed] [--scrapes 60] [--no-node-exporter]
                                 [--accept text|openmetrics]
 
 `--accept openmetrics` asks as Prometheus 2.42 does by default (OpenMetrics first).
@@ -23,22 +29,63 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.conftest import run_exporter  # noqa: E402
-from tests.processes import cpu_seconds, memory_bytes  # noqa: E402
+from tests.conftest import free_port, run_exporter, stop_process  # noqa: E402
+from tests.processes import cpu_seconds, memory_bytes, wait_until_answers  # noqa: E402
 from tests.fixtures.builders_nvme import Fmt, identify_namespace, write_captured  # noqa: E402
 from tests.fixtures.sysfs_builder import MachineBuilder, Namespace  # noqa: E402
 
 # Every drive offers 512 B and 4 KiB (the common consumer/datacenter table); as captured
 # by `storpath capture`, so the Identify task reads files as it would on a replayed host.
 FORMATS = [Fmt(512, 0, relative_performance=2), Fmt(4096, 0, relative_performance=0)]
+
+# The first release line with the pcidevice collector's link speed and width metrics is
+# 1.9; 1.10 is what the targets were set against.
+NODE_EXPORTER_VERSION = "v1.10.1"
+NODE_EXPORTER_MODULE = "github.com/prometheus/node_exporter"
+
+
+def node_exporter_binary(cache: str = os.path.join(ROOT, ".cache")) -> str:
+    """The path of a node_exporter NODE_EXPORTER_VERSION, built on first use."""
+    gobin = os.path.join(cache, "bin", f"node_exporter-{NODE_EXPORTER_VERSION}")
+    binary = os.path.join(gobin, "node_exporter")
+    if os.access(binary, os.X_OK):
+        return binary
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
+    if go is None:
+        raise SystemExit("benchmark: node_exporter needs Go to build (apt-get install golang-go); "
+                         "or run with --no-node-exporter")
+    print(f"  building node_exporter {NODE_EXPORTER_VERSION} with go install (once; about two minutes)",
+          file=sys.stderr)
+    env = dict(os.environ, GOBIN=gobin, GOFLAGS="-mod=mod", CGO_ENABLED="0")
+    subprocess.run([go, "install", f"{NODE_EXPORTER_MODULE}@{NODE_EXPORTER_VERSION}"], env=env, check=True)
+    return binary
+
+
+@contextmanager
+def run_node_exporter(binary: str, sysfs: str, workdir: str):
+    """node_exporter with only its pcidevice collector on `sysfs`; yields its /metrics URL."""
+    port = free_port()
+    with open(os.path.join(workdir, f"node_exporter-{port}.log"), "w") as log:
+        proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
+                                 "--collector.pcidevice", f"--path.sysfs={sysfs}"], stdout=log,
+                                stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        wait_until_answers(proc, url, "node_exporter")
+        yield proc, url
+    finally:
+        stop_process(proc)
 
 
 def build_host(root: str, n: int, layout: str = "mixed") -> int:
@@ -92,7 +139,7 @@ ACCEPT = {
 }
 
 
-def measure(n: int, layout: str, scrapes: int, workdir: str, accept: str = "text") -> dict:
+def measure(n: int, layout: str, scrapes: int, workdir: str, node_exporter: str = None, accept: str = "text") -> dict:
     root = os.path.join(workdir, f"host-{layout}-{n}")
     if not os.path.isdir(root):
         t0 = time.monotonic()
@@ -101,7 +148,9 @@ def measure(n: int, layout: str, scrapes: int, workdir: str, accept: str = "text
     else:
         devices = len(os.listdir(os.path.join(root, "sys", "bus", "pci", "devices")))
     args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={root}/captured"]
-    with run_exporter(args, workdir) as exporter:
+    peer = None
+    with run_exporter(args, workdir) as exporter, (
+            run_node_exporter(node_exporter, f"{root}/sys", workdir) if node_exporter else _nothing()) as ne:
         import requests
 
         session = requests.Session()
@@ -111,15 +160,30 @@ def measure(n: int, layout: str, scrapes: int, workdir: str, accept: str = "text
         first = session.get(url).text  # the first scrape renders everything
         first_ms = (time.perf_counter() - start) * 1000
         series = sum(1 for line in first.splitlines() if line and not line.startswith("#"))
+        if ne is not None:
+            ne_session = requests.Session()
+            ne_first = ne_session.get(ne[1]).text
+            peer = {"series": sum(1 for line in ne_first.splitlines() if line and not line.startswith("#")),
+                    "latencies": []}
+            ne_cpu_before = cpu_seconds(ne[0].pid)
+
+            def peer_scrape(_i):  # interleaved: one node_exporter scrape before each of storpath's
+                t0 = time.perf_counter()
+                ne_session.get(ne[1]).raise_for_status()
+                peer["latencies"].append(time.perf_counter() - t0)
         cpu_before = cpu_seconds(exporter.proc.pid)
-        latencies = _scrapes(session, url, scrapes)
+        # storpath's CPU includes nothing of node_exporter's: separate processes.
+        latencies = _scrapes(session, url, scrapes, before=peer_scrape if ne is not None else None)
         cpu = (cpu_seconds(exporter.proc.pid) - cpu_before) / scrapes
+        if ne is not None:
+            peer["cpu"] = (cpu_seconds(ne[0].pid) - ne_cpu_before) / scrapes
+            peer["rss"] = memory_bytes(ne[0].pid, "VmHWM")
         # The worst case for what the exporter keeps between scrapes: every PCI device's
         # correctable AER count moves before every scrape.
         aer_files = _aer_files(root)
         churn = _scrapes(session, url, max(10, scrapes // 3), before=lambda i: _bump(aer_files, i))
         rss = memory_bytes(exporter.proc.pid, "VmHWM")
-    return {
+    result = {
         "layout": layout,
         "accept": accept,
         "drives": n,
@@ -133,6 +197,24 @@ def measure(n: int, layout: str, scrapes: int, workdir: str, accept: str = "text
         "p50_all_aer_moving_ms": _ms(statistics.median(churn)),
         "peak_rss_mb": round(rss / 1e6, 1),
     }
+    if peer is not None:
+        ne_p50 = statistics.median(peer["latencies"])
+        result["node_exporter"] = {
+            "version": NODE_EXPORTER_VERSION,
+            "collectors": "pcidevice",
+            "series": peer["series"],
+            "p50_ms": _ms(ne_p50),
+            "p95_ms": _ms(sorted(peer["latencies"])[int(0.95 * (len(peer["latencies"]) - 1))]),
+            "cpu_ms_per_scrape": round(peer["cpu"] * 1000, 1),
+            "peak_rss_mb": round(peer["rss"] / 1e6, 1),
+        }
+        result["p50_ratio_to_node_exporter"] = round(statistics.median(latencies) / ne_p50, 3)
+    return result
+
+
+@contextmanager
+def _nothing():
+    yield None
 
 
 def _ms(seconds: float) -> float:
@@ -174,12 +256,15 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "storpath-bench"))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--accept", choices=sorted(ACCEPT), default="text", help="format to ask for")
+    parser.add_argument("--no-node-exporter", action="store_true",
+                        help="leave out the node_exporter (pcidevice collector) scrapes beside storpath's")
     args = parser.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
+    node_exporter = None if args.no_node_exporter else node_exporter_binary()
     results = []
     runs = [(layout, int(n)) for layout in args.layouts.split(",") for n in args.sizes.split(",")]
     for layout, n in runs:
-        results.append(measure(n, layout, args.scrapes, args.workdir, args.accept))
+        results.append(measure(n, layout, args.scrapes, args.workdir, node_exporter, args.accept))
         if not args.json:
             r = results[-1]
             print(f"{layout:<5} {r['drives']:>5} drives {r['pci_devices']:>5} PCI devices {r['series']:>6} series  "
@@ -187,6 +272,12 @@ def main(argv=None) -> int:
                   f"CPU {r['cpu_ms_per_scrape']:>6.1f} ms/scrape  peak RSS {r['peak_rss_mb']:>5.1f} MB  "
                   f"first scrape {r['first_ms']:>6.1f} ms  p50 with all AER counts moving "
                   f"{r['p50_all_aer_moving_ms']:>6.1f} ms", flush=True)
+            ne = r.get("node_exporter")
+            if ne:
+                print(f"{'':<5} node_exporter {ne['version']} pcidevice only: {ne['series']:>6} series  "
+                      f"p50 {ne['p50_ms']:>6.1f} ms  p95 {ne['p95_ms']:>6.1f} ms  CPU {ne['cpu_ms_per_scrape']:>6.1f} "
+                      f"ms/scrape  peak RSS {ne['peak_rss_mb']:>5.1f} MB  storpath/node_exporter p50 "
+                      f"{r['p50_ratio_to_node_exporter']:.3f}", flush=True)
     if args.json:
         print(json.dumps(results, indent=2))
     return 0

@@ -1,10 +1,12 @@
-"""What /proc says about a process: used by the benchmarks and by tests that watch the
-exporter and the fio it runs."""
+"""What /proc says about a process, and waiting for a server process to answer: used by
+the benchmarks and by tests that watch the exporter and the fio it runs."""
 
 from __future__ import annotations
 
 import os
-from typing import List
+import subprocess
+import time
+from typing import Callable, List
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -41,3 +43,23 @@ def fio_children(pid: int) -> List[int]:
         if int(fields[1]) == pid and comm == "fio":
             found.append(int(entry))
     return found
+
+
+def wait_until_answers(proc: subprocess.Popen, url: str, what: str, log: Callable[[], str] = lambda: "",
+                       timeout: float = 20) -> None:
+    """Wait until GET `url` answers 200; RuntimeError (with `log()`) if `proc` exits first
+    or `timeout` seconds pass."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log()}")
+        try:
+            if requests.get(url, timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not answer within {timeout:g} s:\n{log()}")
+        time.sleep(0.05)

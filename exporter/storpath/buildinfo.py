@@ -13,8 +13,6 @@ import os
 import platform
 from typing import Dict, Optional
 
-from prometheus_client.core import GaugeMetricFamily
-
 from storpath import __version__
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,15 +24,6 @@ def info() -> Dict[str, str]:
     found = found or {}
     return {"version": __version__, "revision": found.get("revision") or "unknown",
             "branch": found.get("branch") or "unknown", "python": platform.python_version()}
-
-
-def family() -> GaugeMetricFamily:
-    values = info()
-    build = GaugeMetricFamily("storpath_build_info",
-                              "storpath version, the git revision and branch it was built from, and the Python it "
-                              "runs on; always 1.", labels=list(values))
-    build.add_metric(list(values.values()), 1)
-    return build
 
 
 def _from_file(path: str) -> Optional[Dict[str, str]]:

@@ -29,6 +29,7 @@ class Result:
     value: Any = None
     error: Optional[str] = None
     seconds: float = 0.0
+    exception: Optional[BaseException] = None  # what the step raised, when it raised
 
 
 class _Run:
@@ -89,7 +90,7 @@ class Guard:
         self._last[name] = seconds
         if run.error is not None:
             exc = run.error
-            return Result(False, error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+            return Result(False, error=f"{type(exc).__name__}: {exc}", seconds=seconds, exception=exc)
         return Result(True, run.value, seconds=seconds)
 
 

@@ -1,33 +1,33 @@
-"""A lean writer of the Prometheus text format (0.0.4) and of OpenMetrics 1.0 for the
-families collectors build.
+"""A lean writer of the Prometheus text format (0.0.4) and of OpenMetrics 1.0.
 
 prometheus_client's own writer validates and escapes every label name of every sample,
-which on a host with thousands of PCI devices costs more than reading sysfs. storpath's
-label names are fixed in code, so only label values need escaping here. The output is
-the same text prometheus_client writes (labels sorted, Go-style floats, counters with
-`_total`), and `promtool check metrics` is run on it in the tests. OpenMetrics (what
-Prometheus asks for first) shares every sample line with the text format: only the
-family headers differ, so serving it costs no second rendering.
+which on a host with thousands of PCI devices costs more than reading sysfs; and merely
+importing prometheus_client costs 13 MB of resident memory (it imports its HTTP server,
+`ssl`, `email` and more: measured with VmRSS after `import prometheus_client.core`, 23 MB
+against 10 MB for the bare interpreter), a quarter of the exporter's 50 MB budget. So
+the serve path does not import it. storpath's label names are fixed in its family
+tables (storpath.families), so only label values need escaping here. The output is the
+same text prometheus_client writes (labels sorted, Go-style floats, counters with
+`_total`): tests compare the two, and `promtool check metrics` runs on every golden.
 
-Families with a series per device (thousands on a large host) are `SeriesFamily`: a
-collector renders a device's label part once per device instance (`label_text`) and each
-sample becomes its line of text as it is added, with no Sample or label dict in between.
-Such a family still offers `samples` (parsed back from its text) to code that wants them.
+A collector's families reach the writer as `SeriesFamily`: a family spec and its text,
+rendered by storpath.families.FamilyTexts. Families of prometheus_client's own types
+(its process and runtime collectors, tests) are written from their samples.
+
+OpenMetrics (what Prometheus asks for first) shares every sample line with the text
+format: only the family headers differ, so serving it costs no second rendering.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
-
-from prometheus_client.core import Metric
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.utils import floatToGoString
+import math
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 
-def _escape_value(value: str) -> str:
+def escape_value(value: str) -> str:
     if "\\" in value or "\n" in value or '"' in value:
         return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
     return value
@@ -37,12 +37,21 @@ def _escape_help(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
-def _float(value: float) -> str:
-    if value == 1.0:
-        return "1.0"
-    if value == 0.0:
-        return "0.0"
-    return floatToGoString(value)
+def go_float(value: float) -> str:
+    """A sample value as Go's strconv formats it, as Prometheus's own exporters write it:
+    `+Inf`, `NaN`, and an exponent from 1e+07 on (Python's repr switches at 1e16)."""
+    value = float(value)
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if math.isnan(value):
+        return "NaN"
+    text = repr(value)
+    dot = text.find(".")
+    if value > 0 and dot > 6:  # 12345678.0 -> 1.2345678e+07
+        digits = (text[1:dot] + text[dot + 1:]).rstrip("0")
+        mantissa = (text[0] + "." + digits) if digits else text[0]
+        return f"{mantissa}e+{dot - 1:02d}"
+    return text
 
 
 # The same values (16 GT/s, x4, 1.0, 4096) recur thousands of times on every scrape:
@@ -56,84 +65,55 @@ def value_text(value: float) -> str:
     if text is None:
         if len(_VALUE_TEXT) >= _VALUE_TEXT_MAX:
             _VALUE_TEXT.clear()
-        text = _VALUE_TEXT[value] = _float(value)
+        text = _VALUE_TEXT[value] = go_float(value)
     return text
 
 
-def label_text(names: Sequence[str], values: Sequence[str]) -> str:
+def label_text(names, values) -> str:
     """The label part of a sample line, `{a="1",b="2"}`: names sorted, values escaped."""
     pairs = sorted(zip(names, values))
-    return "{" + ",".join(f'{name}="{_escape_value(value)}"' for name, value in pairs) + "}"
+    return "{" + ",".join(f'{name}="{escape_value(value)}"' for name, value in pairs) + "}"
 
 
-class SeriesFamily(Metric):
-    """A gauge or counter family whose samples are written as text when they are added.
+def header(sample_name: str, kind: str, documentation: str) -> str:
+    """`# HELP` and `# TYPE` of a family; `sample_name` with a counter's `_total`."""
+    if kind == "unknown":
+        kind = "untyped"
+    return f"# HELP {sample_name} {_escape_help(documentation)}\n# TYPE {sample_name} {kind}\n"
 
-    For families with a series per device: the collector renders a device's labels once
-    (`label_text`, kept per device instance) and adds values with `add_text`. A
-    collector that keeps rendered text between scrapes hands over the whole text with
-    `set_text(token, make)`: the same token promises the same text as the last scrape,
-    and a writer that still holds that text does not ask for it. `samples` parses the
-    text back, for tests and prometheus_client's own writer.
-    """
 
-    def __init__(self, name: str, documentation: str, labels: Sequence[str], kind: str = "gauge"):
-        # Metric.__init__ would set `samples`, which is derived here.
-        self.name = name
-        self.documentation = documentation
-        self.unit = ""
-        self.type = kind
-        self.label_names = tuple(labels)
-        self.sample_name = name + "_total" if kind == "counter" else name
-        self._lines: List[str] = []
-        self.token: Optional[object] = None
-        self._make: Optional[Callable[[], str]] = None
+class SeriesFamily:
+    """A family of a collector's table (storpath.families.Family) and its whole text,
+    header included, as FamilyTexts rendered it. It offers what prometheus_client's
+    registry and writer read of a family (`name`, `type`, `documentation`, `samples`),
+    so tests can hand it to them; `samples` parses the text back."""
 
-    @property
-    def lines(self) -> List[str]:
-        if self._make is not None:
-            text, self._make = self._make(), None
-            self._lines = [text] if text else []
-        return self._lines
+    __slots__ = ("spec", "piece")
 
-    @lines.setter
-    def lines(self, lines: List[str]) -> None:
-        self._lines, self._make, self.token = lines, None, None
+    def __init__(self, spec, piece: bytes):
+        self.spec = spec
+        self.piece = piece
 
-    def set_text(self, token: object, make: Callable[[], str]) -> None:
-        """The family's whole text: `make()` renders it, only when it is asked for; the
-        same token (compared by identity) means the same text as when it was given last."""
-        self._lines, self._make, self.token = [], make, token
-
-    def label_text(self, values: Sequence[str]) -> str:
-        return label_text(self.label_names, values)
-
-    def add_text(self, labels: str, value: Optional[float]) -> None:
-        """Add a sample whose label part is already rendered; a None value is left out."""
-        if value is not None:
-            self.lines.append(f"{self.sample_name}{labels} {value_text(value)}\n")
-
-    def add(self, values: Sequence[str], value: Optional[float]) -> None:
-        self.add_text(self.label_text(values), value)
+    name = property(lambda self: self.spec.name)
+    type = property(lambda self: self.spec.type)
+    documentation = property(lambda self: self.spec.help)
+    unit = ""
 
     @property
     def samples(self) -> list:
-        if not self.lines:
-            return []
-        text = f"# TYPE {self.sample_name} {self.type}\n" + "".join(self.lines)
+        # Tests only: the serve path never parses its own text.
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = self.piece.decode("utf-8")
         return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
-    @samples.setter
-    def samples(self, _value) -> None:
-        raise AttributeError("a SeriesFamily's samples are its text; use add() or add_text()")
 
-
-def generate(families: Iterable[Metric]) -> bytes:
+def generate(families: Iterable) -> bytes:
     """The text format 0.0.4 of `families`."""
     return text(Writer().pieces(families))
 
 
-def generate_openmetrics(families: Iterable[Metric]) -> bytes:
+def generate_openmetrics(families: Iterable) -> bytes:
     """OpenMetrics 1.0 text of `families`."""
     return openmetrics(Writer().pieces(families))
 
@@ -160,49 +140,43 @@ def openmetrics(pieces: Sequence[Piece]) -> bytes:
 
 
 class Writer:
-    """Writes families as pieces of text, one per family, for either format.
+    """Writes families as pieces, one per family, for either format.
 
-    A SeriesFamily given with the same token as on the last call (`set_text`) is not
-    rendered, joined or encoded again: its piece from the last call is reused, so an
-    unchanged host costs neither the work nor the memory of a second copy. One writer
-    serves all scrapes of a server, one scrape at a time (the single flight in
-    storpath.scrape sees to that).
+    A SeriesFamily whose text is the very object of the last call (FamilyTexts hands the
+    same bytes back while a family's rows do not change) is not split or encoded again:
+    its piece from the last call is reused. One writer serves all scrapes of a server,
+    one scrape at a time (the single flight in storpath.scrape sees to that).
     """
 
     def __init__(self) -> None:
-        self._kept: Dict[str, Tuple[bytes, object, Piece]] = {}  # family -> (text header, token, piece)
+        self._kept: Dict[str, Tuple[bytes, Piece]] = {}  # family -> (its text, piece)
 
-    def pieces(self, families: Iterable[Metric]) -> List[Piece]:
+    def pieces(self, families: Iterable) -> List[Piece]:
         kept, keep = self._kept, {}
         out: List[Piece] = []
         for family in families:
-            name = family.name
-            text_header = _header(family).encode("utf-8")
-            if not isinstance(family, SeriesFamily):
-                body, om_body = _sample_text(family)
-                piece = Piece(name, text_header, _om_header(family), body, om_body)
-            elif family.token is not None:
+            if isinstance(family, SeriesFamily):
+                name, whole = family.spec.name, family.piece
                 previous = kept.get(name)
-                if previous is not None and previous[1] is family.token and previous[0] == text_header:
-                    piece = previous[2]
+                if previous is not None and previous[0] is whole:
+                    piece = previous[1]
                 else:
-                    body = "".join(family.lines).encode("utf-8")
-                    piece = Piece(name, text_header, _om_header(family), body, body)
-                keep[name] = (text_header, family.token, piece)
+                    spec = family.spec
+                    exposed = name + "_total" if spec.type == "counter" else name
+                    text_header = header(exposed, spec.type, spec.help).encode("utf-8")
+                    body = whole[len(text_header):] if whole.startswith(text_header) else whole
+                    piece = Piece(name, text_header, _om_header(name, spec.type, spec.help, _unit(spec)),
+                                  body, body)
+                keep[name] = (whole, piece)
             else:
-                body = "".join(family.lines).encode("utf-8")
-                piece = Piece(name, text_header, _om_header(family), body, body)
+                kind = family.type
+                exposed = family.name + "_total" if kind == "counter" else family.name
+                body, om_body = _sample_text(family)
+                piece = Piece(family.name, header(exposed, kind, family.documentation).encode("utf-8"),
+                              _om_header(family.name, kind, family.documentation, _unit(family)), body, om_body)
             out.append(piece)
         self._kept = keep
         return out
-
-
-def _header(family: Metric) -> str:
-    kind = family.type
-    exposed = family.name + "_total" if kind == "counter" else family.name
-    if kind == "unknown":
-        kind = "untyped"
-    return f"# HELP {exposed} {_escape_help(family.documentation)}\n# TYPE {exposed} {kind}\n"
 
 
 # Units OpenMetrics can name from the project's metric suffixes (DESIGN.md's base units);
@@ -211,23 +185,24 @@ _UNITS = ("bytes_per_second", "bits_per_second", "transfers_per_second", "second
           "volts", "watts")
 
 
-def unit_of(family: Metric) -> str:
-    if family.unit:
-        return family.unit
-    for unit in _UNITS:
-        if family.name.endswith("_" + unit):
-            return unit
+def _unit(family) -> str:
+    unit = getattr(family, "unit", "") or ""
+    if unit:
+        return unit
+    for candidate in _UNITS:
+        if family.name.endswith("_" + candidate):
+            return candidate
     return ""
 
 
-def _om_header(family: Metric) -> bytes:
+def _om_header(name: str, kind: str, documentation: str, unit: str) -> bytes:
     """OpenMetrics names a counter family without `_total` (its samples keep it) and gives
     the unit."""
-    name = family.name
+    if kind == "untyped":
+        kind = "unknown"
     # HELP escapes as in the text format: OpenMetrics parsers (Prometheus', prometheus_client's)
     # take a bare double quote there, and promtool's text-format check rejects an escaped one.
-    head = f"# HELP {name} {_escape_help(family.documentation)}\n# TYPE {name} {family.type}\n"
-    unit = unit_of(family)
+    head = f"# HELP {name} {_escape_help(documentation)}\n# TYPE {name} {kind}\n"
     if unit:
         head += f"# UNIT {name} {unit}\n"
     return head.encode("utf-8")
@@ -238,7 +213,7 @@ def _om_header(family: Metric) -> bytes:
 _TEMPLATES: Dict[tuple, tuple] = {}
 
 
-def _sample_text(family: Metric) -> Tuple[bytes, bytes]:
+def _sample_text(family) -> Tuple[bytes, bytes]:
     """A family of prometheus_client Samples as text: (0.0.4 body, OpenMetrics body).
     The two differ only where a sample has a timestamp."""
     out: List[str] = []
@@ -253,17 +228,14 @@ def _sample_text(family: Metric) -> Tuple[bytes, bytes]:
             if entry is None:
                 ordered = tuple(sorted(keys))
                 entry = _TEMPLATES[keys] = (ordered, ",".join(f'{k}="%s"' for k in ordered))
-            values = tuple([labels[k] for k in entry[0]])
-            joined = "".join(values)
-            if "\\" in joined or '"' in joined or "\n" in joined:
-                values = tuple(_escape_value(v) for v in values)
+            values = tuple([escape_value(labels[k]) for k in entry[0]])
             line = f"{sample.name}{{{entry[1] % values}}} {text_value}"
         else:
             line = f"{sample.name} {text_value}"
         if sample.timestamp is not None:
             if om is None:
                 om = list(out)
-            om.append(f"{line} {_om_timestamp(sample.timestamp)}\n")
+            om.append(f"{line} {go_float(float(sample.timestamp))}\n")
             line += f" {int(float(sample.timestamp) * 1000)}"
         elif om is not None:
             om.append(line + "\n")
@@ -271,7 +243,3 @@ def _sample_text(family: Metric) -> Tuple[bytes, bytes]:
         append("\n")
     body = "".join(out).encode("utf-8")
     return body, body if om is None else "".join(om).encode("utf-8")
-
-
-def _om_timestamp(timestamp) -> str:
-    return floatToGoString(float(timestamp))

@@ -4,50 +4,64 @@ The PCI tree and the block devices feed the pcie, block and numa collectors (and
 later); reading them once per scrape, through readers that keep what cannot change per
 device instance, keeps a scrape of a host with thousands of devices cheap. The
 exporter starts each scrape with `new_scrape()`; within one scrape every collector gets
-the same lists.
+the same lists, or the same error (sysfs.RootUnreadable) when they could not be read.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import List, Optional
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from storpath.readers.block import BlockDevice, BlockReader
 from storpath.readers.host import HostIdentity, read_host
 from storpath.readers.pci import PciDevice, PciReader
 from storpath.roots import Roots
+from storpath.sysfs import RootUnreadable
 
 
-class ScrapeFacts:
+class SharedReads:
+    """The reads several collectors share within one scrape (or one `storpath check`):
+    the PCI tree and the block devices. Not to be confused with findings.Facts, the
+    machine as `storpath check` sees it, which reads through one of these."""
+
     def __init__(self, roots: Roots, hold_dirs: bool = False):
         # A long-running exporter holds each PCI device's directory open (see PciReader).
         self.roots = roots
         self.pci_reader = PciReader(roots, hold_dirs=hold_dirs)
         self.block_reader = BlockReader(roots)
-        self._pci: Optional[List[PciDevice]] = None
-        self._blocks: Optional[List[BlockDevice]] = None
+        self._read: Dict[str, Union[list, Exception]] = {}  # what this scrape read, by name
+        self._lock = threading.RLock()  # a read may build on another (blocks on the block listing)
         self._host: Optional[HostIdentity] = None
-        self._lock = threading.Lock()
 
     def close(self) -> None:
         self.pci_reader.close()
 
     def new_scrape(self) -> None:
         with self._lock:
-            self._pci = None
-            self._blocks = None
+            self._read = {}
+
+    def _once(self, name: str, read: Callable[[], list]) -> list:
+        with self._lock:
+            found = self._read.get(name)
+            if found is None:
+                try:
+                    found = read()
+                except RootUnreadable as exc:
+                    found = exc
+                self._read[name] = found
+        if isinstance(found, Exception):
+            raise found
+        return found
 
     def pci(self) -> List[PciDevice]:
-        with self._lock:
-            if self._pci is None:
-                self._pci = self.pci_reader.read()
-            return self._pci
+        return self._once("pci", self.pci_reader.read)
+
+    def block_listing(self) -> List[Tuple[str, int]]:
+        """/sys/class/block, listed once per scrape for the block and NVMe readers."""
+        return self._once("block_listing", self.block_reader.list)
 
     def blocks(self) -> List[BlockDevice]:
-        with self._lock:
-            if self._blocks is None:
-                self._blocks = self.block_reader.read()
-            return self._blocks
+        return self._once("blocks", lambda: self.block_reader.read(self.block_listing()))
 
     def host(self) -> HostIdentity:
         """DMI and the hypervisor: they do not change while the machine runs, so read once."""

@@ -2,8 +2,8 @@
 
 Absence is normal (hardware without the feature, a device removed mid-scrape), so a
 missing file is `None`, never an exception. Other failures (permission, I/O errors a
-driver returns for an attribute) are also `None`, and the caller is told why through
-`last_error` style return values only where it needs to log.
+driver returns for an attribute) are also `None`; `read_attr_why` also says why, for the
+callers that log it.
 """
 
 from __future__ import annotations
@@ -99,10 +99,37 @@ def parse_numa_node(text: Optional[str]) -> Optional[int]:
     return parse_int(text, minimum=-1, maximum=MAX_NUMA_NODES - 1)
 
 
-def list_dir(path: str) -> List[str]:
+class RootUnreadable(Exception):
+    """A reader cannot read the directory it finds its devices in: what it would report
+    is unknown, not empty. The collector fails this scrape (storpath_scrape_collector_success
+    0) with this as the logged reason, as prometheus/procfs returns an error for a mount
+    point it cannot read. Absent hardware (a class directory missing below a readable
+    filesystem root: no such driver loaded) is not this: it lists as empty."""
+
+
+def _unreadable(path: str, root: Optional[str], exc: OSError) -> bool:
+    """Whether a failed listing of `path` below `root` means the reader cannot read its root."""
+    if root is None:
+        return False
+    if exc.errno in _GONE:
+        try:
+            os.scandir(root).close()
+        except OSError as root_exc:
+            raise RootUnreadable(f"{root}: {os.strerror(root_exc.errno or 0)}") from None
+        return False
+    return True
+
+
+def list_dir(path: str, root: Optional[str] = None) -> List[str]:
+    """The sorted entries of a directory; [] if it is absent or unreadable. With `root`
+    (the filesystem root it lies below: --path.sysfs, --path.procfs) a directory a reader
+    depends on: RootUnreadable if it cannot be read, or if it is absent because `root`
+    itself cannot be read."""
     try:
         return sorted(os.listdir(path))
-    except OSError:
+    except OSError as exc:
+        if _unreadable(path, root, exc):
+            raise RootUnreadable(f"{path}: {os.strerror(exc.errno or 0)}") from None
         return []
 
 
@@ -115,15 +142,9 @@ def link_name(path: str, dir_fd: Optional[int] = None) -> Optional[str]:
     return target[target.rfind("/") + 1:]
 
 
-def same_objects(a: List[object], b: List[object]) -> bool:
-    """Whether two lists hold the very same objects in the same order. Readers hand out
-    the same record for a device instance while it exists, so this tells cheaply that
-    nothing derived from those records can have changed."""
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
-
-
-def list_entries(path: str) -> List[Tuple[str, int]]:
-    """(name, inode) of every entry of a directory, sorted by name; [] if unreadable.
+def list_entries(path: str, root: Optional[str] = None) -> List[Tuple[str, int]]:
+    """(name, inode) of every entry of a directory, sorted by name; [] if absent or
+    unreadable, or with `root` RootUnreadable as for list_dir.
 
     The inodes come with the listing itself (getdents), with no stat per entry. sysfs
     gives every node a new inode number when it is created, so the inode of a class or
@@ -132,7 +153,9 @@ def list_entries(path: str) -> List[Tuple[str, int]]:
     try:
         with os.scandir(path) as it:
             entries = [(entry.name, entry.inode()) for entry in it]
-    except OSError:
+    except OSError as exc:
+        if _unreadable(path, root, exc):
+            raise RootUnreadable(f"{path}: {os.strerror(exc.errno or 0)}") from None
         return []
     entries.sort()
     return entries

@@ -115,10 +115,16 @@ def test_port_in_use_is_reported(exporter_on):
 
 
 def test_missing_sysfs_root_still_serves(tmp_path):
+    """A root that cannot be read fails the collectors that read it (what they would report
+    is unknown, not empty), and the exporter still serves everything else."""
     with run_exporter([f"--path.sysfs={tmp_path}/nothing", f"--path.procfs={tmp_path}/nothing"], str(tmp_path)) as exp:
         text = exp.metrics()
-    assert 'storpath_scrape_collector_success{collector="pcie"} 1.0' in text
+        log = exp.log()
+    assert 'storpath_scrape_collector_success{collector="pcie"} 0.0' in text
+    assert 'storpath_scrape_collector_success{collector="probes"} 1.0' in text
+    assert "storpath_build_info{" in text
     assert "storpath_pcie_current_link_speed_transfers_per_second{" not in text
+    assert "cannot read its root" in log and f"{tmp_path}/nothing" in log
 
 
 def test_a_failing_collector_does_not_break_the_others(tmp_path, machine_tree):

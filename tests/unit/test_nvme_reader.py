@@ -81,6 +81,7 @@ def test_partitions_and_other_disks_are_left_out(tmp_path):
 
 
 def test_no_nvme_class_is_not_an_error(tmp_path):
+    (tmp_path / "empty").mkdir()  # a readable sysfs without the class: no nvme driver (a missing root is an error)
     roots = Roots(sysfs=str(tmp_path / "empty"))
     assert read_controllers(roots) == [] and read_namespaces(roots) == []
 

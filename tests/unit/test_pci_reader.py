@@ -186,3 +186,16 @@ def test_all_held_directories_together_stay_below_the_open_files_limit(tmp_path)
         second.close()
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_parse_static_needs_no_filesystem():
+    from storpath.readers.pci import parse_static
+
+    texts = {"class": "0x010802", "vendor": "0x144d", "device": "0xa80a", "subsystem_vendor": "0x144d",
+             "subsystem_device": "0xa801", "numa_node": "bogus", "max_link_speed": "16.0 GT/s PCIe",
+             "max_link_width": "4"}
+    static, problems = parse_static("0000:01:00.0", "/sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0", texts,
+                                    True, None, (("correctable", "aer_dev_correctable"),))
+    assert (static.parent, static.class_code, static.vendor_id, static.max_link_speed, static.max_link_width) == \
+        ("0000:00:01.1", 0x010802, "0x144d", 16e9, 4)
+    assert static.numa_node is None and problems == [("numa_node", "unparsable 'bogus'")]

@@ -190,8 +190,12 @@ def test_single_flight_shares_one_scrape():
 def test_openmetrics_counters_units_and_eof():
     counter = CounterMetricFamily("storpath_t_errors", "Errors.", labels=["kind"])
     counter.add_metric(["a"], 3)
-    series = exposition.SeriesFamily("storpath_t_resets", "Resets.", ["phy"], kind="counter")
-    series.add(["phy-0:0"], 2)
+    from storpath.families import COUNTER, Family, FamilyTexts, Rows
+
+    resets = Family("storpath_t_resets", COUNTER, "Resets.", ("phy",))
+    rows = Rows()
+    rows.add(resets, ("phy-0:0",), 2)
+    (series,) = FamilyTexts((resets,)).families(rows)
     gauge = GaugeMetricFamily("storpath_t_size_bytes", 'Size "as read".', labels=["device"])
     gauge.add_metric(["sda"], 512)
     text = exposition.generate_openmetrics([counter, series, gauge]).decode()

@@ -15,12 +15,11 @@ Two situations are kept apart:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Dict, List, Optional
 
 from storpath.analysis import virtual
-from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
-from storpath.sysfs import same_objects
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice, path_to_root
 from storpath.units import pcie_link_bytes_per_second
 
 
@@ -52,17 +51,13 @@ class LinkExpectation:
 
 
 @dataclass(frozen=True)
-class LinkAnalysis:
-    """A link's expectation together with how it is doing now."""
+class LinkAnalysis(LinkExpectation):
+    """A link's expectation (the fields it inherits) together with how it is doing now."""
 
-    expectation: LinkExpectation
-    current_bandwidth: Optional[float]
-    speed_below_expected: bool
-    width_below_expected: bool
-    link_down: bool  # a partner exists but the link reports width 0
-
-    def __getattr__(self, name):  # address, expected_speed, bottleneck ... read through
-        return getattr(self.expectation, name)
+    current_bandwidth: Optional[float] = None
+    speed_below_expected: bool = False
+    width_below_expected: bool = False
+    link_down: bool = False  # a partner exists but the link reports width 0
 
 
 def _min(a, b):
@@ -115,9 +110,8 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Lin
 
     def root_and_bottleneck(d: PciDevice):
         """Walk up from a device end; every device end of a link on the way is a hop."""
-        best_addr, best_bw, root, node, hops = None, None, None, d, 0
-        while node is not None and hops < 64:
-            hops += 1
+        best_addr, best_bw, root = None, None, None
+        for node in path_to_root(d, by_address):
             if node.port_type == "root_port":
                 root = node.address
             if (node.address in expected and node.port_type not in DOWNSTREAM_FACING
@@ -126,7 +120,6 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Lin
                 bw = pcie_link_bytes_per_second(speed, width)
                 if bw is not None and (best_bw is None or bw < best_bw):
                     best_addr, best_bw = node.address, bw
-            node = by_address.get(node.static.parent) if node.static.parent else None
         return root, best_addr, best_bw
 
     result: Dict[str, LinkExpectation] = {}
@@ -169,7 +162,7 @@ def current_bandwidth(device: PciDevice, exp: LinkExpectation) -> Optional[float
 def judge(device: PciDevice, exp: LinkExpectation) -> LinkAnalysis:
     link_down = exp.partner is not None and device.current_link_width == 0
     return LinkAnalysis(
-        expectation=exp,
+        **{f.name: getattr(exp, f.name) for f in fields(LinkExpectation)},
         current_bandwidth=current_bandwidth(device, exp),
         speed_below_expected=(not link_down and exp.expected_speed is not None
                               and device.current_link_speed is not None
@@ -181,25 +174,6 @@ def judge(device: PciDevice, exp: LinkExpectation) -> LinkAnalysis:
     )
 
 
-class ExpectationCache:
-    """Keeps the expectations while the same device instances are present: the
-    readers hand out the same static records for unchanged devices, so identity of
-    those records tells whether the topology changed."""
-
-    def __init__(self, guest: bool = False) -> None:
-        self.guest = guest
-        self._statics: List[object] = []
-        self._result: Dict[str, LinkExpectation] = {}
-
-    def get(self, devices: List[PciDevice]) -> Dict[str, LinkExpectation]:
-        statics = [d.static for d in devices]
-        if not same_objects(statics, self._statics):
-            self._result = expectations(devices, self.guest)
-            self._statics = statics
-        return self._result
-
-
-def analyse(devices: List[PciDevice], cache: Optional[ExpectationCache] = None,
-            guest: bool = False) -> Dict[str, LinkAnalysis]:
-    expected = cache.get(devices) if cache is not None else expectations(devices, guest)
+def analyse(devices: List[PciDevice], guest: bool = False) -> Dict[str, LinkAnalysis]:
+    expected = expectations(devices, guest)
     return {d.address: judge(d, expected[d.address]) for d in devices if d.address in expected}

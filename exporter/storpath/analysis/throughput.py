@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from storpath.analysis.pcie import LinkAnalysis
 from storpath.readers.block import BlockDevice
-from storpath.readers.pci import PciDevice
+from storpath.readers.pci import PciDevice, path_to_root
 
 
 @dataclass(frozen=True)
@@ -55,15 +55,11 @@ def path_hops(address: str, pci: Mapping[str, PciDevice],
     """(device end address, expected bandwidth) of every link from `address` up to its
     root port, nearest first. A link whose bandwidth is unknown is left out."""
     hops: List[Tuple[str, float]] = []
-    node = pci.get(address)
-    seen = 0
-    while node is not None and seen < 64:
-        seen += 1
+    for node in path_to_root(pci.get(address), pci):
         link = links.get(node.address)
         if link is not None and not link.faces_downstream and link.partner is not None \
                 and link.expected_bandwidth is not None:
             hops.append((node.address, link.expected_bandwidth))
-        node = pci.get(node.static.parent) if node.static.parent else None
     return hops
 
 

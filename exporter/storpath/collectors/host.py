@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Iterable
-
-from prometheus_client.core import GaugeMetricFamily, Metric
-
 from storpath.collectors import Collector, register
+from storpath.families import GAUGE, Family, Rows
 from storpath.readers.host import DMI_FIELDS
 
-LABELS = (*DMI_FIELDS, "hypervisor", "virtualization")
+HOST_INFO = Family(
+    "storpath_host_info", GAUGE,
+    "The machine's DMI identity and whether it is a virtual machine (`virtualization` vm, none or unknown; "
+    "`hypervisor` as systemd-detect-virt names it); always 1.", (*DMI_FIELDS, "hypervisor", "virtualization"),
+    doc="always 1. `virtualization` is `vm` (the CPU reports the hypervisor flag, `/sys/hypervisor/type` exists, "
+        "or, without CPU flags, DMI names a hypervisor), `none` (bare metal) or `unknown` (nothing readable); "
+        "`hypervisor` as `systemd-detect-virt` names it (`kvm`, `qemu`, `vmware`, `microsoft`, `xen`, `oracle`, "
+        "`amazon`, `google`, ...; `unknown` when only the CPU flag says so), empty on bare metal. Rules that need "
+        "bare metal exclude `storpath_host_info{virtualization=\"vm\"}`")
+
+FAMILIES = (HOST_INFO,)
 
 
 @register("host", default=True)
 class HostCollector(Collector):
     """DMI identity of the machine and whether it is a virtual machine (which hypervisor)."""
 
-    def collect(self) -> Iterable[Metric]:
+    families = FAMILIES
+
+    def values(self) -> Rows:
         host = self.ctx.facts.host()
-        info = GaugeMetricFamily(
-            "storpath_host_info",
-            "The machine's DMI identity and whether it is a virtual machine (`virtualization` vm, none or "
-            "unknown; `hypervisor` as systemd-detect-virt names it); always 1.", labels=list(LABELS))
-        info.add_metric([host.dmi[k] for k in DMI_FIELDS] + [host.hypervisor, host.virtualization], 1)
-        return [info]
+        rows = Rows()
+        rows.add(HOST_INFO, tuple(host.dmi[k] for k in DMI_FIELDS) + (host.hypervisor, host.virtualization), 1)
+        return rows

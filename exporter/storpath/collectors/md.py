@@ -2,65 +2,100 @@
 
 from __future__ import annotations
 
-from typing import Iterable
-
-from prometheus_client.core import GaugeMetricFamily, Metric
-
 from storpath.analysis.md import member_placement
 from storpath.collectors import Collector, register
+from storpath.families import GAUGE, Family, Rows
 from storpath.readers.md import ARRAY_STATES, SYNC_ACTIONS, read_md_arrays
+
+ARRAY_STATE = Family(
+    "storpath_md_array_state", GAUGE,
+    "The array's array_state, as a state set: 1 for the current value, 0 for the others.", ("device", "state"),
+    doc="state set over `array_state`: `clear`, `inactive`, `suspended`, `readonly`, `read-auto`, `clean`, "
+        "`active`, `write-pending`, `active-idle`, `broken`; 1 for the current value")
+LEVEL_INFO = Family(
+    "storpath_md_level_info", GAUGE,
+    "The array's RAID level (personality); always 1.", ("device", "level"),
+    doc="the personality (`raid0`, `raid1`, `raid10`, `raid5`, `raid6`, `linear`); absent while an array is not "
+        "started; always 1")
+RAID_DISKS = Family(
+    "storpath_md_raid_disks", GAUGE,
+    "Member slots of the array (raid_disks).", ("device",),
+    doc="member slots (`raid_disks`; during a reshape the new count)")
+DEGRADED_DISKS = Family(
+    "storpath_md_degraded_disks", GAUGE,
+    "Slots without a working member (degraded); absent for levels without redundancy such as raid0.", ("device",),
+    doc="slots without a working member (`degraded`)")
+SYNC_ACTION = Family(
+    "storpath_md_sync_action", GAUGE,
+    "What the array's sync thread does (sync_action), as a state set; absent for levels without one such as "
+    "raid0.", ("device", "action"),
+    doc="state set over `sync_action`: `idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`")
+SYNC_COMPLETED = Family(
+    "storpath_md_sync_completed_ratio", GAUGE,
+    "Fraction done of the running resync, recovery, check, repair or reshape (sync_completed); absent when none "
+    "runs.", ("device",), "ratio",
+    doc="fraction done of the running sync (`sync_completed` done/total sectors); absent when none runs or it "
+        "waits (`delayed`)")
+MISMATCH_SECTORS = Family(
+    "storpath_md_mismatch_sectors", GAUGE,
+    "512-byte sectors found inconsistent by the last check or repair (mismatch_cnt).", ("device",),
+    doc="512-byte sectors the last `check`/`repair` found inconsistent (`mismatch_cnt`; reset when the next one "
+        "starts). Named `_sectors`, not `_count` as first planned: promtool rejects `_count` on a gauge")
+CHUNK_SIZE = Family(
+    "storpath_md_chunk_size_bytes", GAUGE,
+    "Chunk size of a striped level (chunk_size); absent for raid1 and linear.", ("device",), "bytes",
+    doc="chunk size of striped levels; absent for raid1 and linear (the kernel reads 0)")
+MEMBER_INFO = Family(
+    "storpath_md_member_info", GAUGE,
+    "A member of an array: `member` its block device, `disk` the whole disk it is on (join on `device` with "
+    "storpath_block_device_info), `slot` its role or \"none\", `state` the kernel's flags (in_sync, faulty, spare, "
+    "write_mostly...); always 1.", ("device", "member", "disk", "slot", "state"),
+    doc="one per member: `member` its block device (`nvme1n1`, `sda2`), `disk` the whole disk (`sda` for `sda2`; "
+        "join with `storpath_block_device_info{device=...}` through `label_replace`), `slot` the role number or "
+        "`none` (spares, failed members; empty when only /proc/mdstat described it), `state` the kernel's "
+        "comma-separated flags (`in_sync`, `faulty`, `spare`, `write_mostly`, `blocked`, `write_error`, "
+        "`want_replacement`, `replacement`, `journal`...; a member being rebuilt reads `spare` with a slot "
+        "number); always 1")
+MEMBER_NUMA_NODES = Family(
+    "storpath_md_member_numa_nodes", GAUGE,
+    "Distinct NUMA nodes of the PCI functions behind the working members; above 1 means the array spans sockets "
+    "or dies.", ("device",),
+    doc="distinct NUMA nodes of the PCI functions behind the working (not faulty) members; above 1: the array "
+        "spans sockets or dies. Absent when no member's node is known")
+
+FAMILIES = (ARRAY_STATE, LEVEL_INFO, RAID_DISKS, DEGRADED_DISKS, SYNC_ACTION, SYNC_COMPLETED, MISMATCH_SECTORS,
+            CHUNK_SIZE, MEMBER_INFO, MEMBER_NUMA_NODES)
 
 
 @register("md", default=True)
 class MdCollector(Collector):
     """md RAID arrays: state, level, degraded disks, sync progress, members and their NUMA nodes."""
 
-    def collect(self) -> Iterable[Metric]:
+    families = FAMILIES
+
+    def values(self) -> Rows:
         arrays = read_md_arrays(self.roots)
-
-        def gauge(name, doc, labels=("device",)):
-            return GaugeMetricFamily(f"storpath_md_{name}", doc, labels=list(labels))
-
-        state = gauge("array_state", "The array's array_state, as a state set: 1 for the current value, 0 for the "
-                      "others.", ("device", "state"))
-        level = gauge("level_info", "The array's RAID level (personality); always 1.", ("device", "level"))
-        raid_disks = gauge("raid_disks", "Member slots of the array (raid_disks).")
-        degraded = gauge("degraded_disks", "Slots without a working member (degraded); absent for levels without "
-                         "redundancy such as raid0.")
-        action = gauge("sync_action", "What the array's sync thread does (sync_action), as a state set; absent for "
-                       "levels without one such as raid0.", ("device", "action"))
-        completed = gauge("sync_completed_ratio", "Fraction done of the running resync, recovery, check, repair or "
-                          "reshape (sync_completed); absent when none runs.")
-        mismatch = gauge("mismatch_sectors", "512-byte sectors found inconsistent by the last check or repair "
-                         "(mismatch_cnt).")
-        chunk = gauge("chunk_size_bytes", "Chunk size of a striped level (chunk_size); absent for raid1 and linear.")
-        member = gauge("member_info", "A member of an array: `member` its block device, `disk` the whole disk it is "
-                       "on (join on `device` with storpath_block_device_info), `slot` its role or \"none\", `state` "
-                       "the kernel's flags (in_sync, faulty, spare, write_mostly...); always 1.",
-                       ("device", "member", "disk", "slot", "state"))
-        numa = gauge("member_numa_nodes", "Distinct NUMA nodes of the PCI functions behind the working members; "
-                     "above 1 means the array spans sockets or dies.")
-
+        rows = Rows()
         for array in arrays:
-            dev = [array.name]
+            dev = (array.name,)
             if array.array_state is not None:
                 for value in ARRAY_STATES:
-                    state.add_metric([array.name, value], 1.0 if value == array.array_state else 0.0)
+                    rows.add(ARRAY_STATE, (array.name, value), 1.0 if value == array.array_state else 0.0)
             if array.level:
-                level.add_metric([array.name, array.level], 1)
-            for family, value in ((raid_disks, array.raid_disks), (degraded, array.degraded),
-                                  (mismatch, array.mismatch_count), (chunk, array.chunk_size_bytes)):
-                if value is not None:
-                    family.add_metric(dev, value)
+                rows.add(LEVEL_INFO, (array.name, array.level), 1)
+            rows.add(RAID_DISKS, dev, array.raid_disks)
+            rows.add(DEGRADED_DISKS, dev, array.degraded)
             if array.sync_action is not None:
                 for value in SYNC_ACTIONS:
-                    action.add_metric([array.name, value], 1.0 if value == array.sync_action else 0.0)
+                    rows.add(SYNC_ACTION, (array.name, value), 1.0 if value == array.sync_action else 0.0)
             if array.sync_completed is not None:
                 done, total = array.sync_completed
-                completed.add_metric(dev, done / total)
+                rows.add(SYNC_COMPLETED, dev, done / total)
+            rows.add(MISMATCH_SECTORS, dev, array.mismatch_count)
+            rows.add(CHUNK_SIZE, dev, array.chunk_size_bytes)
             for m in array.members:
                 slot = str(m.slot) if m.slot is not None else ("none" if m.slot_known else "")
-                member.add_metric([array.name, m.name, m.disk, slot, ",".join(m.state)], 1)
+                rows.add(MEMBER_INFO, (array.name, m.name, m.disk, slot, ",".join(m.state)), 1)
 
         if any(a.members for a in arrays):
             # The scrape's shared reads: the PCI tree and block devices are read once for all collectors.
@@ -68,6 +103,5 @@ class MdCollector(Collector):
             address_node = {d.address: d.static.numa_node for d in self.ctx.facts.pci()}
             for name, placement in sorted(member_placement(arrays, disk_address, address_node).items()):
                 if placement.numa_nodes:
-                    numa.add_metric([name], len(placement.numa_nodes))
-
-        return [state, level, raid_disks, degraded, action, completed, mismatch, chunk, member, numa]
+                    rows.add(MEMBER_NUMA_NODES, (name,), len(placement.numa_nodes))
+        return rows

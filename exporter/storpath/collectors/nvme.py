@@ -13,26 +13,103 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Dict, Iterable, List, Optional, Tuple
-
-from prometheus_client.core import Metric
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.analysis.nvme import judge
 from storpath.collectors import Collector, register
 from storpath.config import Duration
-from storpath.exposition import SeriesFamily
+from storpath.families import GAUGE, Derived, Family, Rows
 from storpath.readers.nvme import IdentifyResult, NvmeController, NvmeNamespace, NvmeReader, identify_namespace
-from storpath.sysfs import same_objects
+
+_DEVICE = ("device",)
+_CONTROLLER = ("controller",)
+
+CONTROLLER_INFO = Family(
+    "storpath_nvme_controller_info", GAUGE,
+    "An NVMe controller: its PCI function (empty for fabrics), identity and transport; always 1.",
+    ("controller", "address", "model", "serial", "firmware", "transport"),
+    doc="an NVMe controller (`nvme0`), its PCI function (empty for fabrics transports) and identity; always 1")
+NAMESPACE_INFO = Family(
+    "storpath_nvme_namespace_info", GAUGE,
+    "An NVMe namespace's block device, the controller Identify is sent to, and its namespace ID; always 1.",
+    ("device", "controller", "nsid"),
+    doc="a namespace's block device, the controller Identify goes to (with native multipath: the first path's "
+        "controller; `nvme1n1` may belong to `nvme3`), and its namespace ID; always 1")
+LBA_SIZE = Family(
+    "storpath_nvme_namespace_lba_size_bytes", GAUGE,
+    "Data size of the LBA format in use (queue/logical_block_size).", _DEVICE, "bytes",
+    doc="data size of the LBA format in use (`queue/logical_block_size`)")
+PHYSICAL_BLOCK_SIZE = Family(
+    "storpath_nvme_namespace_physical_block_size_bytes", GAUGE,
+    "Physical block size the drive reports (queue/physical_block_size).", _DEVICE, "bytes",
+    doc="physical block size the drive reports (`queue/physical_block_size`)")
+OPTIMAL_IO_SIZE = Family(
+    "storpath_nvme_namespace_optimal_io_size_bytes", GAUGE,
+    "Optimal I/O size the drive reports (queue/optimal_io_size); absent when the drive states none.", _DEVICE,
+    "bytes",
+    doc="optimal I/O size the drive reports (`queue/optimal_io_size`, from NOWS/NPWG); absent when 0 (the drive "
+        "states none)")
+BEST_LBA_SIZE = Family(
+    "storpath_nvme_namespace_best_lba_size_bytes", GAUGE,
+    "Data size of the best LBA format the namespace supports with the metadata size in use, ranked by Relative "
+    "Performance, then data size (Identify Namespace).", _DEVICE, "bytes",
+    doc="data size of the best format the namespace supports **with the metadata size in use**, ranked by "
+        "Relative Performance (Best > Better > Good > Degraded), then by data size. Absent while the formats are "
+        "unknown")
+LBA_FORMAT_INFO = Family(
+    "storpath_nvme_namespace_lba_format_info", GAUGE,
+    "One LBA format the namespace supports (Identify Namespace); always 1.",
+    ("device", "index", "data_size_bytes", "metadata_size_bytes", "relative_performance", "in_use"),
+    doc="one supported LBA format (formats with LBADS below 9 are \"not available\" and left out); "
+        "`relative_performance` is `best`, `better`, `good` or `degraded`, `in_use` is `true` or `false`; always 1")
+IDENTIFY_AVAILABLE = Family(
+    "storpath_nvme_identify_available", GAUGE,
+    "1 if the LBA formats of every namespace of this controller are known (Identify Namespace read), 0 if not; "
+    "the reason is logged.", _CONTROLLER,
+    doc="1 if the formats of every namespace of the controller are known, 0 if Identify could not be read "
+        "(reason in the log). Absent until the first Identify pass and for controllers without namespaces")
+IDENTIFY_TIMESTAMP = Family(
+    "storpath_nvme_identify_timestamp_seconds", GAUGE,
+    "When the Identify Namespace data served for this controller was read (captured data: when it was "
+    "captured); the oldest of its namespaces.", _CONTROLLER, "seconds",
+    doc="when the Identify data served was read (the oldest of the controller's namespaces); for captured data, "
+        "the capture file's mtime")
+
+FAMILIES = (CONTROLLER_INFO, NAMESPACE_INFO, LBA_SIZE, PHYSICAL_BLOCK_SIZE, OPTIMAL_IO_SIZE, BEST_LBA_SIZE,
+            LBA_FORMAT_INFO, IDENTIFY_AVAILABLE, IDENTIFY_TIMESTAMP)
 
 TASK = "nvme-identify"
 _CONTROLLER_NAME = re.compile(r"\bnvme\d+\b")
+
+
+@dataclass(frozen=True)
+class _Identified:
+    """What one Identify pass gives a namespace's series, derived once per pass."""
+
+    fingerprint: Tuple  # the namespace when read: served only while it still reads so
+    result: IdentifyResult
+    in_use_size: Optional[int]  # data size of the format in use; None while the formats are unknown
+    best_size: Optional[int]
+    formats: Tuple[Tuple[str, ...], ...]  # label values of each storpath_nvme_namespace_lba_format_info series
+
+
+def _identified(ns: NvmeNamespace, result: IdentifyResult) -> _Identified:
+    verdict = judge(result.identify) if result.identify is not None else None
+    if verdict is None:
+        return _Identified(ns.fingerprint, result, None, None, ())
+    formats = tuple((ns.device, str(fmt.index), str(fmt.data_size), str(fmt.metadata_size),
+                     fmt.relative_performance_name, "true" if fmt.index == verdict.in_use.index else "false")
+                    for fmt in result.identify.formats)
+    return _Identified(ns.fingerprint, result, verdict.in_use.data_size, verdict.best.data_size, formats)
 
 
 @register("nvme", default=True)
 class NvmeCollector(Collector):
     """NVMe namespaces: LBA format in use against the best supported one (Identify Namespace), and controllers."""
 
+    families = FAMILIES
     config_defaults = {
         # Formats only change with `nvme format`, which changes sysfs and triggers a read
         # anyway: the interval is a backstop.
@@ -52,13 +129,12 @@ class NvmeCollector(Collector):
         self.startup_wait = float(cfg["startup_wait"])
         interval = float(cfg["identify_interval"])
         self._lock = threading.Lock()
-        # device -> (fingerprint of the namespace when read, result)
-        self._results: Dict[str, Tuple[Tuple, IdentifyResult]] = {}
+        self._results: Dict[str, _Identified] = {}  # device -> the last pass's result
+        self._passes = 0  # Identify passes done: which results `_results` holds
+        self._rows = Derived()
         self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
         self._triggered_for: Optional[Dict[str, Tuple]] = None
-        self._compared: Tuple[List[NvmeNamespace], Optional[Dict[str, Tuple]]] = ([], None)
         self._first_pass = threading.Event()
-        self._served_from: Optional[tuple] = None  # (controllers, namespaces, Identify results) last served
         self.reader = NvmeReader(self.roots, hold_dirs=True)
         self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
 
@@ -66,31 +142,25 @@ class NvmeCollector(Collector):
     def identify_all(self) -> None:
         try:
             namespaces = self.reader.namespaces()
-            results: Dict[str, Tuple[Tuple, IdentifyResult]] = {}
+            results: Dict[str, _Identified] = {}
             for ns in namespaces:
                 if ns.controller is None or ns.nsid is None:
                     continue
                 result = identify_namespace(self.roots, ns.controller, ns.nsid, self.nvme_cli, self.timeout)
-                results[ns.device] = (ns.fingerprint, result)
+                results[ns.device] = _identified(ns, result)
                 if result.error is None:
                     log.kv(self.log, logging.DEBUG, "Identify Namespace read", device=ns.device, source=result.source)
             with self._lock:
                 self._results = results
+                self._passes += 1
                 self._fingerprints_read = {ns.device: ns.fingerprint for ns in namespaces}
         finally:
             self._first_pass.set()
 
     def _maybe_trigger(self, namespaces: List[NvmeNamespace]) -> None:
-        # The outcome depends only on the namespace records (the same objects while nothing
-        # changes) and on what the last Identify pass saw (a new dict per pass).
-        with self._lock:
-            seen = self._fingerprints_read
-        last_namespaces, last_seen = self._compared
-        if seen is last_seen and same_objects(last_namespaces, namespaces):
-            return
-        self._compared = (namespaces, seen)
         current = {ns.device: ns.fingerprint for ns in namespaces}
         with self._lock:
+            seen = self._fingerprints_read
             if seen is None or current == seen or current == self._triggered_for:
                 return
             self._triggered_for = current
@@ -99,50 +169,60 @@ class NvmeCollector(Collector):
         self.task.trigger()
 
     # ---- scrape ------------------------------------------------------------------
-    @staticmethod
-    def _families() -> Dict[str, SeriesFamily]:
-        def gauge(name: str, doc: str, labels=("device",)) -> SeriesFamily:
-            return SeriesFamily(f"storpath_nvme_{name}", doc, labels)
+    def values(self) -> Rows:
+        controllers = self.reader.controllers()
+        namespaces = self.reader.namespaces(self.ctx.facts.block_listing())
+        if self.ctx.scheduler.started and not self._first_pass.is_set():
+            self._first_pass.wait(self.startup_wait)
+        self._maybe_trigger(namespaces)
+        with self._lock:
+            results, passes = self._results, self._passes  # replaced, never changed, by each pass
+        # The rows follow from the records and the pass alone: on a host of a thousand
+        # drives they are derived again only when one of those differs.
+        return self._rows.get((controllers, namespaces, passes),
+                              lambda: self._derive_rows(controllers, namespaces, results))
 
-        return dict(
-            ctrl_info=gauge("controller_info", "An NVMe controller: its PCI function (empty for fabrics), identity "
-                            "and transport; always 1.",
-                            ("controller", "address", "model", "serial", "firmware", "transport")),
-            ns_info=gauge("namespace_info", "An NVMe namespace's block device, the controller Identify is sent to, "
-                          "and its namespace ID; always 1.", ("device", "controller", "nsid")),
-            lba=gauge("namespace_lba_size_bytes", "Data size of the LBA format in use (queue/logical_block_size)."),
-            physical=gauge("namespace_physical_block_size_bytes", "Physical block size the drive reports "
-                           "(queue/physical_block_size)."),
-            optimal=gauge("namespace_optimal_io_size_bytes", "Optimal I/O size the drive reports "
-                          "(queue/optimal_io_size); absent when the drive states none."),
-            best=gauge("namespace_best_lba_size_bytes", "Data size of the best LBA format the namespace supports "
-                       "with the metadata size in use, ranked by Relative Performance, then data size (Identify "
-                       "Namespace)."),
-            formats=gauge("namespace_lba_format_info", "One LBA format the namespace supports (Identify "
-                          "Namespace); always 1.", ("device", "index", "data_size_bytes", "metadata_size_bytes",
-                                                    "relative_performance", "in_use")),
-            available=gauge("identify_available", "1 if the LBA formats of every namespace of this controller are "
-                            "known (Identify Namespace read), 0 if not; the reason is logged.", ("controller",)),
-            read_at=gauge("identify_timestamp_seconds", "When the Identify Namespace data served for this "
-                          "controller was read (captured data: when it was captured); the oldest of its "
-                          "namespaces.", ("controller",)),
-        )
-
-    ORDER = ("ctrl_info", "ns_info", "lba", "physical", "optimal", "best", "formats", "available", "read_at")
-    def _render(self, controllers: List[NvmeController], namespaces: List[NvmeNamespace],
-                results: Dict[str, Tuple[Tuple, IdentifyResult]], families: Dict[str, SeriesFamily]) -> None:
-        """Fill every family from the records of one scrape."""
-        for ctrl in controllers:
-            families["ctrl_info"].add((ctrl.name, ctrl.address or "", ctrl.model or "", ctrl.serial or "",
-                                       ctrl.firmware or "", ctrl.transport or ""), 1)
+    def _derive_rows(self, controllers: List[NvmeController], namespaces: List[NvmeNamespace],
+                     results: Dict[str, _Identified]) -> Rows:
+        rows = Rows()
+        for c in controllers:
+            rows.add(CONTROLLER_INFO, (c.name, c.address or "", c.model or "", c.serial or "", c.firmware or "",
+                                       c.transport or ""), 1)
         per_controller: Dict[str, List[Optional[IdentifyResult]]] = {}
         for ns in namespaces:
-            entry = results.get(ns.device)
-            result = entry[1] if entry is not None and entry[0] == ns.fingerprint else None
+            identified = results.get(ns.device)
+            if identified is not None and identified.fingerprint != ns.fingerprint:
+                identified = None  # read before the namespace changed: a new pass is due
             if ns.controller is not None:
-                per_controller.setdefault(ns.controller, []).append(result)
-            self._render_namespace(ns, result, families)
+                per_controller.setdefault(ns.controller, []).append(
+                    identified.result if identified is not None else None)
+            self._namespace_rows(ns, identified, rows)
+        self._identify_rows(per_controller, rows)
+        return rows
 
+    def _namespace_rows(self, ns: NvmeNamespace, identified: Optional[_Identified],
+                        rows: Rows) -> None:
+        dev = (ns.device,)
+        rows.add(NAMESPACE_INFO, (ns.device, ns.controller or "", str(ns.nsid) if ns.nsid is not None else ""), 1)
+        for family, value in ((LBA_SIZE, ns.logical_block_size), (PHYSICAL_BLOCK_SIZE, ns.physical_block_size),
+                              (OPTIMAL_IO_SIZE, ns.optimal_io_size)):
+            if value:
+                rows.add(family, dev, value)
+        if identified is None or identified.in_use_size is None:
+            return
+        if ns.logical_block_size and identified.in_use_size != ns.logical_block_size:
+            # Identify and the block layer disagree: the data is from before a format.
+            log.once(self.log, logging.WARNING, ("stale", ns.device, identified.in_use_size),
+                     "Identify Namespace data disagrees with sysfs: leaving the formats out until read again",
+                     device=ns.device, identify_lba_bytes=identified.in_use_size,
+                     sysfs_lba_bytes=ns.logical_block_size)
+            return
+        rows.add(BEST_LBA_SIZE, dev, identified.best_size)
+        for labels in identified.formats:
+            rows.add(LBA_FORMAT_INFO, labels, 1)
+
+    def _identify_rows(self, per_controller: Dict[str, List[Optional[IdentifyResult]]],
+                       rows: Rows) -> None:
         unknown: Dict[str, List[str]] = {}  # reason, without the controller's name -> controllers
         for controller, ctrl_results in sorted(per_controller.items()):
             known = [r for r in ctrl_results if r is not None]
@@ -151,9 +231,9 @@ class NvmeCollector(Collector):
             failed = [r for r in known if r.identify is None]
             for reason in sorted({_CONTROLLER_NAME.sub("nvme*", r.error or "") for r in failed}):
                 unknown.setdefault(reason, []).append(controller)
-            families["available"].add((controller,), 0 if failed or len(known) < len(ctrl_results) else 1)
+            rows.add(IDENTIFY_AVAILABLE, (controller,), 0 if failed or len(known) < len(ctrl_results) else 1)
             if len(known) > len(failed):
-                families["read_at"].add((controller,), min(r.read_at for r in known if r.identify is not None))
+                rows.add(IDENTIFY_TIMESTAMP, (controller,), min(r.read_at for r in known if r.identify is not None))
         # One line per reason, not one per controller: a host of 1024 drives without root
         # has one reason.
         for reason, names in unknown.items():
@@ -161,54 +241,3 @@ class NvmeCollector(Collector):
             log.once(self.log, logging.WARNING, ("identify", reason, tuple(names)),
                      "NVMe LBA formats unknown: Identify Namespace could not be read; exporting what sysfs gives",
                      controllers=shown, reason=reason)
-
-    def _render_namespace(self, ns: NvmeNamespace, result: Optional[IdentifyResult],
-                          families: Dict[str, SeriesFamily]) -> None:
-        dev = families["lba"].label_text((ns.device,))
-        families["ns_info"].add((ns.device, ns.controller or "", str(ns.nsid) if ns.nsid is not None else ""), 1)
-        for name, value in (("lba", ns.logical_block_size), ("physical", ns.physical_block_size),
-                            ("optimal", ns.optimal_io_size)):
-            if value:
-                families[name].add_text(dev, value)
-        verdict = judge(result.identify) if result is not None and result.identify is not None else None
-        if verdict is not None and ns.logical_block_size and verdict.in_use.data_size != ns.logical_block_size:
-            # Identify and the block layer disagree: the data is from before a format.
-            log.once(self.log, logging.WARNING, ("stale", ns.device, verdict.in_use.data_size),
-                     "Identify Namespace data disagrees with sysfs: leaving the formats out until read again",
-                     device=ns.device, identify_lba_bytes=verdict.in_use.data_size,
-                     sysfs_lba_bytes=ns.logical_block_size)
-            verdict = None
-        if verdict is not None:
-            families["best"].add_text(dev, verdict.best.data_size)
-            for fmt in result.identify.formats:
-                families["formats"].add((ns.device, str(fmt.index), str(fmt.data_size), str(fmt.metadata_size),
-                                         fmt.relative_performance_name,
-                                         "true" if fmt.index == verdict.in_use.index else "false"), 1)
-
-    def collect(self) -> Iterable[Metric]:
-        controllers = self.reader.controllers()
-        namespaces = self.reader.namespaces()
-        if self.ctx.scheduler.started and not self._first_pass.is_set():
-            self._first_pass.wait(self.startup_wait)
-        self._maybe_trigger(namespaces)
-        with self._lock:
-            results = self._results  # replaced, never changed, by each Identify pass
-        # The readers hand out the same records while nothing changes, and each Identify
-        # pass makes a new result dict: then every line is what the last scrape served,
-        # and the writer, which keeps that text, does not ask for it (SeriesFamily.set_text).
-        last = self._served_from
-        if last is None or results is not last[2] or not same_objects(controllers, last[0]) or not same_objects(
-                namespaces, last[1]):
-            last = self._served_from = (controllers, namespaces, results)
-        families = self._families()
-        staged: List[Dict[str, SeriesFamily]] = []
-
-        def text(name: str) -> str:
-            if not staged:
-                staged.append(self._families())
-                self._render(controllers, namespaces, results, staged[0])
-            return "".join(staged[0][name].lines)
-
-        for name in self.ORDER:
-            families[name].set_text(last, lambda name=name: text(name))
-        return [families[name] for name in self.ORDER]

@@ -8,12 +8,11 @@ With no `probes.targets` configured the collector exports nothing.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, List
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from typing import Optional
 
 from storpath import log
 from storpath.collectors import Collector, register
+from storpath.families import COUNTER, GAUGE, SUMMARY, Family, Rows
 from storpath.probes import config as probes_config
 from storpath.probes.engine import FAILURE_REASONS, SKIP_REASONS, ProbeEngine
 
@@ -21,10 +20,76 @@ from storpath.probes.engine import FAILURE_REASONS, SKIP_REASONS, ProbeEngine
 EXPECTATION_INTERVAL = 600.0
 
 
+# A summary of the latest probe's completion latencies: quantiles only, as fio gives them;
+# no _sum/_count, which would read as counters across probes.
+READ_BYTES = Family(
+    "storpath_probe_read_bytes_per_second", GAUGE,
+    "Read throughput the latest successful probe measured (fio bw_bytes).", ("target", "profile"), "bytes_per_second",
+    doc="read throughput of the latest successful probe (fio `bw_bytes`)")
+READ_IOPS = Family(
+    "storpath_probe_read_iops", GAUGE,
+    "Read I/O operations per second the latest successful probe measured.", ("target", "profile"),
+    doc="read I/O operations per second of the latest successful probe")
+READ_LATENCY = Family(
+    "storpath_probe_read_latency_seconds", SUMMARY,
+    "Completion latency quantiles (0.5, 0.99, 0.999) of the latest successful probe (fio clat_ns percentiles).", ("target", "profile", "quantile"), "seconds",
+    doc="completion latency (fio `clat_ns` percentiles) of the latest successful probe, `quantile` `0.5`, `0.99`,"
+        " `0.999`; a quantile fio did not report is left out. A summary because promtool allows `quantile` on "
+        "summaries only; it has no `_sum`/`_count`, which would read as counters across probes")
+EXPECTED_READ_BYTES = Family(
+    "storpath_probe_expected_read_bytes_per_second", GAUGE,
+    "Read throughput the target should reach: the configured value, else what its PCIe path allows (large-block "
+    "profiles only).", ("target", "profile"), "bytes_per_second",
+    doc="what the target should read: the configured `expected_read_bytes_per_second`, else (profiles with blocks"
+        " of 32 KiB and more) what its PCIe path allows: the lowest expected link bandwidth on a disk's path, for"
+        " an md raid0/raid10 the sum over its members capped by shared upstream links (a switch uplink), "
+        "raid4/5/6 less parity, raid1/linear the best member. Absent when neither is known (a file on ZFS, a "
+        "virtual disk, 4 KiB profiles without a configured value)")
+LAST_RUN = Family(
+    "storpath_probe_last_run_timestamp_seconds", GAUGE,
+    "When the latest probe run started, successful or not.", ("target", "profile"), "seconds",
+    doc="when the latest probe run started, successful or not (skips are not runs)")
+LAST_SUCCESS = Family(
+    "storpath_probe_last_success_timestamp_seconds", GAUGE,
+    "When the latest successful probe run started.", ("target", "profile"), "seconds",
+    doc="when the latest successful probe started; the result metrics are from that run")
+DURATION = Family(
+    "storpath_probe_duration_seconds", GAUGE,
+    "Wall time of the latest probe run (fio start to exit).", ("target", "profile"), "seconds",
+    doc="wall time of the latest run (fio start to exit; about runtime + 0.5 s)")
+RUNS = Family(
+    "storpath_probe_runs", COUNTER,
+    "Probe runs (fio started), successful or not.", ("target", "profile"),
+    doc="fio runs, successful or failed")
+FAILURES = Family(
+    "storpath_probe_failures", COUNTER,
+    "Probe runs that gave no result, by reason.", ("target", "profile", "reason"),
+    doc="runs without a result: `fio_missing`, `timeout` (hung, process group killed), `crashed` (killed by a "
+        "signal), `fio_error` (non-zero exit or job error), `bad_output` (JSON missing or unparsable), "
+        "`target_unusable`; every reason is exported from 0")
+SKIPPED = Family(
+    "storpath_probe_skipped", COUNTER,
+    "Probes not run, by reason (busy device, I/O budget spent, another probe of the device still running).", ("target", "profile", "reason"),
+    doc="probes not run: `busy` (/proc/diskstats: device busier than `busy_threshold`), `budget` "
+        "(`io_budget_per_hour` spent), `concurrent_probe`; every reason is exported from 0")
+TARGET_INFO = Family(
+    "storpath_probe_target_info", GAUGE,
+    "A probe target and the block device its reads go to (join with storpath_block_device_info on `device`); "
+    "always 1.", ("target", "kind", "device"),
+    doc="a probe target, `kind` `device` or `file`, and the disk or array its reads go to (`device`, empty when "
+        "there is none, e.g. a file on ZFS): join with `storpath_block_device_info` and node_exporter's "
+        "`node_disk_*`; always 1")
+
+
+FAMILIES = (READ_BYTES, READ_IOPS, READ_LATENCY, EXPECTED_READ_BYTES, LAST_RUN, LAST_SUCCESS, DURATION, RUNS, FAILURES,
+            SKIPPED, TARGET_INFO)
+
+
 @register("probes", default=True)
 class ProbesCollector(Collector):
     """Read-only fio probes of configured targets: throughput, IOPS, latency against expectation."""
 
+    families = FAMILIES
     def __init__(self, ctx):
         super().__init__(ctx)
         self.probes = probes_config.from_full_config(ctx.full_config)
@@ -44,63 +109,35 @@ class ProbesCollector(Collector):
         if self.engine is not None:
             self.engine.close()
 
-    def collect(self) -> Iterable[Metric]:
+    def values(self) -> Optional[Rows]:
         if self.engine is None:
-            return []
+            return None  # no targets configured: nothing at all, not even empty families
+        rows = Rows()
         records = self.engine.snapshot()
-        labels = ["target", "profile"]
-
-        def gauge(name: str, doc: str, extra: List[str] = ()) -> GaugeMetricFamily:
-            return GaugeMetricFamily(f"storpath_probe_{name}", doc, labels=labels + list(extra))
-
-        bw = gauge("read_bytes_per_second", "Read throughput the latest successful probe measured (fio bw_bytes).")
-        iops = gauge("read_iops", "Read I/O operations per second the latest successful probe measured.")
-        # A summary of the latest probe's completion latencies: quantiles only, as fio gives
-        # them; no _sum/_count, which would read as counters across probes.
-        latency = Metric("storpath_probe_read_latency_seconds", "Completion latency quantiles (0.5, 0.99, 0.999) "
-                         "of the latest successful probe (fio clat_ns percentiles).", "summary")
-        expected = gauge("expected_read_bytes_per_second", "Read throughput the target should reach: the configured "
-                         "value, else what its PCIe path allows (large-block profiles only).")
-        last_run = gauge("last_run_timestamp_seconds", "When the latest probe run started, successful or not.")
-        last_ok = gauge("last_success_timestamp_seconds", "When the latest successful probe run started.")
-        duration = gauge("duration_seconds", "Wall time of the latest probe run (fio start to exit).")
-        runs = CounterMetricFamily("storpath_probe_runs", "Probe runs (fio started), successful or not.", labels=labels)
-        failures = CounterMetricFamily("storpath_probe_failures", "Probe runs that gave no result, by reason.",
-                                       labels=labels + ["reason"])
-        skipped = CounterMetricFamily("storpath_probe_skipped", "Probes not run, by reason (busy device, I/O "
-                                      "budget spent, another probe of the device still running).",
-                                      labels=labels + ["reason"])
-        info = GaugeMetricFamily("storpath_probe_target_info", "A probe target and the block device its reads go to "
-                                 "(join with storpath_block_device_info on `device`); always 1.",
-                                 labels=["target", "kind", "device"])
-
         for target in self.probes.targets:
             if target.name in self.engine.target_devices:
-                info.add_metric([target.name, target.kind, self.engine.target_devices[target.name] or ""], 1)
+                rows.add(TARGET_INFO, (target.name, target.kind, self.engine.target_devices[target.name] or ""), 1)
             for profile in target.profiles:
-                key = [target.name, profile]
-                value, _ = self.engine.expected(target, profile)
-                if value is not None:
-                    expected.add_metric(key, value)
+                key = (target.name, profile)
+                rows.add(EXPECTED_READ_BYTES, key, self.engine.expected(target, profile)[0])
                 rec = records.get((target.name, profile))
                 if rec is None:
                     rec_runs, rec_failures, rec_skipped = 0, {}, {}
                 else:
                     rec_runs, rec_failures, rec_skipped = rec.runs, rec.failures, rec.skipped
-                runs.add_metric(key, rec_runs)
+                rows.add(RUNS, key, rec_runs)
                 for reason in sorted(set(FAILURE_REASONS) | set(rec_failures)):
-                    failures.add_metric(key + [reason], rec_failures.get(reason, 0))
+                    rows.add(FAILURES, key + (reason,), rec_failures.get(reason, 0))
                 for reason in sorted(set(SKIP_REASONS) | set(rec_skipped)):
-                    skipped.add_metric(key + [reason], rec_skipped.get(reason, 0))
+                    rows.add(SKIPPED, key + (reason,), rec_skipped.get(reason, 0))
                 if rec is None:
                     continue
-                for family, stamp in ((last_run, rec.last_run), (last_ok, rec.last_success), (duration, rec.duration)):
-                    if stamp is not None:
-                        family.add_metric(key, stamp)
+                rows.add(LAST_RUN, key, rec.last_run)
+                rows.add(LAST_SUCCESS, key, rec.last_success)
+                rows.add(DURATION, key, rec.duration)
                 if rec.result is not None:
-                    bw.add_metric(key, rec.result.read_bytes_per_second)
-                    iops.add_metric(key, rec.result.read_iops)
+                    rows.add(READ_BYTES, key, rec.result.read_bytes_per_second)
+                    rows.add(READ_IOPS, key, rec.result.read_iops)
                     for quantile, seconds in rec.result.latency_seconds:
-                        latency.add_sample("storpath_probe_read_latency_seconds",
-                                           {"target": target.name, "profile": profile, "quantile": quantile}, seconds)
-        return [bw, iops, latency, expected, last_run, last_ok, duration, runs, failures, skipped, info]
+                        rows.add(READ_LATENCY, key + (quantile,), seconds)
+        return rows

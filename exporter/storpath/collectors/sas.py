@@ -11,42 +11,105 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Dict, Iterable, Optional
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from typing import Dict, Optional
 
 from storpath.collectors import Collector, register
 from storpath.config import Duration
+from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.sas import SasPhyErrors, SasReader
 
 TASK = "sas-link-errors"
 
-_RATES = (
-    ("negotiated", "negotiated_rate",
-     "Physical link rate the PHY negotiated (negotiated_linkrate; \"3.0 Gbit\" is 3e9 bit transfers per second, "
-     "before line encoding); absent while no rate is negotiated (Unknown, Phy disabled, Link Rate failed, "
-     "Spin-up hold)."),
-    ("minimum", "minimum_rate", "Programmed minimum link rate of the PHY (minimum_linkrate)."),
-    ("maximum", "maximum_rate",
-     "Programmed maximum link rate of the PHY (maximum_linkrate); below the hardware maximum, the PHY is held back."),
-    ("hardware_minimum", "hardware_minimum_rate", "Lowest link rate the PHY hardware supports (minimum_linkrate_hw)."),
-    ("hardware_maximum", "hardware_maximum_rate", "Highest link rate the PHY hardware supports (maximum_linkrate_hw)."),
-)
+NEGOTIATED_RATE = Family(
+    "storpath_sas_phy_negotiated_link_rate_transfers_per_second", GAUGE,
+    "Physical link rate the PHY negotiated (negotiated_linkrate; \"3.0 Gbit\" is 3e9 bit transfers per second, "
+    "before line encoding); absent while no rate is negotiated (Unknown, Phy disabled, Link Rate failed, Spin-up "
+    "hold).", ("phy",), "transfers_per_second",
+    doc="rate the link negotiated (`negotiated_linkrate`); absent while no rate is negotiated")
+MINIMUM_RATE = Family(
+    "storpath_sas_phy_minimum_link_rate_transfers_per_second", GAUGE,
+    "Programmed minimum link rate of the PHY (minimum_linkrate).", ("phy",), "transfers_per_second",
+    doc="programmed minimum rate (`minimum_linkrate`, set with lsiutil, sas2ircu or by writing the attribute)")
+MAXIMUM_RATE = Family(
+    "storpath_sas_phy_maximum_link_rate_transfers_per_second", GAUGE,
+    "Programmed maximum link rate of the PHY (maximum_linkrate); below the hardware maximum, the PHY is held "
+    "back.", ("phy",), "transfers_per_second",
+    doc="programmed maximum rate (`maximum_linkrate`)")
+HARDWARE_MINIMUM_RATE = Family(
+    "storpath_sas_phy_hardware_minimum_link_rate_transfers_per_second", GAUGE,
+    "Lowest link rate the PHY hardware supports (minimum_linkrate_hw).", ("phy",), "transfers_per_second",
+    doc="lowest rate the PHY hardware does (`minimum_linkrate_hw`)")
+HARDWARE_MAXIMUM_RATE = Family(
+    "storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second", GAUGE,
+    "Highest link rate the PHY hardware supports (maximum_linkrate_hw).", ("phy",), "transfers_per_second",
+    doc="highest rate the PHY hardware does (`maximum_linkrate_hw`)")
+INVALID_DWORDS = Family(
+    "storpath_sas_phy_invalid_dwords", COUNTER,
+    "Invalid dwords the PHY received (invalid_dword_count).", ("phy",),
+    doc="`invalid_dword_count`")
+RUNNING_DISPARITY_ERRORS = Family(
+    "storpath_sas_phy_running_disparity_errors", COUNTER,
+    "Running disparity errors the PHY saw (running_disparity_error_count).", ("phy",),
+    doc="`running_disparity_error_count`")
+LOSS_OF_DWORD_SYNC = Family(
+    "storpath_sas_phy_loss_of_dword_sync", COUNTER,
+    "Times the PHY lost dword synchronisation (loss_of_dword_sync_count).", ("phy",),
+    doc="`loss_of_dword_sync_count`")
+RESET_PROBLEMS = Family(
+    "storpath_sas_phy_reset_problems", COUNTER,
+    "PHY reset sequences that failed (phy_reset_problem_count).", ("phy",),
+    doc="`phy_reset_problem_count`")
+ERRORS_READ_AT = Family(
+    "storpath_sas_phy_errors_read_timestamp_seconds", GAUGE,
+    "When the link error counters served were read (a background task reads them); absent before the first read "
+    "and when replaying a captured machine.", (), "seconds",
+    doc="when the counters served were read; absent before the first read and when replaying a captured machine "
+        "(`--path.captured`)")
+ATTACHED = Family(
+    "storpath_sas_phy_attached", GAUGE,
+    "1 when a device (end device or expander) is attached through the PHY's port, 0 when nothing is: an empty PHY"
+    " is not a slow one.", ("phy",),
+    doc="1 when a device (end device or expander) is attached through the PHY's port, 0 when the PHY is in no "
+        "port or its port has no device: an empty bay, not a slow link")
+LINK_UP = Family(
+    "storpath_sas_phy_link_up", GAUGE,
+    "1 when the PHY negotiated a link rate, 0 when negotiated_linkrate holds a state instead (Unknown, Phy "
+    "disabled, Link Rate failed, Spin-up hold).", ("phy",),
+    doc="1 when `negotiated_linkrate` is a rate, 0 when it is a state")
+ENABLED = Family(
+    "storpath_sas_phy_enabled", GAUGE,
+    "The PHY's `enable` attribute (1 enabled, 0 disabled; read-only where the driver cannot switch PHYs).", ("phy",),
+    doc="the `enable` attribute (0 after `echo 0 > enable`; read-only, and 1, where the driver cannot switch "
+        "PHYs); absent on kernels without it")
+PHY_INFO = Family(
+    "storpath_sas_phy_info", GAUGE,
+    "A SAS PHY, its port and what is attached to it, down to the block device; always 1. `sas_address` and "
+    "`device_type` are the PHY's own (the HBA's or the expander's), `attached_*` describe the device at the far "
+    "end.", ("phy", "sas_address", "port", "device_type", "attached_device", "attached_sas_address", "attached_protocols", "device"),
+    doc="always 1. `sas_address` and `device_type` are the PHY's own (on an HBA: the HBA's address and `end "
+        "device`; on an expander: the expander's and `edge expander`); `port` the port (`port-0:3`, empty when in"
+        " none); `attached_device` the rphy at the far end (`end_device-0:3`, `expander-0:0`), "
+        "`attached_sas_address` its address, `attached_protocols` its `target_port_protocols` (`ssp` SAS, "
+        "`sata`/`stp` SATA, `smp` expander); `device` a block device below the end device (one series per block "
+        "device; empty when none). The PHYs of a wide port share their `attached_device`")
 
-_COUNTERS = (
-    ("invalid_dwords", "invalid_dwords", "Invalid dwords the PHY received (invalid_dword_count)."),
-    ("running_disparity_errors", "running_disparity_errors",
-     "Running disparity errors the PHY saw (running_disparity_error_count)."),
-    ("loss_of_dword_sync", "loss_of_dword_sync",
-     "Times the PHY lost dword synchronisation (loss_of_dword_sync_count)."),
-    ("reset_problems", "phy_reset_problems", "PHY reset sequences that failed (phy_reset_problem_count)."),
-)
+
+# (family, attribute of the PHY's record)
+_RATES = ((NEGOTIATED_RATE, "negotiated_rate"), (MINIMUM_RATE, "minimum_rate"), (MAXIMUM_RATE, "maximum_rate"),
+          (HARDWARE_MINIMUM_RATE, "hardware_minimum_rate"), (HARDWARE_MAXIMUM_RATE, "hardware_maximum_rate"))
+_COUNTERS = ((INVALID_DWORDS, "invalid_dwords"), (RUNNING_DISPARITY_ERRORS, "running_disparity_errors"),
+             (LOSS_OF_DWORD_SYNC, "loss_of_dword_sync"), (RESET_PROBLEMS, "phy_reset_problems"))
+
+FAMILIES = (NEGOTIATED_RATE, MINIMUM_RATE, MAXIMUM_RATE, HARDWARE_MINIMUM_RATE, HARDWARE_MAXIMUM_RATE, INVALID_DWORDS,
+            RUNNING_DISPARITY_ERRORS, LOSS_OF_DWORD_SYNC, RESET_PROBLEMS, ERRORS_READ_AT, ATTACHED, LINK_UP, ENABLED,
+            PHY_INFO)
 
 
 @register("sas", default=True)
 class SasCollector(Collector):
     """SAS PHY link rates (negotiated, programmed, hardware), link error counters and attached devices."""
 
+    families = FAMILIES
     config_defaults = {
         "error_counters_interval": Duration(60),  # how often the link error counters are read
         "startup_wait": Duration(5),  # how long the first scrapes wait for the first counter read
@@ -74,62 +137,30 @@ class SasCollector(Collector):
         finally:
             self._first_read.set()
 
-    def collect(self) -> Iterable[Metric]:
+    def values(self) -> Rows:
         phys = self.reader.read(errors=False)
         if self.ctx.scheduler.started and not self._first_read.is_set():
             self._first_read.wait(self.startup_wait)
         with self._lock:
             errors, read_at = self._errors, self._errors_read_at
-        labels = ["phy"]
-        rates = {attr: GaugeMetricFamily(f"storpath_sas_phy_{name}_link_rate_transfers_per_second", doc, labels=labels)
-                 for name, attr, doc in _RATES}
-        counters = {attr: CounterMetricFamily(f"storpath_sas_phy_{name}", doc, labels=labels)
-                    for name, attr, doc in _COUNTERS}
-        attached = GaugeMetricFamily(
-            "storpath_sas_phy_attached",
-            "1 when a device (end device or expander) is attached through the PHY's port, 0 when nothing is: "
-            "an empty PHY is not a slow one.", labels=labels)
-        link_up = GaugeMetricFamily(
-            "storpath_sas_phy_link_up",
-            "1 when the PHY negotiated a link rate, 0 when negotiated_linkrate holds a state instead "
-            "(Unknown, Phy disabled, Link Rate failed, Spin-up hold).", labels=labels)
-        enabled = GaugeMetricFamily(
-            "storpath_sas_phy_enabled",
-            "The PHY's `enable` attribute (1 enabled, 0 disabled; read-only where the driver cannot switch PHYs).",
-            labels=labels)
-        info = GaugeMetricFamily(
-            "storpath_sas_phy_info",
-            "A SAS PHY, its port and what is attached to it, down to the block device; always 1. "
-            "`sas_address` and `device_type` are the PHY's own (the HBA's or the expander's), "
-            "`attached_*` describe the device at the far end.",
-            labels=["phy", "sas_address", "port", "device_type", "attached_device", "attached_sas_address",
-                    "attached_protocols", "device"])
-
+        rows = Rows()
         for phy in phys:
-            key = [phy.name]
-            for attr, family in rates.items():
-                value = getattr(phy, attr)
-                if value is not None:
-                    family.add_metric(key, value)
+            key = (phy.name,)
+            for family, attr in _RATES:
+                rows.add(family, key, getattr(phy, attr))
             phy_errors = errors.get(phy.name)
-            for attr, family in counters.items():
-                value = getattr(phy_errors, attr) if phy_errors is not None else None
-                if value is not None:
-                    family.add_metric(key, value)
-            attached.add_metric(key, 1 if phy.attached is not None else 0)
-            link_up.add_metric(key, 1 if phy.link_up else 0)
+            for family, attr in _COUNTERS:
+                rows.add(family, key, getattr(phy_errors, attr) if phy_errors is not None else None)
+            rows.add(ATTACHED, key, 1 if phy.attached is not None else 0)
+            rows.add(LINK_UP, key, 1 if phy.link_up else 0)
             if phy.enabled is not None:
-                enabled.add_metric(key, 1 if phy.enabled else 0)
+                rows.add(ENABLED, key, 1 if phy.enabled else 0)
             remote = phy.attached
-            common = [phy.name, phy.sas_address or "", phy.port or "", phy.device_type or "",
+            common = (phy.name, phy.sas_address or "", phy.port or "", phy.device_type or "",
                       remote.name if remote else "", (remote.sas_address or "") if remote else "",
-                      (remote.target_port_protocols or "") if remote else ""]
+                      (remote.target_port_protocols or "") if remote else "")
             for device in (remote.block_devices if remote and remote.block_devices else ("",)):
-                info.add_metric(common + [device], 1)
-        read_ts = GaugeMetricFamily(
-            "storpath_sas_phy_errors_read_timestamp_seconds",
-            "When the link error counters served were read (a background task reads them); absent before the first "
-            "read and when replaying a captured machine.")
+                rows.add(PHY_INFO, common + (device,), 1)
         if read_at is not None and phys and not self.roots.captured:
-            read_ts.add_metric([], read_at)
-        return [*rates.values(), *counters.values(), read_ts, attached, link_up, enabled, info]
+            rows.add(ERRORS_READ_AT, (), read_at)
+        return rows

@@ -22,6 +22,7 @@ from storpath.probes.engine import Outcome, ProbeEngine
 from storpath.units import human_bytes_per_second, parse_duration
 from storpath.cli import roots_from
 from storpath.config import ConfigError
+from storpath.progress import Progress
 
 
 def add_parser(sub, common):
@@ -55,37 +56,6 @@ def _choose_target(probes: probes_config.ProbesConfig, text: str, profiles: Opti
                 raise ConfigError(f"--profile: unknown profile {name!r} (known: {', '.join(sorted(probes.profiles))})")
         target = probes_config.Target(**{**target.__dict__, "profiles": tuple(profiles)})
     return target
-
-
-class _Progress:
-    """A bar on stderr while fio runs (a terminal), or one line per profile (a pipe)."""
-
-    def __init__(self, stream, runtime: float):
-        self.stream = stream
-        self.runtime = runtime
-        self.tty = stream.isatty()
-        self.label = ""
-
-    def start(self, label: str) -> None:
-        self.label = label
-        if not self.tty:
-            print(f"probing {label} for {self.runtime:g}s ...", file=self.stream, flush=True)
-        else:
-            self.tick(0.0)
-
-    def tick(self, elapsed: float) -> None:
-        if not self.tty:
-            return
-        width = 30
-        done = min(width, int(width * elapsed / self.runtime)) if self.runtime else width
-        over = " (finishing)" if elapsed > self.runtime else ""
-        self.stream.write(f"\r{self.label:<28} [{'#' * done}{'.' * (width - done)}] {elapsed:4.1f}/{self.runtime:g}s{over}")
-        self.stream.flush()
-
-    def end(self) -> None:
-        if self.tty:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
 
 
 def _ms(seconds: Optional[float]) -> str:
@@ -170,7 +140,7 @@ def run(args, config) -> int:
         engine.refresh_expectations()
     except Exception as exc:  # the probe itself is still worth running
         print(f"storpath probe: cannot work out the path's expectation: {exc}", file=sys.stderr)
-    progress = _Progress(sys.stderr, probes.runtime)
+    progress = Progress(sys.stderr, probes.runtime)
     outcomes = []
     for profile in target.profiles:
         progress.start(f"{target.name} {profile}")

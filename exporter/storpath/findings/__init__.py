@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from storpath import log
+from storpath.readers.pci import path_to_root
 from storpath.roots import Roots
 
 LOG = log.get("findings")
@@ -71,9 +72,9 @@ class Facts:
         self.roots = roots
         self.config = config or {}
         self._memo: Dict[str, Any] = {}
-        from storpath.facts import ScrapeFacts
+        from storpath.facts import SharedReads
 
-        self._reads = ScrapeFacts(roots)  # one check is one "scrape": the PCI tree and block devices, read once
+        self._reads = SharedReads(roots)  # one check is one "scrape": the PCI tree and block devices, read once
         self._labels: Dict[str, List[str]] = {}
         self._groups: Dict[str, str] = {}
 
@@ -121,13 +122,9 @@ class Facts:
         by_address = self.pci_by_address()
         found = []
         for dev in self.block_devices():
-            node, hops = dev.pci_address, 0
-            while node is not None and hops < 64:
-                if node == address:
-                    found.append(dev.name)
-                    break
-                parent = by_address.get(node)
-                node, hops = (parent.static.parent if parent else None), hops + 1
+            if dev.pci_address == address or any(
+                    node.address == address for node in path_to_root(by_address.get(dev.pci_address), by_address)):
+                found.append(dev.name)
         return sorted(found, key=natural_key)
 
     # ---- how subjects are named in the report ------------------------------

@@ -29,10 +29,8 @@ def run_probes(facts: Facts, config: Dict[str, Any], result: CheckResult, progre
     from storpath.probes import config as probes_config
     from storpath.probes.engine import ProbeEngine
 
-    try:
-        from storpath.commands.probe import _Progress as Progress
-    except ImportError:  # pragma: no cover - the probe command ships with the engine
-        Progress = None
+    from storpath.progress import Progress
+
     logging.getLogger("storpath.probes").setLevel(logging.WARNING)
     probes = probes_config.from_full_config(config)
     if not probes.targets:
@@ -51,15 +49,13 @@ def run_probes(facts: Facts, config: Dict[str, Any], result: CheckResult, progre
             for profile in target.profiles:
                 done += 1
                 label = f"[{done}/{total}] {target.name} {profile}"
-                bar = Progress(progress, probes.runtime) if Progress else None
-                if bar:
-                    bar.start(label)
+                bar = Progress(progress, probes.runtime)
+                bar.start(label)
                 started = time.monotonic()
                 try:
-                    outcome = engine.run_probe(target, profile, tick=bar.tick if bar else None)
+                    outcome = engine.run_probe(target, profile, tick=bar.tick)
                 finally:
-                    if bar:
-                        bar.end()
+                    bar.end()
                 if bar and not bar.tty:
                     progress.write(f"  done in {time.monotonic() - started:.1f}s\n")
                 rows.append(_judge(engine, target, outcome, result))

@@ -7,22 +7,13 @@ read), with the zfs collector's path and timeout."""
 
 from __future__ import annotations
 
-import os
-import shutil
-
 from storpath.analysis.zfs import data_leaves, expected_ashift
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, register
-from storpath.readers.zfs import ZpoolReader, physical_block_bytes, zfs_present
+from storpath.readers.block import device_physical_block_size
+from storpath.readers.zfs import ZpoolReader, find_zpool, zfs_present
 
 # As rules/config/thresholds.yml zfs.capacity_warning_ratio / capacity_critical_ratio.
 CAPACITY_WARNING, CAPACITY_CRITICAL = 0.70, 0.90
-
-
-def _zpool(settings) -> str:
-    configured = str(settings.get("zpool_path", "zpool"))
-    if os.sep in configured:
-        return configured
-    return shutil.which(configured) or shutil.which(configured, path="/usr/sbin:/sbin") or configured
 
 
 @register("zfs", collector="zfs", order=60)
@@ -30,7 +21,7 @@ def check(facts: Facts, out: Outcome) -> None:
     if not facts.roots.captured and not zfs_present(facts.roots):
         return
     settings = facts.collector_config("zfs")
-    snapshot = ZpoolReader(facts.roots, zpool=_zpool(settings), timeout=float(settings.get("timeout", 10))).read()
+    snapshot = ZpoolReader(facts.roots, zpool=find_zpool(str(settings.get("zpool_path", "zpool"))), timeout=float(settings.get("timeout", 10))).read()
     if not snapshot.ok and not snapshot.pools:
         out.add(Finding(
             subject="zfs", severity=INFO, kind="zfs.unreadable", title="ZFS pools could not be read",
@@ -84,7 +75,7 @@ def check(facts: Facts, out: Outcome) -> None:
                            "down, more so as fragmentation grows",
                     remedy="Free space (old snapshots: `zfs list -t snapshot -o name,used -s used`) or add a "
                            "vdev of the same shape."))
-        sizes = [physical_block_bytes(facts.roots, v.name) for v in data_leaves(pool.vdevs)]
+        sizes = [device_physical_block_size(facts.roots, v.name) for v in data_leaves(pool.vdevs)]
         wanted = expected_ashift(sizes)
         if pool.ashift and wanted and pool.ashift < wanted:
             out.add(Finding(

@@ -15,10 +15,10 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from storpath.command import kill_group, run_command  # noqa: F401 (kill_group: the engine stops runs)
 from storpath.probes.profiles import Profile
 
 # fio's io_size when no budget limits it: runtime ends the probe long before this.
@@ -139,66 +139,34 @@ def find_fio(name: str) -> Optional[str]:
     return shutil.which(name)
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """fio forks a process per job: kill the whole group it leads."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(2.0)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run(cmd: List[str], timeout: float, tick: Optional[Callable[[float], None]] = None,
         started: Optional[Callable[[subprocess.Popen], None]] = None) -> Tuple[FioResult, float]:
-    """Run fio; returns (result, wall seconds). Raises FioError with reason fio_missing,
-    timeout (hung: the process group was killed), crashed (killed by a signal),
-    fio_error (non-zero exit) or bad_output. `tick(elapsed)` is called about four times
-    a second while fio runs; `started(proc)` once it runs (to stop it on shutdown)."""
-    start = time.monotonic()
+    """Run fio (storpath.command.run_command: its process group is killed at the deadline
+    and never waited for beyond it); returns (result, wall seconds). Raises FioError with
+    reason fio_missing, timeout (hung: the process group was killed), crashed (killed by
+    a signal), fio_error (non-zero exit) or bad_output. `tick(elapsed)` is called about
+    four times a second while fio runs; `started(proc)` once it runs (to stop it on
+    shutdown)."""
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        done = run_command(cmd, timeout, tick=tick or (lambda _elapsed: None), started=started, grace=2.0)
     except FileNotFoundError:
         raise FioError("fio_missing", f"fio not found: {cmd[0]}") from None
     except PermissionError as exc:
         raise FioError("fio_missing", f"cannot run {cmd[0]}: {exc.strerror}") from None
-    if started:
-        started(proc)
-    deadline = start + timeout
-    while True:
-        try:
-            out, err = proc.communicate(timeout=max(0.01, min(0.25, deadline - time.monotonic())))
-            break
-        except subprocess.TimeoutExpired:
-            if proc.poll() is not None:
-                # fio itself is gone but its job processes still hold the pipes: stop them.
-                kill_group(proc)
-                out, err = proc.communicate()
-                break
-            if time.monotonic() >= deadline:
-                kill_group(proc)
-                proc.communicate()
-                raise FioError("timeout", f"fio still running after {timeout:g}s: killed") from None
-            if tick:
-                tick(time.monotonic() - start)
-    elapsed = time.monotonic() - start
+    if done.timed_out:
+        raise FioError("timeout", f"fio still running after {timeout:g}s: killed")
+    out, err, elapsed = done.stdout, done.stderr, done.elapsed
     text = out.decode("utf-8", "replace")
     stderr = err.decode("utf-8", "replace").strip()
-    if proc.returncode < 0:
+    if done.returncode < 0:
         try:
-            name = signal.Signals(-proc.returncode).name
+            name = signal.Signals(-done.returncode).name
         except ValueError:
-            name = f"signal {-proc.returncode}"
-        kill_group(proc)  # fio's job processes must not read on without it
+            name = f"signal {-done.returncode}"
         raise FioError("crashed", f"fio was killed by {name} after {elapsed:.1f}s")
-    if proc.returncode != 0:
+    if done.returncode != 0:
         detail = (stderr or text.split("\n{", 1)[0]).strip().splitlines()
-        message = f"fio exited with status {proc.returncode}: {detail[-1] if detail else 'no message'}"
+        message = f"fio exited with status {done.returncode}: {detail[-1] if detail else 'no message'}"
         try:
             result = parse_output(text)
         except FioError as exc:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from storpath import log
+from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr_why
 from storpath.units import parse_sata_rate
@@ -39,10 +40,16 @@ LOG = log.get("sata")
 UNKNOWN = "<unknown>"
 SPEED_ATTRIBUTES = ("sata_spd", "hw_sata_spd_limit", "sata_spd_limit")
 
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "class/ata_link/*/{sata_spd,hw_sata_spd_limit,sata_spd_limit}",
+    "class/ata_link/*/../../../link*",
+    "class/ata_link/*/../../../host*/target*/*/block/*",
+)
+
 _LINK = re.compile(r"^link(\d+)(?:\.(\d+))?$", re.ASCII)
 _HOST = re.compile(r"^host\d+$")
 _TARGET = re.compile(r"^target\d+:(\d+):\d+$")
-_SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ class AtaReader:
     def read(self) -> List[AtaLink]:
         base = self.roots.sys("class", "ata_link")
         links: List[AtaLink] = []
-        for name in list_dir(base):
+        for name in list_dir(base, self.roots.sysfs):
             try:
                 link = self._read_link(name, os.path.join(base, name))
             except OSError as exc:
@@ -144,8 +151,5 @@ def disks_of_link(link: str, port_dir: str) -> List[str]:
             match = _TARGET.match(target)
             if not match or (pmp is not None and int(match.group(1)) != pmp):
                 continue
-            target_dir = os.path.join(host_dir, target)
-            for lun in list_dir(target_dir):
-                if _SCSI_DEVICE.match(lun):
-                    found.extend(list_dir(os.path.join(target_dir, lun, "block")))
+            found.extend(scsi_target_disks(os.path.join(host_dir, target)))
     return sorted(found)

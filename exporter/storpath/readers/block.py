@@ -19,14 +19,23 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, list_dir, list_entries
+from storpath.sysfs import InstanceCache, list_dir, list_entries, parse_int, read_attr
+
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "class/block/*",
+    "class/block/*/partition",
+    "class/block/*/multipath/*",
+    "class/block/*/queue/physical_block_size",
+)
 
 _CONTROLLER = re.compile(r"^(nvme\d+|host\d+|ata\d+)$")
 _NVME_PATH_DISK = re.compile(r"^nvme\d+c\d+n\d+$")
+_SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")
 
 
 @dataclass(frozen=True)
@@ -60,12 +69,42 @@ class BlockReader:
         self._places = InstanceCache()
         self._lock = threading.Lock()
 
-    def read(self) -> List[BlockDevice]:
+    def list(self) -> List[Tuple[str, int]]:
+        """(name, inode) of every entry of /sys/class/block; RootUnreadable when it cannot be read."""
+        return list_entries(self.roots.sys("class", "block"), self.roots.sysfs)
+
+    def read(self, listing: Optional[List[Tuple[str, int]]] = None) -> List[BlockDevice]:
+        """Every block device but partitions and hidden NVMe path disks; `listing` is a
+        listing of /sys/class/block made this scrape (see SharedReads), else one is made."""
         base = self.roots.sys("class", "block")
-        entries = [e for e in list_entries(base) if not _NVME_PATH_DISK.match(e[0])]
+        entries = [e for e in (self.list() if listing is None else listing) if not _NVME_PATH_DISK.match(e[0])]
         with self._lock:
             found = self._places.refresh(base, entries, _locate_path)
         return [device for _, _, device in found if device is not None]
+
+
+def scsi_target_disks(target_dir: str) -> List[str]:
+    """Block devices of the SCSI devices (H:C:T:L) below a SCSI target's directory
+    (targetH:C:T), as found below an ATA port's SCSI host or a SAS end device."""
+    found = []
+    for lun in list_dir(target_dir):
+        if _SCSI_DEVICE.match(lun):
+            found.extend(list_dir(os.path.join(target_dir, lun, "block")))
+    return found
+
+
+def physical_block_size(block_dir: str) -> Optional[int]:
+    """queue/physical_block_size of a block device's directory, in bytes
+    (Documentation/ABI/stable/sysfs-block); None when absent or not a positive number.
+    The one reader of it: NVMe namespaces and ZFS leaves alike."""
+    return parse_int(read_attr(os.path.join(block_dir, "queue", "physical_block_size")), minimum=1)
+
+
+def device_physical_block_size(roots: Roots, device: str) -> Optional[int]:
+    """physical_block_size of the block device named `device` (a zpool leaf: nvme0n1, sda)."""
+    if "/" in device or device in (".", ".."):
+        return None
+    return physical_block_size(roots.sys("class", "block", device))
 
 
 def read_block_devices(roots: Roots) -> List[BlockDevice]:

@@ -36,6 +36,7 @@ Member flags in mdstat: (F) faulty, (S) spare, (W) write-mostly, (R) replacement
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -53,6 +54,15 @@ ARRAY_STATES = ("clear", "inactive", "suspended", "readonly", "read-auto", "clea
 # sync_action values, md.c action_name[].
 SYNC_ACTIONS = ("idle", "resync", "recover", "check", "repair", "reshape", "frozen")
 # mdstat's words for a running sync (status_resync) -> the sync_action spelling.
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "block/md*",
+    "block/md*/md/{array_state,level,raid_disks,chunk_size,degraded,sync_action,sync_completed,mismatch_cnt}",
+    "block/md*/md/dev-*/{slot,state,block}",
+    "block/md*/md/dev-*/block/partition",
+)
+CAPTURE_PROCFS = ("mdstat",)
+
 _MDSTAT_ACTIONS = {"resync": "resync", "recovery": "recover", "check": "check", "repair": "repair",
                    "reshape": "reshape"}
 _MDSTAT_FLAGS = {"F": "faulty", "S": "spare", "W": "write_mostly", "R": "replacement", "J": "journal"}
@@ -323,9 +333,9 @@ def read_md_arrays(roots: Roots) -> List[MdArray]:
     if text is not None:
         stats = parse_mdstat(text)
     elif why is not None:
-        log.once(LOG, 30, ("mdstat", why), "cannot read /proc/mdstat", path=mdstat_path, err=why)
+        log.once(LOG, logging.WARNING, ("mdstat", why), "cannot read /proc/mdstat", path=mdstat_path, err=why)
     names = set(stats)
-    for name in list_dir(roots.sys("block")):
+    for name in list_dir(roots.sys("block"), roots.sysfs):
         if _MD_NAME.match(name) and os.path.isdir(roots.sys("block", name, "md")):
             names.add(name)
     arrays = []
@@ -334,7 +344,7 @@ def read_md_arrays(roots: Roots) -> List[MdArray]:
         if name in stats:
             merge_mdstat(array, stats[name])
         for error in array.errors:
-            log.once(LOG, 30, ("md", name, error), "md attribute unreadable", device=name, err=error)
+            log.once(LOG, logging.WARNING, ("md", name, error), "md attribute unreadable", device=name, err=error)
         arrays.append(array)
     return arrays
 

@@ -25,6 +25,15 @@ from storpath.sysfs import list_dir, parse_int, parse_numa_node, read_attr  # no
 
 LOG = log.get("numa")
 
+# What this reader reads (storpath capture takes these). The online lists tell the numa
+# collector when to read the topology again; numa_node and class come through the PCI reader.
+CAPTURE_SYSFS = (
+    "devices/system/node/node*/cpulist",
+    "devices/system/cpu/cpu*/topology/physical_package_id",
+    "devices/system/node/online",
+    "devices/system/cpu/online",
+)
+
 _NODE = re.compile(r"^node(\d+)$")
 _CPU = re.compile(r"^cpu(\d+)$")
 
@@ -74,10 +83,16 @@ def _once(key: tuple, msg: str, **fields) -> None:
     log.once(LOG, logging.WARNING, ("numa",) + key, msg, **fields)
 
 
+def read_online(roots: Roots) -> Tuple[Optional[str], Optional[str]]:
+    """The kernel's lists of online NUMA nodes and CPUs: the topology changes only with them."""
+    return (read_attr(roots.sys("devices", "system", "node", "online")),
+            read_attr(roots.sys("devices", "system", "cpu", "online")))
+
+
 def read_nodes(roots: Roots) -> List[NumaNode]:
     base = roots.sys("devices", "system", "node")
     nodes = []
-    for entry in list_dir(base):
+    for entry in list_dir(base, roots.sysfs):
         match = _NODE.match(entry)
         if not match:
             continue
@@ -96,7 +111,7 @@ def read_cpu_packages(roots: Roots) -> Dict[int, int]:
     """Online CPU -> its socket (physical_package_id)."""
     base = roots.sys("devices", "system", "cpu")
     packages = {}
-    for entry in list_dir(base):
+    for entry in list_dir(base, roots.sysfs):
         match = _CPU.match(entry)
         if not match:
             continue

@@ -46,12 +46,13 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath.command import run_command
+from storpath.readers.block import physical_block_size
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
 from storpath.sysfs import HeldDirs, InstanceCache, list_dir, list_entries, parse_int, read_attr, read_bytes, read_int
@@ -61,6 +62,13 @@ OPCODE_IDENTIFY = 0x06
 CNS_NAMESPACE = 0x00
 RELATIVE_PERFORMANCE = ("best", "better", "good", "degraded")  # RP field values 0..3
 CAPTURED_DIR = "nvme"
+
+# What this reader reads (storpath capture takes these, and capture_commands' output).
+CAPTURE_SYSFS = (
+    "class/nvme/*",
+    "class/nvme/*/{device,address,model,serial,firmware_rev,transport,state}",
+    "class/block/nvme*/{nsid,size,queue/logical_block_size,queue/physical_block_size,queue/optimal_io_size}",
+)
 
 _NAMESPACE_DISK = re.compile(r"^nvme(\d+)n(\d+)$")  # not nvme0n1p1 (partition), not nvme0c1n1 (path)
 _CONTROLLER = re.compile(r"^nvme\d+$")
@@ -293,15 +301,19 @@ class NvmeReader:
     def controllers(self) -> List[NvmeController]:
         """Every /sys/class/nvme/nvmeX; an empty list without the class (no nvme driver)."""
         base = self.roots.sys("class", "nvme")
-        entries = [e for e in list_entries(base) if _CONTROLLER.match(e[0])]
+        entries = [e for e in list_entries(base, self.roots.sysfs) if _CONTROLLER.match(e[0])]
         with self._lock:
             found = self._controllers.refresh(base, entries, _controller_identity)
         return [identity for _, _, identity in found if identity is not None]
 
-    def namespaces(self) -> List[NvmeNamespace]:
-        """Every NVMe namespace block device; one sysfs read each while nothing changes."""
+    def namespaces(self, listing: Optional[List[Tuple[str, int]]] = None) -> List[NvmeNamespace]:
+        """Every NVMe namespace block device; one sysfs read each while nothing changes.
+        `listing`: a listing of /sys/class/block made this scrape (SharedReads), else one
+        is made."""
         base = self.roots.sys("class", "block")
-        entries = [e for e in list_entries(base) if _NAMESPACE_DISK.match(e[0])]
+        if listing is None:
+            listing = list_entries(base, self.roots.sysfs)
+        entries = [e for e in listing if _NAMESPACE_DISK.match(e[0])]
         result: List[NvmeNamespace] = []
         with self._lock:
             found = self._namespaces.refresh(base, entries, _namespace_place)
@@ -327,7 +339,7 @@ class NvmeReader:
                     ns = NvmeNamespace(
                         device=name, controller=controller, nsid=nsid, instance=instances.get(name),
                         size_bytes=sectors * 512 if sectors is not None else None, logical_block_size=lba,
-                        physical_block_size=read_int(real + "/queue/physical_block_size"),
+                        physical_block_size=physical_block_size(real),
                         optimal_io_size=read_int(real + "/queue/optimal_io_size"))
                 self._previous[name] = (place, ns)
                 result.append(ns)
@@ -408,21 +420,44 @@ def identify_ioctl(char_device: str, nsid: int, timeout: float = 10.0) -> bytes:
 
 
 def identify_nvme_cli(char_device: str, nsid: int, nvme_cli: str = "nvme", timeout: float = 10.0) -> str:
-    """`nvme id-ns ... -o json` output; raises IdentifyError."""
+    """`nvme id-ns ... -o json` output; raises IdentifyError. A drive that hangs Identify
+    in the kernel cannot hang the task: storpath.command gives up on it."""
     binary = shutil.which(nvme_cli)
     if binary is None:
         raise IdentifyError(f"nvme-cli not installed ({nvme_cli!r} not found)")
     cmd = [binary, "id-ns", char_device, f"--namespace-id={nsid}", "--output-format=json"]
     try:
-        done = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise IdentifyError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s") from None
+        done = run_command(cmd, timeout)
     except OSError as exc:
         raise IdentifyError(f"cannot run {binary}: {exc.strerror}") from None
+    if done.timed_out:
+        raise IdentifyError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s")
     if done.returncode != 0:
-        why = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
-        raise IdentifyError(f"`{' '.join(cmd)}` exited {done.returncode}: {why[0] if why else 'no output'}")
+        raise IdentifyError(f"`{' '.join(cmd)}` exited {done.returncode}: {done.first_error_line() or 'no output'}")
     return done.stdout.decode("utf-8", "replace")
+
+
+def capture_commands(roots: Roots, folder: str) -> List[str]:
+    """Identify Namespace of every namespace, as the raw 4096-byte structure (ioctl) or
+    nvme-cli's JSON, into the layout storpath.readers.nvme reads back."""
+    notes = []
+    for ns in read_namespaces(roots):
+        if ns.controller is None or ns.nsid is None:
+            continue
+        target = os.path.join(folder, CAPTURED_DIR, ns.controller)
+        char_device = roots.devpath(ns.controller)
+        try:
+            data, name = identify_ioctl(char_device, ns.nsid), f"ns{ns.nsid}.id-ns"
+        except IdentifyError as ioctl_error:
+            try:
+                data, name = identify_nvme_cli(char_device, ns.nsid).encode(), f"ns{ns.nsid}.json"
+            except IdentifyError as cli_error:
+                notes.append(f"{ns.device}: ioctl: {ioctl_error}; nvme-cli: {cli_error}")
+                continue
+        os.makedirs(target, exist_ok=True)
+        with open(os.path.join(target, name), "wb") as handle:
+            handle.write(data)
+    return notes
 
 
 def captured_paths(roots: Roots, controller: str, nsid: int) -> Tuple[str, str]:

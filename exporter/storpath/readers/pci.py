@@ -19,11 +19,11 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import HeldDirs, InstanceCache, link_name, list_entries, parse_int, parse_numa_node, same_objects, read_attr, read_attr_why, read_bytes
+from storpath.sysfs import HeldDirs, InstanceCache, link_name, list_entries, parse_int, parse_numa_node, read_attr, read_attr_why, read_bytes
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 LOG = log.get("pcie")
@@ -44,6 +44,14 @@ PORT_TYPES = {
 }
 # Ports whose link leads away from the root complex, to the device below them.
 DOWNSTREAM_FACING = frozenset({"root_port", "downstream_port", "pci_to_pcie_bridge"})
+
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "bus/pci/devices/*",
+    "bus/pci/devices/*/{class,vendor,device,subsystem_vendor,subsystem_device,numa_node,local_cpulist,"
+    "max_link_speed,max_link_width,current_link_speed,current_link_width,aer_dev_correctable,aer_dev_nonfatal,"
+    "aer_dev_fatal,config,driver}",
+)
 
 _UNPARSED = object()
 
@@ -120,6 +128,54 @@ def parse_port_type(config: Optional[bytes]) -> Optional[str]:
     return None
 
 
+# Read once per device instance (besides max_link_speed, config and the AER files).
+STATIC_ATTRIBUTES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node", "max_link_width")
+
+
+def parse_static(address: str, real_path: str, texts: Dict[str, Optional[str]], has_link: bool,
+                 config: Optional[bytes], aer_files: Tuple[Tuple[str, str], ...]
+                 ) -> Tuple[PciStatic, List[Tuple[str, str]]]:
+    """A device instance's static record from the texts of its attributes (None: absent),
+    and (attribute, reason) for each attribute present but not usable. No I/O."""
+    problems: List[Tuple[str, str]] = []
+    class_text = texts.get("class")
+    try:
+        class_code = int(class_text, 16) if class_text else None
+    except ValueError:
+        class_code = None
+        problems.append(("class", f"unparsable {class_text!r}"))
+    numa_text = texts.get("numa_node")
+    numa_node = parse_numa_node(numa_text)
+    if numa_text is not None and numa_node is None:
+        problems.append(("numa_node", f"unparsable {numa_text!r}"))
+    max_speed = max_width = None
+    # Link Capabilities all zero ("Unknown", width 0) is a root-complex integrated endpoint, e.g. a
+    # device passed through onto a VM's root bus: no link, nothing to warn about.
+    if has_link and not (texts.get("max_link_speed") == "Unknown" and texts.get("max_link_width") == "0"):
+        max_speed, why = parse_pcie_speed(texts.get("max_link_speed"))
+        if why:
+            problems.append(("max_link_speed", why))
+        max_width, why = parse_pcie_width(texts.get("max_link_width"), allow_zero=False)
+        if why:
+            problems.append(("max_link_width", why))
+    return PciStatic(
+        address=address,
+        parent=_parent_address(real_path),
+        class_code=class_code,
+        vendor_id=_hex_id(texts.get("vendor")),
+        device_id=_hex_id(texts.get("device")),
+        subsystem_vendor_id=_hex_id(texts.get("subsystem_vendor")),
+        subsystem_device_id=_hex_id(texts.get("subsystem_device")),
+        numa_node=numa_node,
+        max_link_speed=max_speed,
+        max_link_width=max_width,
+        has_link=has_link,
+        config_port_type=parse_port_type(config),
+        aer_files=aer_files,
+        path=real_path,
+    ), problems
+
+
 def _parent_address(real_path: str) -> Optional[str]:
     parent = os.path.basename(os.path.dirname(real_path))
     return parent if PCI_ADDRESS.match(parent) else None
@@ -172,47 +228,16 @@ class PciReader:
                  "PCI attribute not usable, leaving it out", address=address, attribute=attr, reason=reason)
 
     def _read_static(self, address: str, path: str) -> PciStatic:
-        real = os.path.realpath(path)
-        class_text = read_attr(os.path.join(path, "class"))
-        try:
-            class_code = int(class_text, 16) if class_text else None
-        except ValueError:
-            class_code = None
-            self._warn(address, "class", f"unparsable {class_text!r}")
-        numa_text = read_attr(os.path.join(path, "numa_node"))
-        numa_node = parse_numa_node(numa_text)
-        if numa_text is not None and numa_node is None:
-            self._warn(address, "numa_node", f"unparsable {numa_text!r}")
-        speed_text, speed_err = read_attr_why(os.path.join(path, "max_link_speed"))
-        has_link = speed_text is not None or os.path.exists(os.path.join(path, "max_link_width"))
-        max_speed = max_width = None
-        width_text = read_attr(os.path.join(path, "max_link_width")) if has_link else None
-        if has_link and not (speed_text == "Unknown" and width_text == "0"):
-            # (Link Capabilities all zero is a root-complex integrated endpoint, e.g. a device
-            # passed through onto a VM's root bus: no link, nothing to warn about.)
-            max_speed, why = parse_pcie_speed(speed_text)
-            if why:
-                self._warn(address, "max_link_speed", speed_err or why)
-            max_width, why = parse_pcie_width(width_text, allow_zero=False)
-            if why:
-                self._warn(address, "max_link_width", why)
-        aer = tuple((sev, os.path.join(path, name)) for sev, name in AER_FILES if os.path.exists(os.path.join(path, name)))
-        return PciStatic(
-            address=address,
-            parent=_parent_address(real),
-            class_code=class_code,
-            vendor_id=_hex_id(read_attr(os.path.join(path, "vendor"))),
-            device_id=_hex_id(read_attr(os.path.join(path, "device"))),
-            subsystem_vendor_id=_hex_id(read_attr(os.path.join(path, "subsystem_vendor"))),
-            subsystem_device_id=_hex_id(read_attr(os.path.join(path, "subsystem_device"))),
-            numa_node=numa_node,
-            max_link_speed=max_speed,
-            max_link_width=max_width,
-            has_link=has_link,
-            config_port_type=parse_port_type(read_bytes(os.path.join(path, "config"), 256)),
-            aer_files=tuple((sev, os.path.basename(p)) for sev, p in aer),
-            path=real,
-        )
+        """The reads behind a device instance's static record; parse_static makes it."""
+        texts = {name: read_attr(os.path.join(path, name)) for name in STATIC_ATTRIBUTES}
+        texts["max_link_speed"], speed_error = read_attr_why(os.path.join(path, "max_link_speed"))
+        has_link = texts["max_link_speed"] is not None or os.path.exists(os.path.join(path, "max_link_width"))
+        aer_files = tuple((sev, name) for sev, name in AER_FILES if os.path.exists(os.path.join(path, name)))
+        static, problems = parse_static(address, os.path.realpath(path), texts, has_link,
+                                        read_bytes(os.path.join(path, "config"), 256), aer_files)
+        for attribute, reason in problems:
+            self._warn(address, attribute, speed_error if attribute == "max_link_speed" and speed_error else reason)
+        return static
 
     def _aer_total(self, raw: Optional[bytes]) -> Optional[int]:
         if raw is None:
@@ -229,7 +254,8 @@ class PciReader:
         devices: List[PciDevice] = []
         dirs = self._dirs
         with self._lock:
-            for address, path, static in self._statics.refresh(base, list_entries(base), self._read_static):
+            for address, path, static in self._statics.refresh(base, list_entries(base, self.roots.sysfs),
+                                                                       self._read_static):
                 dir_fd = dirs.get(address, static, static.path) if dirs is not None else None
                 # Attributes relative to the held directory, or by path beyond the fd budget.
                 at = "" if dir_fd is not None else static.path + "/"
@@ -279,6 +305,20 @@ class PciReader:
                 self._dirs.close()
 
 
+MAX_DEPTH = 64  # deeper than any PCI tree: a guard against a loop in a broken one
+
+
+def path_to_root(device: Optional[PciDevice], by_address: Mapping[str, PciDevice]) -> Iterator[PciDevice]:
+    """`device` and every device above it (its bridge, that bridge's bridge...), nearest
+    first, up to the last one below a host bridge. The one walk up the PCI tree."""
+    node, hops = device, 0
+    while node is not None and hops < MAX_DEPTH:
+        yield node
+        hops += 1
+        parent = node.static.parent
+        node = by_address.get(parent) if parent else None
+
+
 def resolve_port_types(devices: List[PciDevice]) -> None:
     """Port type from config space where it was readable, otherwise from the topology:
     a bridge straight below a host bridge is a root port, a bridge below a
@@ -287,11 +327,7 @@ def resolve_port_types(devices: List[PciDevice]) -> None:
     by_address = {d.address: d for d in devices}
 
     def depth(d: PciDevice) -> int:
-        n, parent = 0, d.static.parent
-        while parent is not None and n < 64:
-            n += 1
-            parent = by_address[parent].static.parent if parent in by_address else None
-        return n
+        return sum(1 for _ in path_to_root(d, by_address))
 
     for device in sorted(devices, key=depth):
         static = device.static
@@ -314,7 +350,7 @@ def resolve_port_types(devices: List[PciDevice]) -> None:
 
 class PortTypeCache:
     """Port types depend only on what cannot change while the devices exist: they are
-    resolved again only when the list of device instances changes."""
+    resolved again only when the devices' static records differ (by value) from last time."""
 
     def __init__(self) -> None:
         self._statics: List[PciStatic] = []
@@ -322,7 +358,7 @@ class PortTypeCache:
 
     def apply(self, devices: List[PciDevice]) -> None:
         statics = [d.static for d in devices]
-        if same_objects(statics, self._statics):
+        if statics == self._statics:
             for device, port_type in zip(devices, self._types):
                 device.port_type = port_type
             return

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from storpath import log
+from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, parse_int, read_attr_why
 from storpath.units import parse_sas_rate
@@ -48,9 +49,18 @@ RATE_ATTRIBUTES = ("negotiated_linkrate", "minimum_linkrate", "maximum_linkrate"
 ERROR_COUNTERS = ("invalid_dword_count", "running_disparity_error_count", "loss_of_dword_sync_count",
                   "phy_reset_problem_count")
 
+# What this reader reads (storpath capture takes these; see commands/capture.py).
+CAPTURE_SYSFS = (
+    "class/sas_phy/*/{negotiated_linkrate,minimum_linkrate,maximum_linkrate,minimum_linkrate_hw,maximum_linkrate_hw,"
+    "invalid_dword_count,running_disparity_error_count,loss_of_dword_sync_count,phy_reset_problem_count,sas_address,"
+    "device_type,initiator_port_protocols,target_port_protocols,enable}",
+    "class/sas_phy/*/../../port",
+    "class/sas_phy/*/../../port/{end_device,expander}-*/sas_device/*/{sas_address,device_type,target_port_protocols}",
+    "class/sas_phy/*/../../port/end_device-*/target*/*/block/*",
+)
+
 _REMOTE = re.compile(r"^(end_device|expander)-\d+:\d+(?::\d+)?$")
 _TARGET = re.compile(r"^target\d+:\d+:\d+$")
-_SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")
 
 
 @dataclass(frozen=True)
@@ -194,7 +204,7 @@ class SasReader:
         the SAS link: slow enough to belong in a background task, not in a scrape."""
         base = self.roots.sys("class", "sas_phy")
         errors: Dict[str, SasPhyErrors] = {}
-        for name in list_dir(base):
+        for name in list_dir(base, self.roots.sysfs):
             attrs = os.path.realpath(os.path.join(base, name))
             if not os.path.isdir(attrs):
                 continue
@@ -221,7 +231,7 @@ class SasReader:
         counters (slow: see read_errors; the exporter reads them in the background)."""
         base = self.roots.sys("class", "sas_phy")
         phys: List[SasPhy] = []
-        for name in list_dir(base):
+        for name in list_dir(base, self.roots.sysfs):
             try:
                 phy = self._read_phy(name, os.path.join(base, name), errors)
             except OSError as exc:  # a PHY removed while it was read
@@ -301,8 +311,5 @@ def block_devices_below(end_device_dir: str) -> List[str]:
     for target in list_dir(end_device_dir):
         if not _TARGET.match(target):
             continue
-        target_dir = os.path.join(end_device_dir, target)
-        for lun in list_dir(target_dir):
-            if _SCSI_DEVICE.match(lun):
-                found.extend(list_dir(os.path.join(target_dir, lun, "block")))
+        found.extend(scsi_target_disks(os.path.join(end_device_dir, target)))
     return sorted(found)

@@ -1,0 +1,146 @@
+"""What tests do in a guest: array, namespace and pool setups, fault injection, captures of
+zpool output."""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from lab_guest import Guest
+
+# --------------------------------------------------------------------------------------
+# Fault set-ups shared by the capture command and the tests.
+# --------------------------------------------------------------------------------------
+
+MD_SETUP = r"""
+set -e
+echo 1 > /proc/sys/dev/raid/speed_limit_min
+# md0: a clean raid1 on two virtio disks.
+mdadm --create /dev/md0 --run --level=1 --raid-devices=2 --metadata=1.2 --assume-clean /dev/vda /dev/vdb
+# md1: raid0 on two virtio disks.
+mdadm --create /dev/md1 --run --level=0 --raid-devices=2 --metadata=1.2 /dev/vdc /dev/vdd
+# md2: raid1 on the two NVMe namespaces, then one member failed: degraded.
+# (sysfs pads NVMe serials with spaces to 20 characters.)
+ns_of() { for c in /sys/class/nvme/nvme*; do [ "$(tr -d ' ' < $c/serial)" = "$1" ] && echo "$(basename $c)n1"; done; true; }
+N0=$(ns_of SPLABMD0)
+N1=$(ns_of SPLABMD1)
+mdadm --create /dev/md2 --run --level=1 --raid-devices=2 --metadata=1.2 --assume-clean /dev/$N0 /dev/$N1
+mdadm /dev/md2 --fail /dev/$N1
+# md3: raid5 on three virtio disks; mdadm builds it degraded and recovers onto the last
+# member, throttled so the capture shows the recovery in progress.
+mdadm --create /dev/md3 --run --level=5 --raid-devices=3 --metadata=1.2 /dev/vde /dev/vdf /dev/vdg
+echo 64 > /sys/block/md3/md/sync_speed_max
+sleep 2
+cat /proc/mdstat
+"""
+
+
+# One namespace reformatted to 4 KiB LBAs, so a capture holds both block sizes.
+NVME_SETUP = r"""
+set -e
+for c in /sys/class/nvme/nvme*; do
+    if [ "$(tr -d ' ' < $c/serial)" = SPLAB1G3X4 ]; then nvme format /dev/$(basename $c)n1 --lbaf=4 --force; fi
+done
+sleep 1
+"""
+
+
+# ZFS (topology zfs, image variant zfs): pools made like the fixtures' from the disks'
+# /dev/disk/by-id names (so `zpool status -L` differs from `zpool status`), then degraded,
+# corrupted and scrubbed, with zpool's output captured after each step.
+ZFS_SETUP = r"""
+set -e
+modprobe zfs
+udevadm settle --timeout=60
+byid() { for l in /dev/disk/by-id/*; do case "$l" in *-part*) continue;; esac
+         [ "$(readlink -f "$l")" = "/dev/$1" ] && { echo "$l"; return; }; done; echo "/dev/$1"; }
+ns_of() { for c in /sys/class/nvme/nvme*; do [ "$(tr -d ' ' < $c/serial)" = "$1" ] && echo "$(basename $c)n1"; done; true; }
+Z1=""; for d in vda vdb vdc vdd vde vdf vdg vdh; do Z1="$Z1 $(byid $d)"; done
+Z2=""; for d in vdi vdj vdk vdl; do Z2="$Z2 $(byid $d)"; done
+L0=$(byid $(ns_of SPLABZIL0)); L1=$(byid $(ns_of SPLABZIL1))
+zpool create -o ashift=13 zpool1 raidz2 $Z1
+zpool create zpool2 raidz1 $Z2 log mirror $L0 $L1 cache $(byid vdm) $(byid vdn)
+dd if=/dev/urandom of=/zpool1/data bs=1M count=96 status=none
+dd if=/dev/urandom of=/zpool2/data bs=1M count=64 status=none
+sync
+zpool scrub -w zpool2
+"""
+
+ZFS_DEGRADE = r"""
+set -e
+zpool offline zpool1 $(ls /dev/disk/by-id/virtio-SPLABZD2 2>/dev/null || echo vdc)
+# Overwrite part of one raidz1 member of zpool2 behind ZFS's back (data region only:
+# the labels sit in the first and last 512 KiB), so the scrub finds checksum errors.
+dd if=/dev/urandom of=/dev/vdj1 bs=1M seek=8 count=48 conv=notrunc status=none
+sync
+echo 3 > /proc/sys/vm/drop_caches
+zpool scrub zpool1
+zpool scrub zpool2
+"""
+
+ZFS_CAPTURE_HEADER = """\
+# Output of OpenZFS 2.1 (Debian bookworm contrib: zfs-dkms + zfsutils-linux) on a real kernel under
+# QEMU (tests/lab, topology zfs), made by `python3 tests/lab/lab.py capture zfs` with LC_ALL=C TZ=UTC.
+# zpool1: raidz2 of 8 virtio disks, ashift=13; zpool2: raidz1 of 4 virtio disks, mirrored log on 2 NVMe,
+# 2 cache disks; pools created from /dev/disk/by-id names. Phases: healthy (zpool2 scrubbed);
+# vdc offlined in zpool1 and vdj1 overwritten in zpool2, scrubs started; zpool1's scrub paused;
+# both scrubs finished; vdc back online and resilvered.
+# Layout: '=== PHASE <name>', then '### <command>' and its stdout ('[rc=N stderr]': its stderr).
+"""
+
+ZFS_CAPTURE_COMMANDS = [
+    "zpool status -p",
+    "zpool status -p -L",
+    "zpool list -Hp -o name,size,alloc,free,frag,cap,health,ashift",
+    "grep -H . /proc/spl/kstat/zfs/*/state",
+]
+
+
+def zfs_capture_text(guest: Guest, log: Callable[[str], None] = lambda s: None) -> str:
+    """Run ZFS_SETUP and the fault steps in a zfs guest; return the sectioned capture
+    (tests/unit/data/zpool_2.1_lab.txt): '=== PHASE <name>' lines, then '### <command>'
+    and its stdout; '### <command> [rc=N stderr]' when it failed."""
+    env = {"LC_ALL": "C", "LANG": "C", "TZ": "UTC"}
+    out: List[str] = []
+
+    def cap(cmds: List[str]) -> None:
+        for c in cmds:
+            res = guest.run(c, check=False, env=env, timeout=300)
+            if res.rc == 0:
+                out.append(f"### {c}\n{res.stdout}")
+            else:
+                out.append(f"### {c}\n{res.stdout}")
+                out.append(f"### {c} [rc={res.rc} stderr]\n{res.stderr}")
+
+    def phase(name: str) -> None:
+        log(f"zfs capture: phase {name}")
+        out.append(f"=== PHASE {name}\n")
+
+    guest.sh(ZFS_SETUP, env=env, timeout=1800)
+    phase("healthy")
+    cap(["zpool version", "uname -r", "zpool status -j --json-int -L"] + ZFS_CAPTURE_COMMANDS)
+    guest.sh(ZFS_DEGRADE, env=env, timeout=600)
+    phase("degraded-scrub-running")
+    cap(ZFS_CAPTURE_COMMANDS)
+    guest.sh("zpool scrub -p zpool1", env=env)
+    phase("scrub-paused")
+    cap(ZFS_CAPTURE_COMMANDS[:2])
+    guest.sh("zpool scrub zpool1 && zpool wait -t scrub zpool1 && zpool wait -t scrub zpool2",
+             env=env, timeout=1800)
+    phase("degraded-scrub-finished")
+    cap(ZFS_CAPTURE_COMMANDS)
+    guest.sh("zpool online zpool1 $(ls /dev/disk/by-id/virtio-SPLABZD2 2>/dev/null || echo vdc) && "
+             "zpool wait -t resilver zpool1", env=env, timeout=1800)
+    phase("online-resilvered")
+    cap(ZFS_CAPTURE_COMMANDS)
+    return "".join(s if s.endswith("\n") else s + "\n" for s in out)
+
+
+def nvme_ctrl_by_serial(guest: Guest) -> Dict[str, str]:
+    """serial -> controller name (nvme0...), read in the guest."""
+    out = guest.sh("for c in /sys/class/nvme/nvme*; do echo \"$(basename $c) $(cat $c/serial)\"; done")
+    res = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            res[parts[1]] = parts[0]
+    return res

@@ -1,0 +1,105 @@
+"""The family tables and the framework that renders them: one place decides what text to
+render again, keyed on the rows' values; docs/metrics.md follows the tables."""
+
+import re
+
+from prometheus_client import generate_latest
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
+
+from storpath import metricsdoc
+from storpath.exposition import generate
+from storpath.families import COUNTER, GAUGE, Family, FamilyTexts, Rows
+
+SPEED = Family("storpath_t_speed_transfers_per_second", GAUGE, "Speed.", ("address",), "transfers_per_second")
+ERRORS = Family("storpath_t_errors", COUNTER, "Errors.", ("severity", "address"))
+INFO = Family("storpath_t_info", GAUGE, "Info.", ("z", "a"))
+
+
+def test_a_family_is_rendered_again_only_when_its_rows_change():
+    texts = FamilyTexts((SPEED, ERRORS))
+    first = texts.families(_rows({SPEED: [(("0000:01:00.0",), 8e9)], ERRORS: [(("fatal", "0000:01:00.0"), 1)]}))
+    # Equal rows built from new objects: the text kept from the last call.
+    address = "".join(["0000:01:00.", "0"])
+    assert address is not "0000:01:00.0"  # noqa: F632 (a new object on purpose)
+    again = texts.families(_rows({SPEED: [((address,), float("8e9"))], ERRORS: [(("fatal", address), 1)]}))
+    assert [f.piece for f in again] == [f.piece for f in first]
+    assert again[0].piece is first[0].piece
+    # One value moves: that family's text follows, the other is kept.
+    moved = texts.families(_rows({SPEED: [(("0000:01:00.0",), 8e9)], ERRORS: [(("fatal", "0000:01:00.0"), 2)]}))
+    assert moved[0].piece is first[0].piece
+    assert b'storpath_t_errors_total{address="0000:01:00.0",severity="fatal"} 2.0' in moved[1].piece
+
+
+def test_rows_without_a_value_are_left_out_and_families_without_rows_keep_their_header():
+    texts = FamilyTexts((SPEED, ERRORS))
+    speed, errors = texts.families(_rows({SPEED: [(("a",), None), (("b",), 2.5e9)]}))
+    assert speed.piece.decode().splitlines()[2:] == ['storpath_t_speed_transfers_per_second{address="b"} 2.5e+09']
+    assert errors.piece.decode() == "# HELP storpath_t_errors_total Errors.\n# TYPE storpath_t_errors_total counter\n"
+
+
+def test_a_family_outside_the_table_is_refused():
+    try:
+        FamilyTexts((SPEED,)).families(_rows({ERRORS: [(("fatal", "x"), 1)]}))
+    except KeyError as exc:
+        assert "storpath_t_errors" in str(exc)
+    else:
+        raise AssertionError("a family outside the table was accepted")
+
+
+def test_the_text_is_what_prometheus_client_writes():
+    rows = [(("x\\y", 'q"uote\n'), 1), (("b", ""), 0.000123), (("c", "d"), 123456789.0), (("e", "f"), float("inf")),
+            (("g", "h"), -1)]
+    texts = FamilyTexts((INFO, ERRORS))
+    ours = b"".join(f.piece for f in texts.families(_rows({INFO: rows, ERRORS: [(("fatal", "0000:01:00.0"), 3)]})))
+    ours = ours.decode()
+    info = GaugeMetricFamily("storpath_t_info", "Info.", labels=["z", "a"])
+    for labels, value in rows:
+        info.add_metric(list(labels), value)
+    errors = CounterMetricFamily("storpath_t_errors", "Errors.", labels=["severity", "address"])
+    errors.add_metric(["fatal", "0000:01:00.0"], 3)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(type("C", (), {"collect": lambda self: [info, errors]})())
+    assert ours == generate_latest(registry).decode()
+    assert generate([info, errors]).decode() == ours
+
+
+_NAME = re.compile(r"^storpath_[a-z0-9_]+$")
+_LABEL = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def test_every_family_is_declared_once_and_named_by_the_conventions():
+    seen = {}
+    for collector, families in metricsdoc.tables().items():
+        for family in families:
+            assert family.name not in seen, f"{family.name} declared by {seen.get(family.name)} and {collector}"
+            seen[family.name] = collector
+            assert _NAME.match(family.name) and not family.name.endswith("_total"), family.name
+            assert all(_LABEL.match(label) for label in family.labels), family.name
+            assert len(set(family.labels)) == len(family.labels), family.name
+            if family.unit:
+                assert family.name.endswith("_" + family.unit), f"{family.name}: unit {family.unit}"
+            assert family.help.endswith("."), f"{family.name}: HELP is a sentence"
+
+
+def test_docs_metrics_md_is_generated_from_the_tables():
+    with open(metricsdoc.TEMPLATE, encoding="utf-8") as handle:
+        expected = metricsdoc.render(handle.read())
+    with open(metricsdoc.OUTPUT, encoding="utf-8") as handle:
+        assert handle.read() == expected, "docs/metrics.md is out of date: run `python -m storpath.metricsdoc`"
+
+
+def test_a_collector_without_a_place_in_the_docs_is_refused():
+    try:
+        metricsdoc.render("{{families pcie}}\n", {"pcie": (SPEED,), "newcomer": (ERRORS,)})
+    except ValueError as exc:
+        assert "newcomer" in str(exc)
+    else:
+        raise AssertionError("a collector missing from docs/metrics.in.md went unnoticed")
+
+
+def _rows(values):
+    rows = Rows()
+    for family, series in values.items():
+        for labels, value in series:
+            rows.add(family, labels, value)
+    return rows
