@@ -4,6 +4,7 @@ Layout (every key optional):
 
     web:
       listen_address: ":9866"
+      runbook_url_base: https://...     # where the landing page links runbooks (<base><AlertName>.md)
     paths: {sysfs: /sys, procfs: /proc, dev: /dev}
     log: {level: info}
     collectors:
@@ -26,7 +27,10 @@ from storpath.units import parse_duration, parse_size
 DEFAULT_PORT = 9866
 
 DEFAULTS: Dict[str, Any] = {
-    "web": {"listen_address": f":{DEFAULT_PORT}"},
+    # runbook_url_base: where the landing page links a finding's runbook (<base><AlertName>.md), as
+    # rules/config/thresholds.yml does for the alerts; point it at a copy of docs/runbooks/ you serve.
+    "web": {"listen_address": f":{DEFAULT_PORT}",
+            "runbook_url_base": "https://github.com/storpath/storpath/blob/main/docs/runbooks/"},
     "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev", "captured": ""},
     "log": {"level": "info"},
     "collectors": {},

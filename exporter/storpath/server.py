@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import logging
 import socket
 import threading
@@ -10,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import List, Tuple
 from urllib.parse import urlsplit
 
-from storpath import __version__, exposition, log
+from storpath import __version__, exposition, landing, log
 
 LOG = log.get("web")
 
@@ -53,6 +52,8 @@ class _Server(ThreadingHTTPServer):
             raise
         self.registry = registry
         self.collector_names = collector_names
+        self.runbook_base = landing.DEFAULT_RUNBOOK_BASE  # serve sets web.runbook_url_base
+        self.config: dict = {}  # the validated config: which findings subsystems are enabled
         # Both keep the last scrape's pieces: an unchanged family costs no work twice.
         self.writer = exposition.TextWriter()
         self.gzip = exposition.ChunkedGzip()
@@ -64,19 +65,6 @@ def _ipv6_available() -> bool:
         return True
     except OSError:
         return False
-
-
-LANDING = """<!doctype html>
-<html><head><meta charset="utf-8"><title>storpath exporter</title></head>
-<body>
-<h1>storpath exporter</h1>
-<p>Shows when Linux storage runs below the speed its hardware can deliver: PCIe links, NVMe LBA formats,
-SAS/SATA link rates, NUMA locality, md and ZFS state, read probes.</p>
-<ul><li><a href="metrics">Metrics</a></li><li><a href="-/healthy">Health</a></li></ul>
-<p>Collectors enabled: {collectors}</p>
-<p>Version {version}</p>
-</body></html>
-"""
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -121,8 +109,9 @@ class Handler(BaseHTTPRequestHandler):
         elif path in ("/-/healthy", "/-/ready"):
             self._send(200, b"Healthy\n" if path == "/-/healthy" else b"Ready\n", "text/plain; charset=utf-8")
         elif path == "/":
-            page = LANDING.format(collectors=html.escape(", ".join(self.server.collector_names) or "none"),
-                                  version=html.escape(__version__))
+            # The topology of the last scrape (storpath.landing); never a scrape of its own.
+            page = landing.page(getattr(self.server.registry, "exporter", None), self.server.collector_names,
+                                runbook_base=self.server.runbook_base, config=self.server.config)
             self._send(200, page.encode(), "text/html; charset=utf-8")
         else:
             self._send(404, b"Not found. Try /metrics\n", "text/plain; charset=utf-8")

@@ -42,6 +42,7 @@ def run(args, config) -> int:
     except (OSError, ValueError) as exc:
         log.kv(LOG, logging.ERROR, "cannot listen", address=listen, err=str(exc))
         return 1
+    server.runbook_base, server.config = config["web"]["runbook_url_base"], config
     stop = threading.Event()
 
     def on_signal(signum, _frame):

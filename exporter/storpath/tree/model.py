@@ -153,6 +153,18 @@ def link_text(speed: Optional[float], width: Optional[int]) -> str:
     return " ".join(parts) or "?"
 
 
+def hop_text(link: Link, port: bool) -> str:
+    """A hop's numbers in one line: 'link 16 GT/s x2 (expected 16 GT/s x4, max 16 GT/s x4)',
+    'port max 16 GT/s x4' for a port (its link is shown on the device below it)."""
+    maximum = link_text(link.max_speed, link.max_width)
+    if port:
+        return f"port max {maximum}"
+    current = "down" if link.down else link_text(link.current_speed, link.current_width)
+    if link.expected_speed is None and link.expected_width is None:
+        return f"link {current} (max {maximum}; no port above to compare with)"
+    return f"link {current} (expected {link_text(link.expected_speed, link.expected_width)}, max {maximum})"
+
+
 def _storage(device: PciDevice, blocks_at: Dict[str, List[str]]) -> bool:
     code = device.static.class_code
     return device.address in blocks_at or (code is not None and code >> 16 == 0x01)
@@ -329,6 +341,6 @@ def worst_severity(node: Node) -> Optional[str]:
     return worst(f.severity for n in node.walk() for f in n.findings)
 
 
-__all__ = ["Array", "Link", "Node", "Topology", "TopologyFacts", "build", "link_state", "link_text", "link_verifiable",
+__all__ = ["Array", "Link", "Node", "Topology", "TopologyFacts", "build", "hop_text", "link_state", "link_text", "link_verifiable",
            "whole_disk", "worst_severity", "HEALTHY", "BELOW_EXPECTED", "LIMITED_BY_PLACEMENT", "UNVERIFIABLE",
            "LINK_STATES", "STATE_TEXT", "PCI", "BLOCK", "MD", "ZPOOL", "MEMBER"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from storpath.tree.model import (BELOW_EXPECTED, BLOCK, HEALTHY, LIMITED_BY_PLACEMENT, MEMBER, STATE_TEXT,
-                                 UNVERIFIABLE, Link, Node, Topology, link_text)
+                                 UNVERIFIABLE, Node, Topology, hop_text)
 
 _UNICODE = {"tee": "├─ ", "last": "└─ ", "pipe": "│  ", "gap": "   ", "detail": "│ ", "arrow": "→",
             "ellipsis": "…", "limits": "◀ limits", "bad": "✗", "sep": " · "}
@@ -67,7 +67,7 @@ def _node(node: Node, prefix: str, last: Optional[bool], glyphs, width: int, col
     detail = below + (glyphs["detail"] if node.children else "  ")
     out.append(_head(node, prefix + connector, glyphs, width, colour))
     if node.link is not None:
-        text = _link(node, glyphs)
+        text = hop_text(node.link, node.port)
         out.append(detail + _clip(text, width - len(detail), glyphs))
     if node.findings:
         first = node.findings[0]
@@ -133,20 +133,6 @@ def _devices(names) -> str:
     if len(names) <= 2:
         return ", ".join(names)
     return f"{names[0]} and {len(names) - 1} more"
-
-
-def _link(node: Node, glyphs) -> str:
-    link: Link = node.link
-    maximum = link_text(link.max_speed, link.max_width)
-    if node.port:
-        return f"port max {maximum}"
-    if link.down:
-        current = "down"
-    else:
-        current = link_text(link.current_speed, link.current_width)
-    if link.expected_speed is None and link.expected_width is None:
-        return f"link {current} (max {maximum}; no port above to compare with)"
-    return f"link {current} (expected {link_text(link.expected_speed, link.expected_width)}, max {maximum})"
 
 
 def _finding_line(lead: str, finding, title: str, more: int, width: int, glyphs, colour: bool) -> str:
