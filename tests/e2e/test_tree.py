@@ -80,3 +80,13 @@ def test_colour_when_asked(machine_tree, capsys, monkeypatch):
                         monkeypatch=monkeypatch)
     assert "\033[1;31m✗ below expected\033[0m" in painted
     assert "\033[1;31mCRITICAL\033[0m PCIe link trained at x2" in painted
+
+
+def test_docs_show_the_golden_trees_of_the_switch_and_epyc_hosts():
+    from tests.conftest import ROOT
+
+    with open(os.path.join(ROOT, "docs", "check.md")) as handle:
+        doc = handle.read()
+    for name, variant in (("intel-r2224wft-switches", "uplink-x4"), ("epyc-7443-highpoint", "nps1")):
+        with open(golden_path(name, variant, ascii=False)) as handle:
+            assert "```\n" + handle.read() + "```" in doc, f"docs/check.md: the tree of {name}:{variant} is stale"
