@@ -8,6 +8,7 @@ Regenerate after an intended change with
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -17,6 +18,16 @@ from tests.fixtures import machines
 
 CASES = machines.all_cases()
 UPDATE = bool(os.environ.get("STORPATH_UPDATE_GOLDEN"))
+
+
+@pytest.fixture(autouse=True)
+def storpath_logger_restored():
+    """cli.main runs in this process here: it sets up the storpath logger (handlers, level,
+    no propagation) as a command does; put it back so later tests see what they expect."""
+    logger = logging.getLogger("storpath")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved
 
 
 def tree_text(root: str, *flags: str, capsys, monkeypatch) -> str:
