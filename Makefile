@@ -7,7 +7,7 @@ help:
 	@echo "make setup      venv with storpath and test deps (plus Debian packages)"
 	@echo "make test-fast  parsers, analysis and fixture machines (no Docker, no QEMU): the inner loop"
 	@echo "make test       the whole suite, as CI runs it (./scripts/test)"
-	@echo "make golden     regenerate golden expositions after an intended change"
+	@echo "make golden     regenerate golden expositions and trees after an intended change"
 	@echo "make docs       regenerate docs/metrics.md from the collectors' family tables"
 	@echo "make bench      scrape-cost benchmark on synthetic hosts, beside node_exporter's pcidevice collector"
 	@echo "make bench-load load on the HTTP side: 200 concurrent scrapes, 800 idle connections, large headers"
@@ -25,6 +25,7 @@ test-fast: setup
 
 golden: setup
 	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_golden.py -k exposition
+	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_tree.py -k golden
 
 docs:
 	$(PY) -m storpath.metricsdoc

@@ -9,6 +9,7 @@ Layout (every key optional):
       max_requests: 40                # concurrent scrapes; more get 503; 0: no limit
       disable_exporter_metrics: false # leave out process_* and python_*
       scrape_timeout: 10s             # deadline of a scrape when the scraper sends none
+      runbook_url_base: https://...   # where the landing page links runbooks (<base><AlertName>.md)
     paths: {sysfs: /sys, procfs: /proc, dev: /dev}
     log: {level: info, format: logfmt}
     collectors:
@@ -32,8 +33,11 @@ from storpath.units import parse_duration, parse_size
 DEFAULT_PORT = 9866
 
 DEFAULTS: Dict[str, Any] = {
+    # runbook_url_base: where the landing page links a finding's runbook (<base><AlertName>.md), as
+    # rules/config/thresholds.yml does for the alerts; point it at a copy of docs/runbooks/ you serve.
     "web": {"listen_address": f":{DEFAULT_PORT}", "config_file": "", "telemetry_path": "/metrics",
-            "max_requests": 40, "disable_exporter_metrics": False, "scrape_timeout": "10s"},
+            "max_requests": 40, "disable_exporter_metrics": False, "scrape_timeout": "10s",
+            "runbook_url_base": "https://github.com/storpath/storpath/blob/main/docs/runbooks/"},
     "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev", "captured": ""},
     "log": {"level": "info", "format": "logfmt"},
     "collectors": {},

@@ -78,6 +78,15 @@ class StorpathExporter:
                 rows.add(COLLECTOR_SUCCESS, name, 1.0 if result.ok else 0.0)
                 yield from result.value or ()
             yield from self._texts.families(rows)
+            for facts in self._facts.values():
+                facts.end_scrape(time.time())
+
+    def last_scrape(self):
+        """What the last finished scrape read (storpath.facts.ScrapeFacts), for the landing
+        page; None before the first scrape."""
+        for facts in self._facts.values():
+            return facts.last_scrape()
+        return None
 
 
 def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[Collector]:

@@ -10,7 +10,8 @@ the same lists, or the same error (sysfs.RootUnreadable) when they could not be 
 from __future__ import annotations
 
 import threading
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from storpath.readers.block import BlockDevice, BlockReader
 from storpath.readers.host import HostIdentity, read_host
@@ -32,6 +33,8 @@ class SharedReads:
         self._read: Dict[str, Union[list, Exception]] = {}  # what this scrape read, by name
         self._lock = threading.RLock()  # a read may build on another (blocks on the block listing)
         self._host: Optional[HostIdentity] = None
+        self._kept: Dict[str, Any] = {}  # what collectors kept this scrape (keep())
+        self._last: Optional[ScrapeFacts] = None
 
     def close(self) -> None:
         self.pci_reader.close()
@@ -69,3 +72,45 @@ class SharedReads:
             if self._host is None:
                 self._host = read_host(self.roots)
             return self._host
+
+    # ---- what the last scrape read, for the landing page ------------------------------
+    def keep(self, name: str, value: Any) -> None:
+        """A collector hands over a record it read or derived this scrape (md arrays, the
+        link expectations) for the landing page to draw; kept until the next scrape ends."""
+        with self._lock:
+            self._kept[name] = value
+
+    def end_scrape(self, finished_at: float) -> None:
+        with self._lock:
+            found = {name: value for name, value in self._read.items() if not isinstance(value, Exception)}
+            self._last = ScrapeFacts(finished_at=finished_at, pci=found.get("pci"), blocks=found.get("blocks"),
+                                     kept=self._kept)
+            self._kept = {}
+
+    def last_scrape(self) -> Optional["ScrapeFacts"]:
+        """What the last finished scrape read; None before the first one."""
+        return self._last
+
+
+@dataclass(frozen=True)
+class ScrapeFacts:
+    """The records of one finished scrape. Records are never changed once read, so
+    handing them over needs no copy."""
+
+    finished_at: float  # Unix seconds
+    pci: Optional[List[PciDevice]]  # None: not read (no collector needed it) or unreadable
+    blocks: Optional[List[BlockDevice]]
+    kept: Dict[str, Any] = field(default_factory=dict)  # what collectors kept (SharedReads.keep)
+
+
+class FrozenReads:
+    """SharedReads' interface over records already read: findings.Facts over a past scrape."""
+
+    def __init__(self, pci: List[PciDevice], blocks: List[BlockDevice]):
+        self._pci, self._blocks = pci, blocks
+
+    def pci(self) -> List[PciDevice]:
+        return self._pci
+
+    def blocks(self) -> List[BlockDevice]:
+        return self._blocks

@@ -20,20 +20,19 @@ from __future__ import annotations
 
 import _pyio
 import base64
-import html
 import logging
 import socket
 import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from cheroot import errors as cheroot_errors
 from cheroot import wsgi
 from cheroot.makefile import StreamReader, StreamWriter
 from cheroot.ssl import Adapter
 
-from storpath import __version__, exposition, log, negotiation
+from storpath import __version__, exposition, landing, log, negotiation
 from storpath.scrape import Scraper
 from storpath.webconfig import Authenticator, WebConfig
 
@@ -71,19 +70,6 @@ def _ipv6_available() -> bool:
         return False
 
 
-LANDING = """<!doctype html>
-<html><head><meta charset="utf-8"><title>storpath exporter</title></head>
-<body>
-<h1>storpath exporter</h1>
-<p>Shows when Linux storage runs below the speed its hardware can deliver: PCIe links, NVMe LBA formats,
-SAS/SATA link rates, NUMA locality, md and ZFS state, read probes.</p>
-<ul><li><a href="{metrics}">Metrics</a></li><li><a href="-/healthy">Health</a></li></ul>
-<p>Collectors enabled: {collectors}</p>
-<p>Version {version}</p>
-</body></html>
-"""
-
-
 @dataclass
 class Site:
     """Everything a reload may change, swapped as one object so a request sees one version."""
@@ -94,6 +80,9 @@ class Site:
     telemetry_path: str = "/metrics"
     max_requests: int = 40
     timeout: float = 10.0  # scrape deadline when the scraper does not say its own
+    exporter: Any = None  # what the landing page draws: its last_scrape()
+    runbook_base: str = landing.DEFAULT_RUNBOOK_BASE
+    config: dict = field(default_factory=dict)  # the validated config: which findings subsystems are enabled
 
     def __post_init__(self) -> None:
         self.auth = Authenticator(self.web.users) if self.web.users else None
@@ -141,9 +130,9 @@ class App:
         if path == site.telemetry_path:
             return self._metrics(site, environ, answer)
         if path == "/" and site.telemetry_path != "/":
-            page = LANDING.format(metrics=html.escape(site.telemetry_path.lstrip("/")),
-                                  collectors=html.escape(", ".join(site.collector_names) or "none"),
-                                  version=html.escape(__version__))
+            # The topology of the last scrape (storpath.landing); never a scrape of its own.
+            page = landing.page(site.exporter, site.collector_names, metrics_path=site.telemetry_path.lstrip("/"),
+                                runbook_base=site.runbook_base, config=site.config)
             return answer("200 OK", page.encode(), "text/html; charset=utf-8")
         return answer("404 Not Found", f"Not found. Try {site.telemetry_path}\n".encode())
 

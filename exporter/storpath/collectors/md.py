@@ -75,6 +75,7 @@ class MdCollector(Collector):
 
     def values(self) -> Rows:
         arrays = read_md_arrays(self.roots)
+        self.ctx.facts.keep("md.arrays", arrays)  # for the landing page
         rows = Rows()
         for array in arrays:
             dev = (array.name,)

@@ -171,6 +171,7 @@ class NvmeCollector(Collector):
     # ---- scrape ------------------------------------------------------------------
     def values(self) -> Rows:
         controllers = self.reader.controllers()
+        self.ctx.facts.keep("nvme.controllers", controllers)  # model names for the landing page
         namespaces = self.reader.namespaces(self.ctx.facts.block_listing())
         if self.ctx.scheduler.started and not self._first_pass.is_set():
             self._first_pass.wait(self.startup_wait)

@@ -118,6 +118,7 @@ class PcieCollector(Collector):
         devices = self.ctx.facts.pci()
         statics = [d.static for d in devices]
         expected = self._expected.get(statics, lambda: expectations(devices, self._guest))
+        self.ctx.facts.keep("pcie.expectations", expected)  # the landing page draws these verdicts
         # A host of thousands of devices derives the fixed families only when a device
         # comes, goes or changes driver; the current values are read on every scrape.
         fixed = self._fixed.get((statics, [d.driver for d in devices]), lambda: self._fixed_rows(devices, expected))

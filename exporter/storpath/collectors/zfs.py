@@ -175,6 +175,7 @@ class ZfsCollector(Collector):
         rows.add(ZPOOL_LAST_SUCCESS, (), last_success)
 
         pools = {p.name: p for p in (snapshot.pools if snapshot else [])}
+        self.ctx.facts.keep("zfs.pools", list(pools.values()))  # for the landing page
         for name in sorted(set(pools) | set(kstat)):
             pool = pools.get(name)
             state = kstat.get(name) or (pool.state if pool else None)

@@ -36,11 +36,22 @@ def add_parser(sub, common):
     parser.add_argument("--json", action="store_true", help="Print the findings as JSON (for scripts).")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="Colour the report: auto (default) colours only on a terminal and honours NO_COLOR.")
+    add_tree_arguments(parser, flag=True)
     if _probes_available():
         parser.add_argument("--probe", action="store_true",
                             help="Also run the configured read-only fio probes now and include their results "
                                  "(takes the probes' runtime; progress goes to stderr).")
     parser.set_defaults(run=run, config_error_status=3)
+
+
+def add_tree_arguments(parser, flag: bool) -> None:
+    """The tree's options, shared with `storpath tree` (storpath.commands.tree)."""
+    if flag:
+        parser.add_argument("--tree", action="store_true",
+                            help="Print the storage topology as a tree (PCIe hops from each root port down to block "
+                                 "devices, md arrays and ZFS pools) with the findings on their devices, instead of "
+                                 "the report.")
+    parser.add_argument("--ascii", action="store_true", help="Draw the tree with plain ASCII instead of box drawing.")
 
 
 def _probes_available() -> bool:
@@ -97,6 +108,16 @@ def run(args, config) -> int:
             data["host"] = dict(identity.dmi, hypervisor=identity.hypervisor, virtualization=identity.virtualization)
             json.dump(data, sys.stdout, indent=2)
             sys.stdout.write("\n")
+        elif getattr(args, "tree", False):
+            from storpath.tree import model, sources, text
+
+            stream = sys.stdout
+            colour = use_colour(args.color, stream)
+            width = report_width(stream)
+            topology = model.build(sources.from_check(facts, result))
+            stream.write("\n".join(_wrap(host, width, "", "  ")) + "\n\n")
+            stream.write(text.render(topology, width=width, ascii=args.ascii, colour=colour)
+                         + "\n".join(_summary(result, width, colour)) + "\n")
         else:
             stream = sys.stdout
             colour = use_colour(args.color, stream)
@@ -104,7 +125,7 @@ def run(args, config) -> int:
             stream.write("\n".join(_wrap(host, width, "", "  ")) + "\n\n")
             stream.write(render(result, subjects, notes, width=width, colour=colour, probes=probes, groups=groups))
         sys.stdout.flush()
-    except BrokenPipeError:  # `storpath check --json | head`: the reader is gone; stop quietly, as other tools do
+    except BrokenPipeError:  # `storpath check --json | head`, `storpath tree | head`: stop quietly, as other tools do
         _silence_stdout()
     return result.exit_code()
 

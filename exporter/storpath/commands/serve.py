@@ -124,7 +124,8 @@ class Built:
 def _site(built: Built, web: webconfig.WebConfig) -> Site:
     section = built.config["web"]
     return Site(scraper=built.scraper, collector_names=built.names, web=web, telemetry_path=section["telemetry_path"],
-                max_requests=section["max_requests"], timeout=section["scrape_timeout"])
+                max_requests=section["max_requests"], timeout=section["scrape_timeout"], exporter=built.exporter,
+                runbook_base=section["runbook_url_base"], config=built.config)
 
 
 def _collecting_part(config: Dict) -> Dict:

@@ -68,13 +68,15 @@ class Facts:
     """The machine as the readers see it, read once per check and shared by every
     subsystem (the PCI tree is needed by the NVMe, SAS and NUMA findings too)."""
 
-    def __init__(self, roots: Roots, config: Optional[Dict[str, Any]] = None):
+    def __init__(self, roots: Optional[Roots], config: Optional[Dict[str, Any]] = None, reads=None):
         self.roots = roots
         self.config = config or {}
         self._memo: Dict[str, Any] = {}
         from storpath.facts import SharedReads
 
-        self._reads = SharedReads(roots)  # one check is one "scrape": the PCI tree and block devices, read once
+        # One check is one "scrape": the PCI tree and block devices, read once. The landing
+        # page hands over what the exporter's last scrape read (storpath.facts.FrozenReads).
+        self._reads = reads if reads is not None else SharedReads(roots)
         self._labels: Dict[str, List[str]] = {}
         self._groups: Dict[str, str] = {}
 

@@ -11,7 +11,7 @@ from storpath.readers.md import read_md_arrays
 
 @register("md", collector="md", order=50)
 def check(facts: Facts, out: Outcome) -> None:
-    arrays = read_md_arrays(facts.roots)
+    arrays = facts.memo("md.arrays", lambda: read_md_arrays(facts.roots))  # `storpath tree` draws them too
     disk_address = {b.name: b.pci_address for b in facts.block_devices()}
     address_node = {d.address: d.static.numa_node for d in facts.pci_devices()}
     placement = member_placement(arrays, disk_address, address_node)

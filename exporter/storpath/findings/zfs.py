@@ -21,7 +21,10 @@ def check(facts: Facts, out: Outcome) -> None:
     if not facts.roots.captured and not zfs_present(facts.roots):
         return
     settings = facts.collector_config("zfs")
-    snapshot = ZpoolReader(facts.roots, zpool=find_zpool(str(settings.get("zpool_path", "zpool"))), timeout=float(settings.get("timeout", 10))).read()
+    # Memoised: `storpath tree` draws the pools from the same run of zpool.
+    snapshot = facts.memo("zfs.snapshot", lambda: ZpoolReader(
+        facts.roots, zpool=find_zpool(str(settings.get("zpool_path", "zpool"))),
+        timeout=float(settings.get("timeout", 10))).read())
     if not snapshot.ok and not snapshot.pools:
         out.add(Finding(
             subject="zfs", severity=INFO, kind="zfs.unreadable", title="ZFS pools could not be read",

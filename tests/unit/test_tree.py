@@ -1,0 +1,167 @@
+"""The topology tree's model (pure: records and findings in, nodes out), its text and
+HTML renderers on hand-built records: states, the limiting hop, where findings go,
+what is left out, elision to the width, and escaping of what the hardware names."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from storpath import landing
+from storpath.analysis.pcie import analyse
+from storpath.facts import ScrapeFacts
+from storpath.findings import CRITICAL, INFO, WARNING, Finding
+from storpath.readers.block import BlockDevice
+from storpath.readers.pci import PciDevice, PciStatic, resolve_port_types
+from storpath.tree import model, text
+from storpath.tree.model import Array, TopologyFacts
+
+NVME, BRIDGE, NIC = 0x010802, 0x060400, 0x020000
+G3, G4 = 8e9, 16e9
+
+
+def dev(address, parent, class_code, max_speed, max_width, cur_speed=None, cur_width=None, numa=0):
+    static = PciStatic(address=address, parent=parent, class_code=class_code, vendor_id="0x1000", device_id="0x0001",
+                       subsystem_vendor_id=None, subsystem_device_id=None, numa_node=numa,
+                       max_link_speed=max_speed, max_link_width=max_width, has_link=True, config_port_type=None,
+                       aer_files=())
+    return PciDevice(static=static, driver=None, current_link_speed=cur_speed if cur_speed is not None else max_speed,
+                     current_link_width=cur_width if cur_width is not None else max_width)
+
+
+def block(name, address):
+    return BlockDevice(name=name, real_path=f"/sys/devices/{address}/{name}", pci_address=address,
+                       controller=name[:-2] if name.startswith("nvme") else "host0", virtual=False)
+
+
+def switch_host(uplink_width=8, uplink_current=None):
+    """Root port -> switch (uplink x`uplink_width`) -> four Gen3 x4 drives; a NIC on its own root port."""
+    devices = [dev("0000:3a:00.0", None, BRIDGE, G3, uplink_width),
+               dev("0000:3b:00.0", "0000:3a:00.0", BRIDGE, G3, uplink_width, cur_width=uplink_current),
+               dev("0000:10:00.0", None, BRIDGE, G3, 8), dev("0000:11:00.0", "0000:10:00.0", NIC, G3, 8)]
+    blocks = []
+    for i in range(5):
+        down = f"0000:3c:0{i}.0"
+        devices.append(dev(down, "0000:3b:00.0", BRIDGE, G3, 4))
+        if i < 4:  # the fifth port is empty
+            devices.append(dev(f"0000:4{i}:00.0", down, NVME, G3, 4))
+            blocks.append(block(f"nvme{i}n1", f"0000:4{i}:00.0"))
+    resolve_port_types(devices)
+    return devices, blocks
+
+
+def build(devices, blocks, **extra):
+    return model.build(TopologyFacts(pci=devices, links=analyse(devices), blocks=blocks, **extra))
+
+
+def finding(subject, severity, title="something", kind="pcie.link_trained_low"):
+    return Finding(subject=subject, severity=severity, title=title, evidence="e", impact="i", remedy="r", kind=kind)
+
+
+def test_switch_uplink_narrower_than_its_drives_together_is_the_limiting_hop():
+    topology = build(*switch_host(uplink_width=8))
+    uplink = topology.find("0000:3b:00.0")
+    assert uplink.limits == ("nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1")
+    assert uplink.state == model.HEALTHY
+    assert not topology.find("0000:40:00.0").limits
+
+
+def test_uplink_as_wide_as_its_drives_together_limits_nothing():
+    topology = build(*switch_host(uplink_width=16))
+    assert not any(node.limits for root in topology.roots for node in root.walk())
+
+
+def test_uplink_trained_low_is_below_expected_and_shows_its_numbers():
+    topology = build(*switch_host(uplink_width=8, uplink_current=4))
+    uplink = topology.find("0000:3b:00.0")
+    assert uplink.state == model.BELOW_EXPECTED
+    assert model.hop_text(uplink.link, uplink.port) == "link 8 GT/s x4 (expected 8 GT/s x8, max 8 GT/s x8)"
+    port = topology.find("0000:3a:00.0")
+    assert port.port and model.hop_text(port.link, port.port) == "port max 8 GT/s x8"
+
+
+def test_storage_paths_only_and_empty_switch_ports_kept():
+    topology = build(*switch_host())
+    ids = [node.id for root in topology.roots for node in root.walk()]
+    assert "0000:11:00.0" not in ids and "0000:10:00.0" not in ids  # the NIC's root port: no storage
+    assert topology.find("0000:3c:04.0").empty
+    assert [r.id for r in topology.roots] == ["0000:3a:00.0"]
+    assert topology.roots[0].numa_node == 0 and topology.find("0000:3b:00.0").numa_node is None  # shown once
+
+
+def test_placement_and_unverifiable_states():
+    devices = [dev("0000:00:01.0", None, BRIDGE, G3, 4), dev("0000:01:00.0", "0000:00:01.0", NVME, G4, 4, G3, 4)]
+    resolve_port_types(devices)
+    links = analyse(devices)
+    assert model.link_state(links["0000:01:00.0"]) == model.LIMITED_BY_PLACEMENT
+    # analysis.virtual's verdict arrives as the link's `verifiable`; the tree reads it in one place.
+    guest = SimpleNamespace(**{**links["0000:01:00.0"].__dict__, "verifiable": False})
+    assert model.link_state(guest) == model.UNVERIFIABLE
+    topology = model.build(TopologyFacts(pci=devices, links={**links, "0000:01:00.0": guest},
+                                         blocks=[block("nvme0n1", "0000:01:00.0")]))
+    assert topology.find("0000:01:00.0").state == model.UNVERIFIABLE
+
+
+def test_findings_go_to_their_node_worst_first_and_the_rest_elsewhere():
+    devices, blocks = switch_host()
+    found = [finding("0000:40:00.0", INFO, "minor"), finding("0000:40:00.0", CRITICAL, "major"),
+             finding("nvme1n1", WARNING, "format", kind="nvme.lba_format_not_best"),
+             finding("phy-0:1", WARNING, "phy slow", kind="sas.phy_errors"),
+             finding("numa", INFO, "placement", kind="numa.storage_placement")]
+    topology = build(devices, blocks, findings=found, groups={"phy-0:1": "0000:41:00.0"})
+    assert [f.title for f in topology.find("0000:40:00.0").findings] == ["major", "minor"]
+    assert topology.find("nvme1n1").severity == WARNING
+    assert topology.find("0000:41:00.0").findings[0].title == "phy slow"
+    assert [f.subject for f in topology.elsewhere] == ["numa"]
+    assert model.worst_severity(topology.roots[0]) == CRITICAL
+
+
+def test_arrays_list_members_with_their_place_and_blocks_name_their_arrays():
+    devices, blocks = switch_host()
+    arrays = [Array("md0", model.MD, "raid1", ("nvme0n1p2", "nvme1n1p2")),
+              Array("tank", model.ZPOOL, "mirror", ("nvme2n1", "sdz"))]
+    topology = build(devices, blocks, arrays=arrays)
+    assert topology.find("nvme0n1").member_of == ("md0",)
+    md0 = topology.find("md0")
+    assert md0.what == "md raid1" and [c.what for c in md0.children] == ["0000:40:00.0", "0000:41:00.0"]
+    assert [c.what for c in topology.find("tank").children] == ["0000:42:00.0", "no such block device"]
+    assert [r.id for r in topology.roots][-2:] == ["md0", "tank"]
+
+
+def test_text_fits_the_width_eliding_the_model_not_the_state():
+    devices = [dev("0000:00:01.0", None, BRIDGE, G4, 4), dev("0000:01:00.0", "0000:00:01.0", NVME, G4, 4, G4, 2)]
+    resolve_port_types(devices)
+    long_model = "Vendor Extremely Long Model Name Series 9000 PRO 7.68TB ABC-123"
+    topology = build(devices, [block("nvme0n1", "0000:01:00.0")], models={"0000:01:00.0": long_model})
+    for width, ascii in ((60, False), (80, True)):
+        out = text.render(topology, width=width, ascii=ascii)
+        assert all(len(line) <= width for line in out.splitlines()), out
+        line = next(line for line in out.splitlines() if "0000:01:00.0" in line)
+        assert line.endswith("below expected") and ("…" in line or "..." in line) and "ABC-123" in line, line
+        assert out.isascii() == ascii
+
+
+def test_landing_page_escapes_what_the_hardware_says():
+    devices = [dev("0000:00:01.0", None, BRIDGE, G4, 4), dev("0000:01:00.0", "0000:00:01.0", NVME, G4, 4, G4, 2)]
+    resolve_port_types(devices)
+    evil = "<script>alert('x')</script>\" onmouseover=\"alert(1)"
+    scrape = ScrapeFacts(finished_at=0.0, pci=devices, blocks=[block("nvme0n1", "0000:01:00.0")],
+                         kept={"nvme.controllers": [SimpleNamespace(address="0000:01:00.0", model=evil)]})
+    page = landing.page(SimpleNamespace(last_scrape=lambda: scrape), ["pcie"], config={})
+    assert "<script" not in page and "onmouseover=\"" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;&quot; onmouseover=&quot;alert(1)" in page
+    assert 'class="node pci below-expected"' in page  # the pcie findings ran on the kept records
+    assert "PcieLinkWidthBelowExpected.md" in page
+
+
+def test_landing_page_before_the_first_scrape_says_so_and_reads_nothing():
+    page = landing.page(SimpleNamespace(last_scrape=lambda: None), [], config={})
+    assert 'id="no-scrape"' in page and "<ul class=\"tree\">" not in page
+
+
+def test_every_runbook_the_page_links_exists():
+    import os
+
+    from tests.conftest import ROOT
+
+    for name in set(landing.RUNBOOKS.values()):
+        assert os.path.exists(os.path.join(ROOT, "docs", "runbooks", f"{name}.md")), name
