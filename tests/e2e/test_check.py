@@ -51,6 +51,8 @@ EXPECTED = {
     ("intel-r2224wft-switches", "uplink-x4"): (2, {("0000:d8:00.0", "pcie.link_width_below_expected")},
                                                {("0000:3b:00.0", "pcie.shared_uplink_oversubscribed")}),
     ("supermicro-x10dri-hyperm2", "healthy"): (0, set(), set()),
+    # the twin left at x16: one drive at x4 on an x16 root port, said as information (not a fault)
+    ("supermicro-x10dri-hyperm2", "unbifurcated"): (0, set(), {("0000:00:03.0", "inventory.wide_port_single_device")}),
 }
 
 
