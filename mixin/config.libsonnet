@@ -181,5 +181,36 @@
     // Pool growth is fitted over this window and projected this far ahead (days to 70 %/90 %).
     capacityGrowthWindow: '7d',
     capacityProjectionHorizon: '30d',
+
+    // ---- inventory -----------------------------------------------------------------------
+    // A host with fewer storage devices of a kind than at any time in this window: a drive that
+    // dropped off the bus (surprise link-down, a failed drive the controller stopped enumerating, a
+    // loose HBA cable). The window is also how the alert is forgotten: once a drive has been gone
+    // this long, the lower count is the host's new normal (declare the layout in
+    // collectors.inventory.expected to keep being told). A day covers a weekend's reboot churn
+    // without letting a missing drive pass unseen for longer than an on-call shift.
+    inventoryVanishedWindow: '1d',
+    // A drive reset by the driver re-enumerates within seconds; an NVMe controller reset with a
+    // slow ready timeout takes up to a minute or two. Five minutes is a drive that is not coming back.
+    inventoryVanishedFor: '5m',
+    inventoryVanishedSeverity: 'warning',
+    // Kinds compared across the hosts of one make and model (storpath_host_info's sys_vendor and
+    // product_name; virtual machines left out: their layout is whatever was configured). Namespaces
+    // are left out: how a drive is carved up is a decision, not hardware.
+    inventoryFleetKinds: 'nvme_controller|sas_disk|sata_disk|hba',
+    // Hosts of a model that must report before the model's median means anything. With two, the
+    // median is the mean of the pair and the host with fewer drives is below it whichever is right;
+    // three make an outlier an outlier.
+    inventoryFleetMinHosts: 3,
+    // A layout difference is static: it does not go away by itself, and a host being rebuilt
+    // (drives pulled for an hour) must not page.
+    inventoryFleetFor: '1h',
+    inventoryFleetSeverity: 'warning',
+    // PCI classes whose link widths make up a host's storage lanes (regex on storpath_pcie_device_info's class).
+    inventoryStorageClasses: '0x01.*',
+    // Fewer devices present than collectors.inventory.expected declares, held as long as a
+    // vanished drive is (a reset must not page).
+    inventoryBelowExpectedFor: '5m',
+    inventoryBelowExpectedSeverity: 'warning',
   },
 }

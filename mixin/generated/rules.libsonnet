@@ -21,6 +21,7 @@ local format = import '../lib/format.libsonnet';
       probesThroughputRatioThreshold: format.number(c.probesThroughputRatioThreshold),
       probesThroughputRatioThresholdPercent: std.format('%.0f', c.probesThroughputRatioThreshold * 100),
       probesStaleAfterSeconds: format.seconds(c.probesStaleAfter),
+      inventoryFleetMinHosts: format.number(c.inventoryFleetMinHosts),
       capacityHostLabelsJoined: std.join(', ', c.capacityHostLabels),
       capacityProjectionHorizonSeconds: format.seconds(c.capacityProjectionHorizon),
       fleetPeerLabelsJoined: std.join(', ', c.fleetPeerLabels),
@@ -839,6 +840,111 @@ local format = import '../lib/format.libsonnet';
                   summary: 'A storage probe\'s latest result is old.',
                   description: 'The latest successful probe {{ $labels.profile }} of {{ $labels.target }} is {{ $value | humanizeDuration }} old (more than %(probesStaleAfter)s): dashboards and the throughput alert show old data.' % v,
                   runbook_url: '%(runbookUrlBase)sProbeResultsStale.md' % v,
+                },
+              },
+            ],
+          },
+        ],
+      },
+      'inventory.yml': {
+        groups: [
+          {
+            name: 'storpath-inventory',
+            rules: [
+              {
+                record: 'instance_kind:storpath_inventory_devices:by_host_model',
+                expr: |||
+                  storpath_inventory_devices{kind=~"%(inventoryFleetKinds)s"}
+                  * on(%(targetLabelsJoined)s) group_left(sys_vendor, product_name)
+                  storpath_host_info{virtualization!="vm", product_name!=""}
+                ||| % v,
+              },
+              {
+                record: 'model_kind:storpath_inventory_devices:median',
+                expr: 'quantile by (sys_vendor, product_name, kind) (0.5, instance_kind:storpath_inventory_devices:by_host_model)',
+              },
+              {
+                record: 'model_kind:storpath_inventory_hosts:count',
+                expr: 'count by (sys_vendor, product_name, kind) (instance_kind:storpath_inventory_devices:by_host_model)',
+              },
+              {
+                record: 'instance:storpath_inventory_storage_lanes:sum',
+                expr: |||
+                  sum by (%(targetLabelsJoined)s, sys_vendor, product_name) (
+                    storpath_pcie_current_link_width
+                    * on(%(targetLabelsJoined)s, address) group_left
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port|upstream_port", class=~"%(inventoryStorageClasses)s"}
+                    * on(%(targetLabelsJoined)s) group_left(sys_vendor, product_name)
+                    storpath_host_info{virtualization!="vm", product_name!=""}
+                  )
+                ||| % v,
+              },
+              {
+                record: 'model:storpath_inventory_storage_lanes:median',
+                expr: 'quantile by (sys_vendor, product_name) (0.5, instance:storpath_inventory_storage_lanes:sum)',
+              },
+              {
+                record: 'model:storpath_inventory_hosts:count',
+                expr: 'count by (sys_vendor, product_name) (instance:storpath_inventory_storage_lanes:sum)',
+              },
+              {
+                alert: 'InventoryDevicesVanished',
+                expr: 'max_over_time(storpath_inventory_devices[%(inventoryVanishedWindow)s]) - storpath_inventory_devices > 0' % v,
+                [if format.seconds(c.inventoryVanishedFor) > 0 then 'for']: c.inventoryVanishedFor,
+                labels: {
+                  severity: '%(inventoryVanishedSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'A host has fewer storage devices of a kind than it had recently: a drive dropped off the bus.',
+                  description: '{{ $labels.instance }} has {{ printf "%%.0f" $value }} {{ $labels.kind }} device(s) fewer than in the last %(inventoryVanishedWindow)s ({{ range query (printf "max_over_time(storpath_inventory_devices{%(targetLabelsMatchers)s=%%q,kind=%%q}[%(inventoryVanishedWindow)s])" $labels.%(targetLabelsTemplateArgs)s $labels.kind) }}{{ printf "%%.0f" .Value }}{{ end }} then). Gone: {{ range $i, $_ := query (printf "last_over_time(storpath_inventory_device_info{%(targetLabelsMatchers)s=%%q,kind=%%q}[%(inventoryVanishedWindow)s]) unless on(%(targetLabelsJoined)s, kind, device, serial, address) storpath_inventory_device_info" $labels.%(targetLabelsTemplateArgs)s $labels.kind) | sortByLabel "device" }}{{ if $i }}, {{ end }}{{ .Labels.device }}{{ with .Labels.model }} ({{ . }}){{ end }}{{ with .Labels.serial }} serial {{ . }}{{ end }} at {{ .Labels.address }}{{ with .Labels.slot }} (slot {{ . }}){{ end }}{{ else }}none named (not seen in the window, or back under another name){{ end }}. Resolves when the drive is back; silence it while it is replaced, or it is forgotten %(inventoryVanishedWindow)s after it went.' % v,
+                  runbook_url: '%(runbookUrlBase)sInventoryDevicesVanished.md' % v,
+                },
+              },
+              {
+                alert: 'InventoryFewerDevicesThanModel',
+                expr: |||
+                  instance_kind:storpath_inventory_devices:by_host_model < on(sys_vendor, product_name, kind) group_left model_kind:storpath_inventory_devices:median
+                  and on(sys_vendor, product_name, kind)
+                  model_kind:storpath_inventory_hosts:count >= %(inventoryFleetMinHosts)s
+                ||| % v,
+                [if format.seconds(c.inventoryFleetFor) > 0 then 'for']: c.inventoryFleetFor,
+                labels: {
+                  severity: '%(inventoryFleetSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'A host has fewer storage devices of a kind than most hosts of its make and model.',
+                  description: '{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}) has {{ printf "%.0f" $value }} {{ $labels.kind }} where the {{ range query (printf "model_kind:storpath_inventory_hosts:count{sys_vendor=%q,product_name=%q,kind=%q}" $labels.sys_vendor $labels.product_name $labels.kind) }}{{ printf "%.0f" .Value }}{{ end }} hosts of its model have {{ range query (printf "model_kind:storpath_inventory_devices:median{sys_vendor=%q,product_name=%q,kind=%q}" $labels.sys_vendor $labels.product_name $labels.kind) }}{{ printf "%.4g" .Value }}{{ end }} (median). Drives the OS never saw: a slot that is not bifurcated, a drive not seated, a cable, a disabled port.',
+                  runbook_url: '%(runbookUrlBase)sInventoryFewerDevicesThanModel.md' % v,
+                },
+              },
+              {
+                alert: 'InventoryStorageLanesBelowModel',
+                expr: |||
+                  instance:storpath_inventory_storage_lanes:sum < on(sys_vendor, product_name) group_left model:storpath_inventory_storage_lanes:median
+                  and on(sys_vendor, product_name)
+                  model:storpath_inventory_hosts:count >= %(inventoryFleetMinHosts)s
+                ||| % v,
+                [if format.seconds(c.inventoryFleetFor) > 0 then 'for']: c.inventoryFleetFor,
+                labels: {
+                  severity: '%(inventoryFleetSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'A host has fewer PCIe lanes to storage than most hosts of its make and model.',
+                  description: '{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}) has its storage controllers on x{{ printf "%.0f" $value }} in all, where the {{ range query (printf "model:storpath_inventory_hosts:count{sys_vendor=%q,product_name=%q}" $labels.sys_vendor $labels.product_name) }}{{ printf "%.0f" .Value }}{{ end }} hosts of its model have x{{ range query (printf "model:storpath_inventory_storage_lanes:median{sys_vendor=%q,product_name=%q}" $labels.sys_vendor $labels.product_name) }}{{ printf "%.0f" .Value }}{{ end }} (median): drives missing, or trained narrower (a passive carrier in a slot that is not bifurcated shows one drive at x4 instead of four).',
+                  runbook_url: '%(runbookUrlBase)sInventoryStorageLanesBelowModel.md' % v,
+                },
+              },
+              {
+                alert: 'InventoryBelowExpected',
+                expr: 'storpath_inventory_devices < on(%(targetLabelsJoined)s, kind) storpath_inventory_expected_devices' % v,
+                [if format.seconds(c.inventoryBelowExpectedFor) > 0 then 'for']: c.inventoryBelowExpectedFor,
+                labels: {
+                  severity: '%(inventoryBelowExpectedSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'A host has fewer storage devices of a kind than its declared inventory.',
+                  description: '{{ $labels.instance }} has {{ printf "%%.0f" $value }} {{ $labels.kind }} where collectors.inventory.expected declares {{ range query (printf "storpath_inventory_expected_devices{%(targetLabelsMatchers)s=%%q,kind=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.kind) }}{{ printf "%%.0f" .Value }}{{ end }}. Missing now: {{ range $i, $_ := query (printf "last_over_time(storpath_inventory_device_info{%(targetLabelsMatchers)s=%%q,kind=%%q}[%(inventoryVanishedWindow)s]) unless on(%(targetLabelsJoined)s, kind, device, serial, address) storpath_inventory_device_info" $labels.%(targetLabelsTemplateArgs)s $labels.kind) | sortByLabel "device" }}{{ if $i }}, {{ end }}{{ .Labels.device }}{{ with .Labels.model }} ({{ . }}){{ end }}{{ with .Labels.serial }} serial {{ . }}{{ end }} at {{ .Labels.address }}{{ with .Labels.slot }} (slot {{ . }}){{ end }}{{ else }}none named (not seen in the window, or back under another name){{ end }}.' % v,
+                  runbook_url: '%(runbookUrlBase)sInventoryBelowExpected.md' % v,
                 },
               },
             ],

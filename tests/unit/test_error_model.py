@@ -12,7 +12,7 @@ from storpath.exporter import build_collectors, make_registry
 from storpath.roots import Roots
 from tests.fixtures import machines
 
-SYSFS_COLLECTORS = {"block", "md", "numa", "nvme", "pcie", "sas", "sata"}
+SYSFS_COLLECTORS = {"block", "inventory", "md", "numa", "nvme", "pcie", "sas", "sata"}
 
 
 def _scrape(roots):

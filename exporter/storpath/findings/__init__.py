@@ -115,6 +115,9 @@ class Facts:
     def block_devices(self):
         return self._reads.blocks()
 
+    def block_listing(self):
+        return self._reads.block_listing()
+
     def blocks_at(self, address: str) -> List[str]:
         """Block devices whose nearest PCI function is `address`."""
         return sorted((b.name for b in self.block_devices() if b.pci_address == address), key=natural_key)

@@ -1,0 +1,143 @@
+"""Storage devices that dropped off the bus, and drives that never appeared.
+
+A drive the OS does not see is in no series, so nothing about it can be judged on its own.
+What can be compared is a count: storpath_inventory_devices{kind} (every kind exported, 0 when
+none) against
+- the same host's count over `inventory.vanished_window` (a drive that went away): the alert
+  resolves when the count is back, and is forgotten once the window has passed without the
+  drive (then the lower count is the host's normal; a declared layout keeps telling);
+- the other hosts of the same make and model (storpath_host_info's sys_vendor, product_name;
+  virtual machines left out), once `inventory.fleet_min_hosts` of them report: fewer drives of
+  a kind, or fewer PCIe lanes to storage, than the model's median (a carrier in a slot that is not
+  bifurcated shows one drive at x4 where its twins show four);
+- the layout an operator declared (collectors.inventory.expected).
+
+Prometheus 2.42 semantics the rules rely on: an `_over_time` function over a range ignores
+staleness markers, so `last_over_time(info[w])` still returns a device's last sample while the
+instant selector `info` has nothing for it (its series went stale on the first scrape without it);
+`max_over_time(count[w])` is the highest count scraped in the window, restarts of the exporter
+included (a restart changes no series).
+"""
+
+DEVICES = "storpath_inventory_devices"
+EXPECTED = "storpath_inventory_expected_devices"
+INFO = "storpath_inventory_device_info"
+HOST = "storpath_host_info"
+WIDTH = "storpath_pcie_current_link_width"
+PCI_INFO = "storpath_pcie_device_info"
+MODEL = "sys_vendor, product_name"
+# What identifies one device across scrapes: a drive back under the same name is not gone.
+IDENTITY = ("kind", "device", "serial", "address")
+
+
+def _query(c, expr: str, keys: tuple) -> str:
+    """`query` of ``expr`` with the target labels and ``keys`` of the alert filled in as %q."""
+    names = list(c.target_labels) + list(keys)
+    args = " ".join(f"$labels.{n}" for n in names)
+    return f'query (printf "{expr}" {args})'
+
+
+def _matchers(c, keys: tuple) -> str:
+    return ",".join(f"{n}=%q" for n in list(c.target_labels) + list(keys))
+
+
+def rules(c):
+    cfg = c.cfg
+    window = cfg.vanished_window
+    hosts = f'{HOST}{{virtualization!="vm", product_name!=""}}'
+    on_model = f"on({MODEL}, kind)"
+    gone = (f"last_over_time({INFO}{{{_matchers(c, ('kind',))}}}[{window}]) "
+            f"unless on({c.labels(*IDENTITY)}) {INFO}")
+    gone_list = (f"{{{{ range $i, $_ := {_query(c, gone, ('kind',))} | sortByLabel \"device\" }}}}"
+                 f"{{{{ if $i }}}}, {{{{ end }}}}{{{{ .Labels.device }}}}"
+                 f"{{{{ with .Labels.model }}}} ({{{{ . }}}}){{{{ end }}}}"
+                 f"{{{{ with .Labels.serial }}}} serial {{{{ . }}}}{{{{ end }}}}"
+                 f" at {{{{ .Labels.address }}}}{{{{ with .Labels.slot }}}} (slot {{{{ . }}}}){{{{ end }}}}"
+                 f"{{{{ else }}}}none named (not seen in the window, or back under another name){{{{ end }}}}")
+    most = _query(c, f"max_over_time({DEVICES}{{{_matchers(c, ('kind',))}}}[{window}])", ("kind",))
+    most_text = f'{{{{ range {most} }}}}{{{{ printf "%.0f" .Value }}}}{{{{ end }}}}'
+
+    def per_model(record: str, fmt: str, kind: bool) -> str:
+        extra = ",kind=%q" if kind else ""
+        args = "$labels.sys_vendor $labels.product_name" + (" $labels.kind" if kind else "")
+        expr = f"{record}{{sys_vendor=%q,product_name=%q{extra}}}"
+        return f'{{{{ range query (printf "{expr}" {args}) }}}}{{{{ printf "{fmt}" .Value }}}}{{{{ end }}}}'
+
+    by_model = "instance_kind:storpath_inventory_devices:by_host_model"
+    median = "model_kind:storpath_inventory_devices:median"
+    model_hosts = "model_kind:storpath_inventory_hosts:count"
+    lanes = "instance:storpath_inventory_storage_lanes:sum"
+    lanes_median = "model:storpath_inventory_storage_lanes:median"
+    lanes_hosts = "model:storpath_inventory_hosts:count"
+    return [
+        c.record(by_model, c.expr("""
+            ${devices}{kind=~"${kinds}"}
+            * on(${target}) group_left(${model})
+            ${hosts}
+        """, devices=DEVICES, kinds=cfg.fleet_kinds, target=c.labels(), model=MODEL, hosts=hosts)),
+        c.record(median, f"quantile by ({MODEL}, kind) (0.5, {by_model})"),
+        c.record(model_hosts, f"count by ({MODEL}, kind) ({by_model})"),
+        c.record(lanes, c.expr("""
+            sum by (${target_by}) (
+              ${width}
+              * on(${target_address}) group_left
+              ${pci_info}{port_type!~"root_port|downstream_port|upstream_port", class=~"${classes}"}
+              * on(${target}) group_left(${model})
+              ${hosts}
+            )
+        """, target_by=c.labels("sys_vendor", "product_name"), width=WIDTH, target_address=c.labels("address"),
+            pci_info=PCI_INFO, classes=cfg.storage_classes, target=c.labels(), model=MODEL, hosts=hosts)),
+        c.record(lanes_median, f"quantile by ({MODEL}) (0.5, {lanes})"),
+        c.record(lanes_hosts, f"count by ({MODEL}) ({lanes})"),
+        c.alert(
+            "InventoryDevicesVanished",
+            c.expr("""
+                max_over_time(${devices}[${window}]) - ${devices} > 0
+            """, devices=DEVICES, window=window),
+            cfg.vanished_for, cfg.vanished_severity,
+            "A host has fewer storage devices of a kind than it had recently: a drive dropped off the bus.",
+            f"""{{{{ $labels.instance }}}} has {{{{ printf "%.0f" $value }}}} {{{{ $labels.kind }}}} device(s) fewer
+            than in the last {window} ({most_text} then). Gone: {gone_list}. Resolves when the drive is back; silence it while
+            it is replaced, or it is forgotten {window} after it went.""",
+        ),
+        c.alert(
+            "InventoryFewerDevicesThanModel",
+            c.expr("""
+                ${by_model} < ${on_model} group_left ${median}
+                and ${on_model}
+                ${model_hosts} >= ${min_hosts}
+            """, by_model=by_model, on_model=on_model, median=median, model_hosts=model_hosts,
+                min_hosts=str(cfg.fleet_min_hosts)),
+            cfg.fleet_for, cfg.fleet_severity,
+            "A host has fewer storage devices of a kind than most hosts of its make and model.",
+            f"""{{{{ $labels.instance }}}} ({{{{ $labels.sys_vendor }}}} {{{{ $labels.product_name }}}}) has
+            {{{{ printf "%.0f" $value }}}} {{{{ $labels.kind }}}} where the {per_model(model_hosts, "%.0f", True)}
+            hosts of its model have {per_model(median, "%.4g", True)} (median). Drives the OS never saw: a slot
+            that is not bifurcated, a drive not seated, a cable, a disabled port.""",
+        ),
+        c.alert(
+            "InventoryStorageLanesBelowModel",
+            c.expr("""
+                ${lanes} < on(${model}) group_left ${lanes_median}
+                and on(${model})
+                ${lanes_hosts} >= ${min_hosts}
+            """, lanes=lanes, model=MODEL, lanes_median=lanes_median, lanes_hosts=lanes_hosts,
+                min_hosts=str(cfg.fleet_min_hosts)),
+            cfg.fleet_for, cfg.fleet_severity,
+            "A host has fewer PCIe lanes to storage than most hosts of its make and model.",
+            f"""{{{{ $labels.instance }}}} ({{{{ $labels.sys_vendor }}}} {{{{ $labels.product_name }}}}) has its
+            storage controllers on x{{{{ printf "%.0f" $value }}}} in all, where the
+            {per_model(lanes_hosts, "%.0f", False)} hosts of its model have x{per_model(lanes_median, "%.0f", False)}
+            (median): drives missing, or trained narrower (a passive carrier in a slot that is not bifurcated
+            shows one drive at x4 instead of four).""",
+        ),
+        c.alert(
+            "InventoryBelowExpected",
+            f"{DEVICES} < {c.on('kind')} {EXPECTED}",
+            cfg.below_expected_for, cfg.below_expected_severity,
+            "A host has fewer storage devices of a kind than its declared inventory.",
+            f"""{{{{ $labels.instance }}}} has {{{{ printf "%.0f" $value }}}} {{{{ $labels.kind }}}} where
+            collectors.inventory.expected declares {c.show(EXPECTED, ('kind',), fmt='%.0f')}. Missing now:
+            {gone_list}.""",
+        ),
+    ]
