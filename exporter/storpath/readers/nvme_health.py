@@ -312,7 +312,8 @@ def _from_captured(roots: Roots, controller: str) -> HealthResult:
     except OSError as exc:
         return HealthResult(None, thresholds, "captured", f"captured data: {exc.filename}: {exc.strerror}",
                             time.time())
-    return HealthResult(None, thresholds, "captured", f"no captured SMART log ({raw} or {text})", time.time())
+    where = f"{CAPTURED_DIR}/{controller}/{SMART_FILE} or {SMART_JSON}"
+    return HealthResult(None, thresholds, "captured", f"no captured SMART log ({where})", time.time())
 
 
 def read_thresholds(roots: Roots, controller: str, nvme_cli: str = "nvme",
