@@ -158,6 +158,16 @@ def parse_smart_log(data: bytes) -> SmartLog:
         tmt_transitions=(_le(data, 216, 4), _le(data, 220, 4)), tmt_seconds=(_le(data, 224, 4), _le(data, 228, 4)))
 
 
+def _json_object(text: str) -> dict:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise SmartLogError(f"nvme-cli output is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SmartLogError("nvme-cli output is not a JSON object")
+    return doc
+
+
 def _json_int(doc: dict, key: str, default: Optional[int] = None) -> int:
     value = doc.get(key, default)
     if isinstance(value, dict):  # newer nvme-cli prints some fields as {"value": n, ...}
@@ -165,7 +175,7 @@ def _json_int(doc: dict, key: str, default: Optional[int] = None) -> int:
     if value is None:
         raise SmartLogError(f"nvme-cli JSON lacks {key!r}")
     try:
-        number = int(value) if not isinstance(value, float) else int(value)
+        number = int(value)
     except (TypeError, ValueError):
         raise SmartLogError(f"nvme-cli JSON {key!r} is not a number: {value!r}") from None
     if number < 0:
@@ -186,12 +196,7 @@ def _json_kelvin(doc: dict, key: str) -> Optional[int]:
 
 def parse_smart_log_json(text: str) -> SmartLog:
     """`nvme smart-log <dev> -o json` (nvme-cli 1.x and 2.x): temperatures in kelvin."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise SmartLogError(f"nvme-cli output is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise SmartLogError("nvme-cli output is not a JSON object")
+    doc = _json_object(text)
     spare, threshold = _json_int(doc, "avail_spare"), _json_int(doc, "spare_thresh")
     if spare > 100 or threshold > 100:
         raise SmartLogError(f"available spare {spare}% or its threshold {threshold}% above 100%")
@@ -215,12 +220,7 @@ def parse_id_ctrl_thresholds(data: bytes) -> TemperatureThresholds:
 
 def parse_id_ctrl_json(text: str) -> TemperatureThresholds:
     """`nvme id-ctrl -o json`: wctemp and cctemp in kelvin."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise SmartLogError(f"nvme-cli output is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise SmartLogError("nvme-cli output is not a JSON object")
+    doc = _json_object(text)
     return TemperatureThresholds(_kelvin(_json_int(doc, "wctemp", 0)), _kelvin(_json_int(doc, "cctemp", 0)))
 
 
