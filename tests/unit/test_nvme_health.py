@@ -93,6 +93,12 @@ def test_nvme_cli_json_critical_warning_as_object_and_celsius_spelling():
     assert log.critical_warning == 2 and log.composite_kelvin == 357
 
 
+def test_nvme_cli_json_128_bit_counters_as_strings():
+    # nvme-cli 2.3 (the lab's, Debian bookworm) prints the 128-bit counters as strings.
+    text = NVME_CLI_2.replace('"media_errors":0', '"media_errors":"340282366920938463463374607431768211455"')
+    assert parse_smart_log_json(text).media_errors == 2 ** 128 - 1
+
+
 @pytest.mark.parametrize("text,message", [
     ("not json", "not JSON"),
     ("[1]", "not a JSON object"),
