@@ -19,8 +19,8 @@ from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Derived, Family, Rows
 from storpath.readers.nvme import NvmeReader
-from storpath.readers.nvme_health import (HealthResult, HwmonSensor, TemperatureThresholds, celsius, read_health,
-                                          read_hwmon)
+from storpath.readers.nvme_health import (HealthResult, HwmonSensor, HwmonReader, TemperatureThresholds, celsius,
+                                          read_health)
 
 _CONTROLLER = ("controller",)
 _SENSOR = ("controller", "sensor")
@@ -187,7 +187,8 @@ class NvmeHealthCollector(Collector):
         self.nvme_cli = str(cfg["nvme_cli"])
         self.startup_wait = float(cfg["startup_wait"])
         self._first_pass = threading.Event()
-        self.reader = NvmeReader(self.roots)
+        self.reader = NvmeReader(self.roots)  # the background task's controllers
+        self.hwmon = HwmonReader(self.roots)  # the scrape's
         self._lock = threading.Lock()
         self._results: Dict[str, HealthResult] = {}
         self._thresholds: Dict[Tuple[str, Optional[str]], TemperatureThresholds] = {}  # (controller, serial) ->
@@ -222,13 +223,12 @@ class NvmeHealthCollector(Collector):
             self._passes += 1
 
     def values(self) -> Rows:
-        controllers = self.reader.controllers()
-        sensors = [s for c in controllers for s in read_hwmon(self.roots, c.name)]
+        names_read, sensors = self.hwmon.read()
         if self.ctx.scheduler.started and not self._first_pass.is_set():
             self._first_pass.wait(self.startup_wait)
         with self._lock:
             results, passes = self._results, self._passes
-        names = tuple(c.name for c in controllers)
+        names = tuple(names_read)
         smart = self._rows.get((names, passes), lambda: self._smart_rows(names, results))
         rows = Rows()
         hwmon_rows(sensors, rows)

@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -53,7 +54,7 @@ from typing import Dict, List, Optional, Tuple
 from storpath.readers.nvme import (CAPTURED_DIR, OPCODE_IDENTIFY, IdentifyError, admin_command, identify_nvme_cli,
                                    read_controllers)
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, parse_int, read_attr
+from storpath.sysfs import InstanceCache, list_dir, list_entries, parse_int, read_attr
 
 SMART_LOG_BYTES = 512
 OPCODE_GET_LOG_PAGE = 0x02
@@ -74,6 +75,7 @@ CAPTURE_SYSFS = (
 )
 
 _HWMON = re.compile(r"^hwmon\d+$")
+_CONTROLLER = re.compile(r"^nvme\d+$")
 _TEMP_INPUT = re.compile(r"^temp(\d+)_input$")
 
 
@@ -245,34 +247,77 @@ def sensor_name(label: Optional[str], index: int) -> str:
 
 # ---- hwmon -------------------------------------------------------------------------
 
-def hwmon_dirs(roots: Roots, controller: str) -> List[str]:
-    """The nvme hwmon directories of a controller: below it (5.13+) or its PCI function."""
-    base = roots.sys("class", "nvme", controller)
+@dataclass(frozen=True)
+class _HwmonSensorFiles:
+    """What is fixed for one sensor while its controller exists: its name, the files it
+    has that change (input, max, min, alarm) and its critical threshold (CCTEMP, which the
+    kernel keeps from Identify Controller)."""
+
+    sensor: str
+    changing: Tuple[Tuple[str, str], ...]  # (suffix, path)
+    crit_celsius: Optional[float]
+
+
+def _sensor_files(folder: str) -> Tuple[_HwmonSensorFiles, ...]:
+    names = set(list_dir(folder))
+    indexes = sorted(int(m.group(1)) for m in map(_TEMP_INPUT.match, names) if m)
     found = []
-    for folder in (base, os.path.join(base, "device", "hwmon")):
+    for index in indexes:
+        def path(suffix: str) -> str:
+            return os.path.join(folder, f"temp{index}_{suffix}")
+        crit = parse_millidegrees(read_attr(path("crit"))) if f"temp{index}_crit" in names else None
+        label = read_attr(path("label")) if f"temp{index}_label" in names else None
+        changing = tuple((suffix, path(suffix)) for suffix in ("input", "max", "min", "alarm")
+                         if f"temp{index}_{suffix}" in names)
+        found.append(_HwmonSensorFiles(sensor_name(label, index), changing, crit))
+    return tuple(found)
+
+
+def _hwmon_of(controller: str, path: str) -> Tuple[_HwmonSensorFiles, ...]:
+    """The sensors of a controller's hwmon device: below it (5.13+) or its PCI function."""
+    for folder in (path, os.path.join(path, "device", "hwmon")):
         for name in list_dir(folder):
             if _HWMON.match(name) and (read_attr(os.path.join(folder, name, "name")) or "").strip() == "nvme":
-                found.append(os.path.join(folder, name))
-    return found
+                sensors = _sensor_files(os.path.join(folder, name))
+                if sensors:
+                    return sensors  # one hwmon device per controller
+    return ()
+
+
+def _read_sensor(controller: str, files: _HwmonSensorFiles) -> HwmonSensor:
+    values = {suffix: read_attr(path) for suffix, path in files.changing}
+    return HwmonSensor(
+        controller=controller, sensor=files.sensor, celsius=parse_millidegrees(values.get("input")),
+        max_celsius=parse_millidegrees(values.get("max")),
+        min_celsius=_threshold(parse_millidegrees(values.get("min"))), crit_celsius=files.crit_celsius,
+        alarm=parse_int(values.get("alarm"), minimum=0, maximum=1))
+
+
+class HwmonReader:
+    """The nvme hwmon sensors of every controller, from one listing of /sys/class/nvme.
+    Where a controller's hwmon device is, which sensors it has and their labels and
+    critical thresholds are found once per controller instance (the hwmon device is
+    registered with the controller); a scrape reads only the values that change."""
+
+    def __init__(self, roots: Roots):
+        self.roots = roots
+        self._places = InstanceCache()
+        self._lock = threading.Lock()
+
+    def read(self) -> Tuple[List[str], List[HwmonSensor]]:
+        """(controllers, sensors); RootUnreadable when sysfs cannot be read."""
+        base = self.roots.sys("class", "nvme")
+        entries = [e for e in list_entries(base, self.roots.sysfs) if _CONTROLLER.match(e[0])]
+        with self._lock:
+            found = self._places.refresh(base, entries, _hwmon_of)
+        sensors = [_read_sensor(name, files) for name, _, sensor_files in found for files in sensor_files]
+        return [name for name, _, _ in found], sensors
 
 
 def read_hwmon(roots: Roots, controller: str) -> List[HwmonSensor]:
-    """Every temperature sensor of a controller's hwmon device; empty without one."""
-    sensors = []
-    for folder in hwmon_dirs(roots, controller):
-        indexes = sorted(int(m.group(1)) for m in map(_TEMP_INPUT.match, list_dir(folder)) if m)
-        for index in indexes:
-            def attr(suffix: str) -> Optional[str]:
-                return read_attr(os.path.join(folder, f"temp{index}_{suffix}"))
-            alarm = parse_int(attr("alarm"), minimum=0, maximum=1)
-            sensors.append(HwmonSensor(
-                controller=controller, sensor=sensor_name(attr("label"), index),
-                celsius=parse_millidegrees(attr("input")), max_celsius=parse_millidegrees(attr("max")),
-                min_celsius=_threshold(parse_millidegrees(attr("min"))), crit_celsius=parse_millidegrees(attr("crit")),
-                alarm=alarm))
-        if indexes:
-            break  # one hwmon device per controller
-    return sensors
+    """Every temperature sensor of one controller's hwmon device; empty without one."""
+    path = roots.sys("class", "nvme", controller)
+    return [_read_sensor(controller, files) for files in _hwmon_of(controller, path)]
 
 
 # ---- SMART log and Identify Controller: captured, ioctl, nvme-cli --------------------
