@@ -73,6 +73,28 @@
     nvmeIdentifyUnavailableFor: '1h',
     nvmeIdentifyUnavailableNotice: '1d',
 
+    // ---- nvme_health ---------------------------------------------------------------------
+    // Composite temperature at or above the drive's warning threshold (its over-temperature
+    // threshold, hwmon temp1_max, else WCTEMP) this long. Drives cross it briefly under bursts;
+    // ten minutes is a drive that lives there.
+    nvmeHealthTemperatureFor: '10m',
+    nvmeHealthTemperatureSeverity: 'warning',
+    // Thermal management time (TMT1 + TMT2, seconds) the drive spent throttled within the
+    // window. A minute an hour is the drive losing speed every day; a single burst is not.
+    nvmeHealthThrottleWindow: '1h',
+    nvmeHealthThrottleMinSeconds: 60,
+    nvmeHealthThrottleFor: '0m',
+    // Reliability degraded, read-only media, volatile memory backup failed, PMR read-only:
+    // the drive's own verdict; five minutes rides out one bad SMART read.
+    nvmeHealthCriticalWarningFor: '5m',
+    nvmeHealthSpareFor: '5m',
+
+    // ---- alignment -----------------------------------------------------------------------
+    // A partition's start does not change while it exists: fifteen minutes only keeps a
+    // partition being recreated from alerting.
+    alignmentMisalignedFor: '15m',
+    alignmentMisalignedSeverity: 'warning',
+
     // ---- sas_sata ------------------------------------------------------------------------
     // Negotiated rates are static once a device is up; ten minutes rides out a reset or hot plug.
     sasSataLinkRateFor: '10m',

@@ -12,6 +12,7 @@ local format = import '../lib/format.libsonnet';
       targetLabelsTemplateArgs: std.join(' $labels.', c.targetLabels),
       pcieAerCorrectableThreshold: format.number(c.pcieAerCorrectableThreshold),
       pcieFlappingThreshold: format.number(c.pcieFlappingThreshold),
+      nvmeHealthThrottleMinSeconds: format.number(c.nvmeHealthThrottleMinSeconds),
       sasSataPhyErrorThreshold: format.number(c.sasSataPhyErrorThreshold),
       mdMismatchThreshold: format.number(c.mdMismatchThreshold),
       zfsCapacityWarningRatio: format.number(c.zfsCapacityWarningRatio),
@@ -430,6 +431,122 @@ local format = import '../lib/format.libsonnet';
                   summary: 'storpath cannot read NVMe Identify data: the LBA format check is off.',
                   description: 'Controller {{ $labels.controller }} has namespaces, but storpath could not read Identify Namespace for them (no root or CAP_SYS_ADMIN, and no nvme-cli): their LBA formats are not judged. The exporter\'s log line "NVMe LBA formats unknown" gives the reason.',
                   runbook_url: '%(runbookUrlBase)sNvmeIdentifyUnavailable.md' % v,
+                },
+              },
+            ],
+          },
+        ],
+      },
+      'nvme_health.yml': {
+        groups: [
+          {
+            name: 'storpath-nvme-health',
+            rules: [
+              {
+                alert: 'NvmeTemperatureAboveWarning',
+                expr: |||
+                  (
+                    storpath_nvme_temperature_celsius{sensor="composite"}
+                    >= on(%(targetLabelsJoined)s, controller) group_left()
+                    (
+                      max by (%(targetLabelsJoined)s, controller) (storpath_nvme_temperature_max_celsius{sensor="composite"})
+                      or
+                      storpath_nvme_warning_composite_temperature_celsius
+                    )
+                  )
+                  or on(%(targetLabelsJoined)s, controller)
+                  (
+                    storpath_nvme_smart_composite_temperature_celsius
+                    and on(%(targetLabelsJoined)s, controller)
+                    storpath_nvme_critical_warning{bit="temperature"} == 1
+                  )
+                ||| % v,
+                [if format.seconds(c.nvmeHealthTemperatureFor) > 0 then 'for']: c.nvmeHealthTemperatureFor,
+                labels: {
+                  severity: '%(nvmeHealthTemperatureSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'An NVMe drive is at or above its warning temperature: it throttles and may wear faster.',
+                  description: '{{ $labels.controller }} ({{ range query (printf "storpath_nvme_controller_info{%(targetLabelsMatchers)s=%%q,controller=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller) }}{{ .Labels.model }} at {{ .Labels.address }}{{ end }}) is at {{ printf "%%.1f" $value }} °C, at or above its warning threshold ({{ range query (printf "storpath_nvme_warning_composite_temperature_celsius{%(targetLabelsMatchers)s=%%q,controller=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller) }}{{ printf "%%.1f °C WCTEMP" .Value }}{{ else }}WCTEMP unknown{{ end }}) for %(nvmeHealthTemperatureFor)s. Drives throttle their own speed to cool down: check airflow and the drive\'s heatsink (M.2 drives on carrier cards without their cover run hot).' % v,
+                  runbook_url: '%(runbookUrlBase)sNvmeTemperatureAboveWarning.md' % v,
+                },
+              },
+              {
+                alert: 'NvmeThermalThrottling',
+                expr: 'sum by (%(targetLabelsJoined)s, controller) (increase(storpath_nvme_thermal_management_time_seconds_total[%(nvmeHealthThrottleWindow)s])) > %(nvmeHealthThrottleMinSeconds)s' % v,
+                [if format.seconds(c.nvmeHealthThrottleFor) > 0 then 'for']: c.nvmeHealthThrottleFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'An NVMe drive has been throttling its speed because of heat.',
+                  description: '{{ $labels.controller }} ({{ range query (printf "storpath_nvme_controller_info{%(targetLabelsMatchers)s=%%q,controller=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller) }}{{ .Labels.model }} at {{ .Labels.address }}{{ end }}) spent {{ printf "%%.0f" $value }} s of the last %(nvmeHealthThrottleWindow)s in thermal management (Thermal Management Temperature 1 and 2 time in its SMART log): it ran slower than it can. Cool it: airflow, a heatsink, or load spread over more drives.' % v,
+                  runbook_url: '%(runbookUrlBase)sNvmeThermalThrottling.md' % v,
+                },
+              },
+              {
+                alert: 'NvmeCriticalWarning',
+                expr: 'storpath_nvme_critical_warning{bit!~"temperature|available_spare"} == 1',
+                [if format.seconds(c.nvmeHealthCriticalWarningFor) > 0 then 'for']: c.nvmeHealthCriticalWarningFor,
+                labels: {
+                  severity: 'critical',
+                },
+                annotations: {
+                  summary: 'An NVMe drive raises a critical warning: reliability degraded, read-only or backup failed.',
+                  description: '{{ $labels.controller }} ({{ range query (printf "storpath_nvme_controller_info{%(targetLabelsMatchers)s=%%q,controller=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller) }}{{ .Labels.model }} at {{ .Labels.address }}{{ end }}) has the `{{ $labels.bit }}` critical warning set in its SMART log. Back up what is on it and plan its replacement; see the runbook for each bit.' % v,
+                  runbook_url: '%(runbookUrlBase)sNvmeCriticalWarning.md' % v,
+                },
+              },
+              {
+                alert: 'NvmeSpareBelowThreshold',
+                expr: |||
+                  storpath_nvme_available_spare_ratio
+                  < on(%(targetLabelsJoined)s, controller)
+                  storpath_nvme_available_spare_threshold_ratio
+                ||| % v,
+                [if format.seconds(c.nvmeHealthSpareFor) > 0 then 'for']: c.nvmeHealthSpareFor,
+                labels: {
+                  severity: 'critical',
+                },
+                annotations: {
+                  summary: 'An NVMe drive\'s available spare is below the drive\'s own threshold.',
+                  description: '{{ $labels.controller }} ({{ range query (printf "storpath_nvme_controller_info{%(targetLabelsMatchers)s=%%q,controller=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller) }}{{ .Labels.model }} at {{ .Labels.address }}{{ end }}) has {{ $value | humanizePercentage }} of its spare capacity left, below its threshold of {{ range query (printf "storpath_nvme_available_spare_threshold_ratio{%(targetLabelsMatchers)s=%%q,controller=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller) }}{{ .Value | humanizePercentage }}{{ end }}: the drive is near the end of its life. Replace it.' % v,
+                  runbook_url: '%(runbookUrlBase)sNvmeSpareBelowThreshold.md' % v,
+                },
+              },
+            ],
+          },
+        ],
+      },
+      'alignment.yml': {
+        groups: [
+          {
+            name: 'storpath-alignment',
+            rules: [
+              {
+                alert: 'BlockPartitionMisaligned',
+                expr: 'storpath_block_partition_misaligned{boundary="physical_block"} == 1',
+                [if format.seconds(c.alignmentMisalignedFor) > 0 then 'for']: c.alignmentMisalignedFor,
+                labels: {
+                  severity: '%(alignmentMisalignedSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'A partition does not start on its disk\'s physical block boundary: writes become read-modify-write.',
+                  description: '{{ $labels.device }} starts at byte {{ range query (printf "storpath_block_partition_start_bytes{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }} of {{ $labels.disk }}, which is not a multiple of the disk\'s physical block size: every write of a block spans two physical blocks that the disk must read, modify and write. Recreating the partition at a 1 MiB boundary means moving its data off and back: see the runbook.' % v,
+                  runbook_url: '%(runbookUrlBase)sBlockPartitionMisaligned.md' % v,
+                },
+              },
+              {
+                alert: 'MdMemberDataMisaligned',
+                expr: 'storpath_md_member_data_misaligned{boundary="physical_block"} == 1',
+                [if format.seconds(c.alignmentMisalignedFor) > 0 then 'for']: c.alignmentMisalignedFor,
+                labels: {
+                  severity: '%(alignmentMisalignedSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'An md array\'s data does not start on a member disk\'s physical block boundary.',
+                  description: 'The data of {{ $labels.array }} starts off a physical block boundary on member {{ $labels.member }} (the member\'s start on its disk plus md\'s data offset of {{ range query (printf "storpath_md_member_data_offset_bytes{%(targetLabelsMatchers)s=%%q,array=%%q,member=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.array $labels.member) }}{{ printf "%%.0f" .Value }}{{ end }} bytes): every write to the array that lands on that member is a read-modify-write.' % v,
+                  runbook_url: '%(runbookUrlBase)sMdMemberDataMisaligned.md' % v,
                 },
               },
             ],

@@ -30,6 +30,8 @@ EXPECTED = {
     ("am4-x570-firecuda", "sata-slowed"): (1, NVME_ALL | {("sda", "sata.link_limited_by_libata")}, set()),
     # libata.force lowers both limits alike: a decision, not a fault (analysis.sata.speed_limited).
     ("am4-x570-firecuda", "sata-forced"): (1, NVME_ALL, set()),
+    ("am4-x570-firecuda", "hot-drive"): (1, NVME_ALL | {("nvme1", "nvme.temperature_above_warning"),
+                                                        ("nvme1", "nvme.thermal_throttling")}, set()),
     ("dell-r900-sas1068e", "before-fix"): (1, {("0000:04:00.0", "sas.phy_at_lowered_minimum")}, set()),
     ("dell-r900-sas1068e", "after-fix"): (0, set(), set()),
     # The boot drive (Samsung PM9A3) is at 512 B though it rates 4 KiB as well: the larger format wins.
@@ -50,6 +52,8 @@ EXPECTED = {
                                                         ("0000:d8:00.0", "pcie.shared_uplink_oversubscribed")}),
     ("intel-r2224wft-switches", "uplink-x4"): (2, {("0000:d8:00.0", "pcie.link_width_below_expected")},
                                                {("0000:3b:00.0", "pcie.shared_uplink_oversubscribed")}),
+    ("intel-r2224wft-switches", "misaligned-partition"): (1, {("sda1", "alignment.physical_block")},
+                                                          {("nvme", "nvme.smart_unknown")}),
     ("supermicro-x10dri-hyperm2", "healthy"): (0, set(), set()),
     # The noise corpus (tests/e2e/test_noise_corpus.py): virtual machines say what they cannot know.
     ("qemu-q35-old-passthrough", "healthy"): (0, set(), {("host", "host.virtual_machine")}),

@@ -107,6 +107,27 @@ CASES = {
         ("ZfsScrubOverdue", "zpool2"): {"labels": {"severity": "warning", "zpool": "zpool2"},
                                         "description": ["Pool zpool2 finished its last scrub"]},
     },
+    # Drive 2 on the carrier without its heatsink cover: above its warning threshold. Its
+    # throttle counters are high but do not rise while Prometheus watches: no throttling alert.
+    ("am4-x570-firecuda", "hot-drive"): {
+        ("NvmeTemperatureAboveWarning", "nvme1"): {
+            "labels": {"severity": "warning", "controller": "nvme1", "sensor": "composite"},
+            "description": ["nvme1 (Seagate FireCuda 530 ZP2000GM30023 at 0000:05:00.0) is at 83.8 °C",
+                            "warning threshold (81.8 °C WCTEMP)"],
+        },
+        **FIRECUDA_LBA,
+    },
+    # sda1 at sector 63 of a 512e disk; sdb1 at 1 MiB. The zpool output is old: scrubs overdue.
+    ("intel-r2224wft-switches", "misaligned-partition"): {
+        ("BlockPartitionMisaligned", "sda1"): {
+            "labels": {"severity": "warning", "device": "sda1", "disk": "sda", "boundary": "physical_block"},
+            "description": ["sda1 starts at byte 32256 of sda", "the disk must read, modify and write"],
+        },
+        ("ZfsScrubOverdue", "zpool1"): {"labels": {"severity": "warning", "zpool": "zpool1"},
+                                        "description": ["Pool zpool1 finished its last scrub"]},
+        ("ZfsScrubOverdue", "zpool2"): {"labels": {"severity": "warning", "zpool": "zpool2"},
+                                        "description": ["Pool zpool2 finished its last scrub"]},
+    },
     ("supermicro-x10dri-hyperm2", "healthy"): {},
 }
 
@@ -136,7 +157,7 @@ def _key(alert: dict) -> tuple:
     labels = alert["labels"]
     if "vdev" in labels:
         return labels["alertname"], f"{labels['zpool']}/{labels['vdev']}"
-    for name in ("address", "device", "phy", "zpool", "target", "collector"):
+    for name in ("address", "device", "phy", "zpool", "target", "collector", "controller"):
         if name in labels:
             return labels["alertname"], labels[name]
     return labels["alertname"], labels.get("instance", "")

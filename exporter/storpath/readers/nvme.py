@@ -391,8 +391,10 @@ def _errno_text(exc: OSError, path: str) -> str:
     return f"{path}: {os.strerror(exc.errno or 0)}"
 
 
-def identify_ioctl(char_device: str, nsid: int, timeout: float = 10.0) -> bytes:
-    """Identify Namespace through the admin ioctl on /dev/nvmeX; raises IdentifyError."""
+def admin_command(char_device: str, opcode: int, nsid: int, cdw10: int, length: int, what: str,
+                  timeout: float = 10.0) -> bytes:
+    """One admin command that reads `length` bytes, through NVME_IOCTL_ADMIN_CMD on
+    /dev/nvmeX (Identify, Get Log Page); raises IdentifyError naming `what`."""
     try:
         st = os.stat(char_device)
     except OSError as exc:
@@ -404,28 +406,36 @@ def identify_ioctl(char_device: str, nsid: int, timeout: float = 10.0) -> bytes:
     except OSError as exc:
         raise IdentifyError(_errno_text(exc, char_device)) from None
     try:
-        buf = ctypes.create_string_buffer(IDENTIFY_BYTES)
-        cmd = _NvmePassthruCmd(opcode=OPCODE_IDENTIFY, nsid=nsid, addr=ctypes.addressof(buf),
-                               data_len=IDENTIFY_BYTES, cdw10=CNS_NAMESPACE,
+        buf = ctypes.create_string_buffer(length)
+        cmd = _NvmePassthruCmd(opcode=opcode, nsid=nsid, addr=ctypes.addressof(buf), data_len=length, cdw10=cdw10,
                                timeout_ms=max(1, int(timeout * 1000)))
         try:
             status = fcntl.ioctl(fd, NVME_IOCTL_ADMIN_CMD, cmd, True)
         except OSError as exc:
             raise IdentifyError(_errno_text(exc, char_device)) from None
         if status != 0:  # a positive return is the NVMe completion status
-            raise IdentifyError(f"{char_device}: Identify Namespace {nsid} failed with NVMe status 0x{status:x}")
+            raise IdentifyError(f"{char_device}: {what} failed with NVMe status 0x{status:x}")
         return bytes(buf.raw)
     finally:
         os.close(fd)
 
 
-def identify_nvme_cli(char_device: str, nsid: int, nvme_cli: str = "nvme", timeout: float = 10.0) -> str:
-    """`nvme id-ns ... -o json` output; raises IdentifyError. A drive that hangs Identify
-    in the kernel cannot hang the task: storpath.command gives up on it."""
+def identify_ioctl(char_device: str, nsid: int, timeout: float = 10.0) -> bytes:
+    """Identify Namespace through the admin ioctl on /dev/nvmeX; raises IdentifyError."""
+    return admin_command(char_device, OPCODE_IDENTIFY, nsid, CNS_NAMESPACE, IDENTIFY_BYTES,
+                         f"Identify Namespace {nsid}", timeout)
+
+
+def identify_nvme_cli(char_device: str, nsid: int, nvme_cli: str = "nvme", timeout: float = 10.0,
+                      subcommand: str = "id-ns") -> str:
+    """`nvme id-ns ... -o json` output (or another controller-wide `subcommand`:
+    id-ctrl, smart-log); raises IdentifyError. A drive that hangs the command in the
+    kernel cannot hang the task: storpath.command gives up on it."""
     binary = shutil.which(nvme_cli)
     if binary is None:
         raise IdentifyError(f"nvme-cli not installed ({nvme_cli!r} not found)")
-    cmd = [binary, "id-ns", char_device, f"--namespace-id={nsid}", "--output-format=json"]
+    namespace = [f"--namespace-id={nsid}"] if subcommand == "id-ns" else []
+    cmd = [binary, subcommand, char_device, *namespace, "--output-format=json"]
     try:
         done = run_command(cmd, timeout)
     except OSError as exc:

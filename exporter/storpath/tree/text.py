@@ -34,7 +34,15 @@ def render(topology: Topology, width: int = 80, ascii: bool = False, colour: boo
         lines.append("")
     if not topology.roots and not topology.elsewhere:
         lines.extend(["no PCIe storage path found (no storage controller or block device on a PCI device)", ""])
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    # --ascii promises plain ASCII: findings and models may carry "°C", "…" or vendor text.
+    return _plain(text) if ascii else text
+
+
+def _plain(text: str) -> str:
+    for char, spelled in (("°", "deg "), ("…", "..."), ("µ", "u"), ("–", "-"), ("—", "-")):
+        text = text.replace(char, spelled)
+    return text.encode("ascii", "replace").decode("ascii")
 
 
 def _paint(text: str, style: str, colour: bool) -> str:
