@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import re
 import tarfile
 
 import pytest
@@ -148,3 +149,104 @@ def test_capture_of_a_missing_tree_fails_clearly(tmp_path):
     result = storpath("capture", f"--path.sysfs={tmp_path}/nope", "-o", str(tmp_path / "x.tar.gz"))
     assert result.returncode == 3 and "is not a folder" in result.stderr
     assert not (tmp_path / "x.tar.gz").exists()
+
+
+# ---- --redact against every fixture machine ------------------------------------------
+# What identifies hardware, collected from the unredacted tree on the test's own terms
+# (not the redactor's lists): identity attributes of sysfs, identity keys of JSON outputs,
+# and in any text the by-id names, 0x WWNs/SAS addresses and vdevs named by GUID.
+IDENTITY_ATTRIBUTES = {"serial", "wwid", "wwn", "sas_address", "vpd_pg80", "eui", "nguid", "unique_id", "port_name",
+                       "node_name", "enclosure_identifier"}
+IDENTITY_KEYS = {"guid", "pool_guid", "vdev_guid", "sn", "serial", "serial_number", "eui64", "nguid", "wwn", "wwid"}
+TEXT_IDENTITIES = [re.compile(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]{16}(?![0-9A-Za-z])"),
+                   re.compile(r"(?m)^\t\s*([0-9]{6,})\s+[A-Z]+\b")]
+BY_ID = re.compile(r"/dev/disk/by-id/(?:nvme|ata|scsi|wwn)-(\S+?)(?:-part[0-9]+)?(?:\s|$)")
+
+
+def _identities_in(root):
+    found = set()
+
+    def add(value):
+        value = str(value).strip()
+        body = re.sub(r"^(0x|naa\.|eui\.|t10\.)", "", value)
+        for item in {value, body}:
+            if len(item) >= 6 and item.strip("0x.-") and item.isprintable():
+                found.add(item)
+
+    def walk_json(node):
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if key in IDENTITY_KEYS and isinstance(item, (str, int)):
+                    add(item)
+                elif key == "devid" and isinstance(item, str):
+                    walk_text("/dev/disk/by-id/" + item + "\n")
+                else:
+                    walk_json(item)
+        elif isinstance(node, list):
+            for item in node:
+                walk_json(item)
+
+    def walk_text(text):
+        for pattern in TEXT_IDENTITIES:
+            for match in pattern.finditer(text):
+                add(match.group(match.lastindex or 0))
+        for name in BY_ID.findall(text):
+            hex_id = re.match(r"^(?:0x|3|eui\.)([0-9a-fA-F]{12,})$", name)
+            add(hex_id.group(1) if hex_id else name.rsplit("_", 1)[-1])
+
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                continue
+            try:
+                text = open(path, "rb").read().decode("utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+            if name in IDENTITY_ATTRIBUTES:
+                add(text)
+            if name.endswith(".json"):
+                try:
+                    walk_json(json.loads(text))
+                except ValueError:
+                    pass
+            walk_text(text)
+    return found
+
+
+def _leaks(archive, identities):
+    patterns = [(value, re.compile((rf"(?<![0-9]){value}(?![0-9])" if value.isdigit() else re.escape(value)).encode(),
+                                   re.I)) for value in identities]
+    leaks = []
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                data = tar.extractfile(member).read()
+                leaks.extend(f"{member.name}: {value}" for value, pattern in patterns if pattern.search(data))
+    return leaks
+
+
+def _findings(root):
+    """check --json with the paths left out and each identity of the tree (a vdev named
+    by its GUID in a finding's evidence) as `<id>`: the redacted one has other values."""
+    done = storpath("check", "--json", *paths(root))
+    report = json.loads(done.stdout)
+    report.pop("paths")
+    text = json.dumps(report, sort_keys=True)
+    for value in sorted(_identities_in(root), key=len, reverse=True):
+        text = re.sub(rf"(?<![0-9]){value}(?![0-9])" if value.isdigit() else re.escape(value), "<id>", text)
+    return done.returncode, json.loads(text)
+
+
+REDACT_CASES = [(name, machines.load(name).variants and next(iter(machines.load(name).variants)))
+                for name in machines.names()] + [("intel-r2224wft-switches", "zfs-checksum"),
+                                                 ("intel-r2224wft-switches", "zfs-text-unavail")]
+
+
+@pytest.mark.parametrize("name,variant", REDACT_CASES, ids=[f"{n}:{v}" for n, v in REDACT_CASES])
+def test_redacted_capture_keeps_no_identity_and_the_same_findings(name, variant, machine_tree, tmp_path):
+    root = machine_tree(name, variant)
+    identities = _identities_in(root)
+    archive, replay = capture(root, str(tmp_path), "--redact", name="red")
+    assert not _leaks(archive, identities)
+    assert _findings(replay) == _findings(root)

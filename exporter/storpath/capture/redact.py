@@ -26,6 +26,19 @@ SECRET_JSON_KEYS = frozenset({"sn", "serial", "serial_number", "eui64", "nguid",
 # every file would garble numbers.
 MIN_SUBSTRING_SECRET = 6
 
+# What text outputs (zpool status before OpenZFS 2.3, nvme-cli without JSON) give away.
+# /dev/disk/by-id names: the serial is the last `_` word (nvme-, ata-, scsi-SATA_...), or
+# the name carries a WWN/EUI-64 (wwn-0x..., scsi-3..., nvme-eui....).
+BY_ID_NAME = re.compile(r"(?<![\w.-])(?:nvme|ata|scsi|wwn|usb|sas|mmc)-[^\s/'\"(),]+")
+BY_ID_HEX = re.compile(r"^(?:wwn-0x|scsi-[0-9]|nvme-eui\.|nvme-nvme\.|scsi-naa\.)([0-9a-fA-F]{12,})$")
+# A vdev zpool status names by its GUID (a device that is gone: `<guid> UNAVAIL ... was
+# /dev/...`, or `zpool status -g`): a row of the config table whose name is a number.
+ZPOOL_GUID_ROW = re.compile(r"(?m)^\t\s*([0-9]{6,})\s+[A-Z]+\b")
+# WWNs and SAS addresses as 0x and 16 hex digits, in any text.
+HEX64 = re.compile(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]{16}(?![0-9A-Za-z])")
+# nvme-cli text (`nvme id-ctrl`, `nvme list`): `sn : ...`, `eui64 : ...`.
+NVME_CLI_FIELD = re.compile(r"(?mi)^\s*(sn|serial|subnqn|eui64|nguid|uuid|wwn|wwid)\s*:\s*(\S.*?)\s*$")
+
 
 # ---- redaction ----------------------------------------------------------------------
 
@@ -43,12 +56,22 @@ class Redactor:
     def token(self, value: str) -> str:
         if value in self.mapping:
             return self.mapping[value]
-        digest = hmac.new(self.key, value.encode(), hashlib.sha256).hexdigest() * 4
         prefix, body = "", value
         match = re.match(r"^(0x|eui\.|naa\.|t10\.|nvme\.|uuid\.|nqn\.[^:]*:)(.*)$", value, re.I)
         if match:
             prefix, body = match.group(1), match.group(2)
-        if body and re.fullmatch(r"[0-9a-fA-F]+", body) and (prefix or len(body) >= 12):
+        hex_body = bool(body) and re.fullmatch(r"[0-9a-fA-F]+", body) is not None
+        # Hex is keyed on its lower case, so `0x5000CCA2...`, `naa.5000cca2...` and the
+        # `scsi-35000cca2...` by-id name share one stand-in.
+        digest = hmac.new(self.key, (body.lower() if hex_body else value).encode(), hashlib.sha256).hexdigest() * 4
+        if body and body.isdigit() and len(body) >= MIN_SUBSTRING_SECRET and not prefix:
+            # A decimal GUID stays a number of the same length (JSON and text parse it).
+            stand_in = str(int(digest[:32], 16))[:len(body)].rjust(len(body), "1")
+            stand_in = ("1" + stand_in[1:]) if stand_in[0] == "0" else stand_in
+        elif hex_body and (prefix or len(body) >= 12):
+            if prefix and len(body) >= 12:
+                # The bare hex gets the same stand-in where it appears without the prefix.
+                return self.mapping.setdefault(value, prefix + self.token(body))
             stand_in = prefix + (digest[:len(body)].upper() if body.isupper() else digest[:len(body)])
         elif body and re.fullmatch(r"[0-9a-fA-F-]{36}", body):  # a UUID
             stand_in = prefix + "-".join(digest[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
@@ -78,6 +101,25 @@ class Redactor:
             for item in value:
                 self.learn_json(item)
 
+    def learn_text(self, text: str) -> None:
+        """Identifiers in command outputs that have no JSON form (zpool status before
+        OpenZFS 2.3, nvme-cli text): by-id names, vdev GUIDs, 0x WWNs and SAS addresses."""
+        for name in BY_ID_NAME.findall(text):
+            name = re.sub(r"-part[0-9]+$", "", name)
+            hex_match = BY_ID_HEX.match(name)
+            if hex_match:
+                self.token(hex_match.group(1))
+                continue
+            serial = name.rsplit("_", 1)[-1] if "_" in name else ""
+            if len(serial) >= MIN_SUBSTRING_SECRET:
+                self.token(serial)
+        for guid in ZPOOL_GUID_ROW.findall(text):
+            self.token(guid)
+        for value in HEX64.findall(text):
+            self.token(value)
+        for _, value in NVME_CLI_FIELD.findall(text):
+            self.token(value)
+
     def apply(self, rel: str, data: bytes) -> bytes:
         name = os.path.basename(rel)
         if name == "config":
@@ -105,8 +147,16 @@ class Redactor:
 
     def _substrings(self, text: str) -> str:
         for secret in sorted(self.mapping, key=len, reverse=True):
-            if len(secret) >= MIN_SUBSTRING_SECRET and secret != self.mapping[secret]:
-                text = text.replace(secret, self.mapping[secret])
+            stand_in = self.mapping[secret]
+            if len(secret) < MIN_SUBSTRING_SECRET or secret == stand_in:
+                continue
+            if secret.isdigit():  # a decimal GUID, never the digits inside another number
+                text = re.sub(rf"(?<![0-9]){secret}(?![0-9])", stand_in, text)
+            elif re.fullmatch(r"[0-9a-fA-F]+", secret):  # hex in either case, the case kept
+                text = re.sub(re.escape(secret), lambda m: stand_in.upper() if m.group(0).isupper()
+                              else stand_in.lower(), text, flags=re.I)
+            else:
+                text = text.replace(secret, stand_in)
         return text
 
     def _apply_bytes(self, data: bytes) -> bytes:
