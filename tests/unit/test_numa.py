@@ -18,6 +18,7 @@ from storpath.readers.numa import (NumaNode, PciNuma, parse_cpulist, parse_numa_
 from storpath.roots import Roots
 from tests.conftest import log_records
 from tests.fixtures import machines
+from tests.fixtures.sysfs_builder import MachineBuilder
 
 
 @pytest.mark.parametrize("text,cpus", [
@@ -166,3 +167,64 @@ def test_kernel_without_numa(tmp_path):
     samples = [s for m in registry.collect() for s in m.samples]
     assert samples == []
     assert read_pci_numa(Roots(sysfs=sys_root))[0].numa_node is None
+
+
+def test_a_numa_node_beyond_the_nodes_present_is_left_out_with_one_warning(tmp_path):
+    """numa_node 7 on a machine with 2 nodes was exported as truth."""
+    root = str(tmp_path)
+    builder = machines.load("epyc-7443-highpoint").build(root, "nps1")
+    builder.set_attr("0000:c3:00.0", "numa_node", 7)
+    sys_root = os.path.join(root, "sys")
+    log.forget_once_keys()
+    with log_records("storpath") as records:
+        value = _collect(sys_root).get_sample_value
+        _collect(sys_root).get_sample_value("storpath_numa_nodes_per_socket")
+    assert value("storpath_numa_storage_controller_node", {"address": "0000:c3:00.0"}) is None
+    assert value("storpath_block_device_numa_node", {"device": "nvme1n1"}) is None
+    # The other drives on node 1 keep theirs.
+    assert value("storpath_block_device_numa_node", {"device": "nvme2n1"}) == 1
+    by_address = {d.address: d.numa_node for d in read_pci_numa(Roots(sysfs=sys_root))}
+    assert by_address["0000:c3:00.0"] is None and by_address["0000:c4:00.0"] == 1
+    warnings = [r for r in records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert warnings[0].fields["device"] == "0000:c3:00.0" and warnings[0].fields["value"] == 7
+
+
+def test_minus_one_stays_and_a_kernel_without_numa_takes_the_node_as_read(tmp_path):
+    root = str(tmp_path)
+    builder = machines.load("epyc-7443-highpoint").build(root, "nps1")
+    builder.set_attr("0000:c3:00.0", "numa_node", -1)
+    builder.set_attr("0000:c4:00.0", "numa_node", 7)
+    sys_root = os.path.join(root, "sys")
+    shutil.rmtree(os.path.join(sys_root, "devices", "system", "node"))
+    value = _collect(sys_root).get_sample_value
+    assert value("storpath_numa_storage_controller_node", {"address": "0000:c3:00.0"}) == -1
+    assert value("storpath_numa_storage_controller_node", {"address": "0000:c4:00.0"}) == 7
+
+
+def test_a_cpulist_beyond_the_possible_cpus_is_left_out_with_one_warning(tmp_path):
+    """A cpulist of 0-30000000 made scrapes take 19 s and 2.4 GB; one naming CPUs this
+    machine cannot have is no truer when it is short."""
+    builder = MachineBuilder(str(tmp_path))
+    builder.cpus(sockets=1, cores_per_socket=2, threads_per_core=2, numa_nodes=2)  # CPUs 0-3
+    builder.write("devices/system/node/node0/cpulist", "0-30000000")
+    builder.write("devices/system/node/node1/cpulist", "1,3,7")
+    sys_root = os.path.join(str(tmp_path), "sys")
+    log.forget_once_keys()
+    with log_records("storpath") as records:
+        assert read_nodes(Roots(sysfs=sys_root)) == []
+        assert read_nodes(Roots(sysfs=sys_root)) == []
+    warnings = [r for r in records if r.levelno == logging.WARNING]
+    assert sorted(r.fields["value"] for r in warnings) == ["0-30000000", "1,3,7"]
+    assert all(r.fields["cpus_possible"] == 4 for r in warnings)
+    builder.write("devices/system/node/node1/cpulist", "1,3")
+    assert [n.cpus for n in read_nodes(Roots(sysfs=sys_root))] == [(1, 3)]
+    # Without cpu/possible the bound is the kernel's most CPUs.
+    builder.remove("devices/system/cpu/possible")
+    builder.write("devices/system/node/node1/cpulist", "1,3,7")
+    assert [n.cpus for n in read_nodes(Roots(sysfs=sys_root))] == [(1, 3, 7)]
+
+
+def test_parse_cpulist_takes_its_bound():
+    assert parse_cpulist("0-3", 4) == (0, 1, 2, 3)
+    assert parse_cpulist("0-4", 4) is None and parse_cpulist("4", 4) is None

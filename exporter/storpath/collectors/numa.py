@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Collector, register
 from storpath.families import GAUGE, Derived, Family, Rows
-from storpath.readers.numa import pci_numa, read_cpu_packages, read_nodes, read_online
+from storpath.readers.numa import node_bound, pci_numa, read_cpu_packages, read_nodes, read_online
 
 NODE_INFO = Family(
     "storpath_numa_node_info", GAUGE,
@@ -43,9 +45,11 @@ class NumaCollector(Collector):
         super().__init__(ctx)
         self._topology = Derived()
         self._placement = Derived()
+        self._nodes: Optional[int] = None  # node_bound, read with the topology
 
     def _topology_rows(self) -> Rows:
         nodes, packages = read_nodes(self.roots), read_cpu_packages(self.roots)
+        self._nodes = node_bound(self.roots)
         rows = Rows()
         for node in nodes:
             rows.add(NODE_INFO, (str(node.node), node.cpulist), 1)
@@ -53,7 +57,7 @@ class NumaCollector(Collector):
         return rows
 
     def _placement_rows(self, devices, blocks) -> Rows:
-        pci = pci_numa(devices)
+        pci = pci_numa(devices, self._nodes)
         rows = Rows()
         for device in pci:
             if device.is_storage:
@@ -65,10 +69,11 @@ class NumaCollector(Collector):
     def values(self) -> Rows:
         # NUMA nodes and CPU sockets change only when CPUs or nodes go on- or offline: read
         # again when the kernel's online lists change, not on every scrape (a 256-CPU host
-        # has 256 topology files).
+        # has 256 topology files). The node count (which bounds the devices' numa_node) is
+        # read with it.
         topology = self._topology.get(read_online(self.roots), self._topology_rows)
         # Placement follows from the devices' static records and the block devices alone.
         devices, blocks = self.ctx.facts.pci(), self.ctx.facts.blocks()
-        placement = self._placement.get(([d.static for d in devices], blocks),
+        placement = self._placement.get(([d.static for d in devices], blocks, self._nodes),
                                         lambda: self._placement_rows(devices, blocks))
         return Rows({**topology, **placement})

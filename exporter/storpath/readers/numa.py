@@ -5,6 +5,8 @@ sysfs-devices-system-cpu, Documentation/ABI/testing/sysfs-bus-pci):
 - /sys/devices/system/node/nodeN/cpulist: the CPUs of node N as a range list
   ("0-23,48-71"; empty for a node with memory only). No node folder at all on a kernel
   built without NUMA support.
+- /sys/devices/system/cpu/possible: every CPU this boot can ever bring online ("0-95");
+  a node's cpulist naming a CPU beyond it is garbage.
 - /sys/devices/system/cpu/cpuN/topology/physical_package_id: the socket of CPU N (only
   present while the CPU is online).
 - /sys/bus/pci/devices/*/numa_node: the node the firmware placed the device on, -1 when
@@ -32,6 +34,7 @@ CAPTURE_SYSFS = (
     "devices/system/cpu/cpu*/topology/physical_package_id",
     "devices/system/node/online",
     "devices/system/cpu/online",
+    "devices/system/cpu/possible",
 )
 
 _NODE = re.compile(r"^node(\d+)$")
@@ -61,8 +64,9 @@ class PciNuma:
 MAX_CPUS = 8192
 
 
-def parse_cpulist(text: Optional[str]) -> Optional[Tuple[int, ...]]:
-    """'0-3,8,10-11' -> (0, 1, 2, 3, 8, 10, 11); '' -> (); malformed -> None."""
+def parse_cpulist(text: Optional[str], cpus_possible: int = MAX_CPUS) -> Optional[Tuple[int, ...]]:
+    """'0-3,8,10-11' -> (0, 1, 2, 3, 8, 10, 11); '' -> (); malformed, or naming a CPU at
+    or beyond `cpus_possible`, -> None."""
     if text is None:
         return None
     text = text.strip()
@@ -71,8 +75,8 @@ def parse_cpulist(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     cpus = set()  # a set: a list repeating one range stays small
     for part in text.split(","):
         first, dash, last = part.partition("-")
-        start = parse_int(first, maximum=MAX_CPUS - 1)
-        end = parse_int(last, maximum=MAX_CPUS - 1) if dash else start
+        start = parse_int(first, maximum=cpus_possible - 1)
+        end = parse_int(last, maximum=cpus_possible - 1) if dash else start
         if start is None or end is None or end < start:
             return None
         cpus.update(range(start, end + 1))
@@ -89,19 +93,36 @@ def read_online(roots: Roots) -> Tuple[Optional[str], Optional[str]]:
             read_attr(roots.sys("devices", "system", "cpu", "online")))
 
 
+def read_cpus_possible(roots: Roots) -> int:
+    """How many CPUs this boot can have (the highest in cpu/possible, plus one); MAX_CPUS
+    when the list is missing or unusable."""
+    cpus = parse_cpulist(read_attr(roots.sys("devices", "system", "cpu", "possible")))
+    return cpus[-1] + 1 if cpus else MAX_CPUS
+
+
+def node_bound(roots: Roots) -> Optional[int]:
+    """One past the highest NUMA node present (the node count when node ids are dense,
+    as they are but on odd firmware); None on a kernel without NUMA (no node folder)."""
+    nodes = [int(m.group(1)) for m in map(_NODE.match, list_dir(roots.sys("devices", "system", "node"))) if m]
+    return max(nodes) + 1 if nodes else None
+
+
 def read_nodes(roots: Roots) -> List[NumaNode]:
     base = roots.sys("devices", "system", "node")
     nodes = []
+    possible = None
     for entry in list_dir(base, roots.sysfs):
         match = _NODE.match(entry)
         if not match:
             continue
         text = read_attr(os.path.join(base, entry, "cpulist"))
-        cpus = parse_cpulist(text)
+        if possible is None:
+            possible = read_cpus_possible(roots)
+        cpus = parse_cpulist(text, possible)
         if cpus is None:
             if text is not None:
-                _once((entry, "cpulist"), "NUMA node cpulist not usable, leaving the node out", node=entry,
-                      value=text)
+                _once((entry, "cpulist"), "NUMA node cpulist not usable (malformed or naming CPUs beyond "
+                      "cpu/possible), leaving the node out", node=entry, value=text, cpus_possible=possible)
             continue
         nodes.append(NumaNode(node=int(match.group(1)), cpulist=text.strip(), cpus=cpus))
     return sorted(nodes, key=lambda n: n.node)
@@ -129,10 +150,23 @@ def read_cpu_packages(roots: Roots) -> Dict[int, int]:
     return packages
 
 
-def pci_numa(devices) -> List[PciNuma]:
+def plausible_node(address: str, node: Optional[int], nodes: Optional[int]) -> Optional[int]:
+    """A device's numa_node if it names a node present (below `nodes`, from node_bound);
+    -1 (the firmware did not say) as it is; a node beyond those present None, warned once.
+    Without a node count (a kernel without NUMA) the value is taken as read."""
+    if node is None or nodes is None or node < nodes:
+        return node
+    _once((address, "numa_node", node), "PCI numa_node names a NUMA node that is not present, leaving it out",
+          device=address, value=node, nodes=nodes)
+    return None
+
+
+def pci_numa(devices, nodes: Optional[int] = None) -> List[PciNuma]:
     """NUMA node and class of every PCI function, from the PCI reader's records (which
-    read `numa_node` and `class` once per device instance and log a bad value once)."""
-    return [PciNuma(address=d.address, class_code=d.static.class_code, numa_node=d.static.numa_node)
+    read `numa_node` and `class` once per device instance and log a bad value once);
+    with `nodes` (node_bound) a node beyond those present is left out (plausible_node)."""
+    return [PciNuma(address=d.address, class_code=d.static.class_code,
+                    numa_node=plausible_node(d.address, d.static.numa_node, nodes))
             for d in devices]
 
 
@@ -140,4 +174,4 @@ def read_pci_numa(roots: Roots) -> List[PciNuma]:
     """One-shot read, for callers without a PCI read at hand."""
     from storpath.readers.pci import PciReader
 
-    return pci_numa(PciReader(roots).read())
+    return pci_numa(PciReader(roots).read(), node_bound(roots))
