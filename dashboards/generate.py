@@ -51,6 +51,7 @@ BPS = "Bps"
 BYTES = "bytes"
 RATIO = "percentunit"
 DAYS = "d"
+CELSIUS = "celsius"
 
 # Selectors. The Host board shows one host at a time (single-select, no "All"), so its
 # selector is an exact match; the fleet boards take any number of hosts.
@@ -336,9 +337,40 @@ def fleet(t: dict) -> dict:
               description=f"Orange from {cap_warn:.0%}, red from {cap_crit:.0%}: the ZfsPoolCapacity alerts' "
                           f"thresholds.", links=[runbook(rb, "ZfsPoolCapacityHigh")]),
     ]
+    # The inventory rules (rules/inventory.yml) join storpath_host_info on (job, instance):
+    # each host's count per kind carries its make and model, the median is per model.
+    by_host = f"instance_kind:storpath_inventory_devices:by_host_model{{{sel}}}"
+    per_model = "on(sys_vendor, product_name, kind) group_left"
+    inventory_links = [runbook(rb, "InventoryFewerDevicesThanModel"), runbook(rb, "InventoryStorageLanesBelowModel"),
+                       runbook(rb, "InventoryDevicesVanished"), runbook(rb, "InventoryBelowExpected")]
+    inventory = [
+        stat("Hosts with fewer devices than their model",
+             f"count(count by (instance) ({by_host} < {per_model} model_kind:storpath_inventory_devices:median))"
+             f" or vector(0)", width=6, thresholds=warn,
+             description="Hosts with fewer NVMe controllers, SAS or SATA disks or HBAs than the median host of the "
+                         "same make and model (the alert waits for three hosts of a model and an hour).",
+             links=inventory_links[:1]),
+        stat("Inventory alerts firing",
+             f"count(ALERTS{{alertname=~\"Inventory.*\", alertstate=\"firing\", {sel}}}) or vector(0)", width=6,
+             thresholds=warn, description="Drives vanished, fewer than the model's median or than declared, "
+                                          "fewer storage lanes than the model's median.", links=inventory_links),
+        table("Inventory: devices per host against the median host of its make and model", [
+            q(by_host),
+            q(f"{by_host} * 0 + {per_model} model_kind:storpath_inventory_devices:median"),
+            q(f"{by_host} * 0 + {per_model} model_kind:storpath_inventory_hosts:count"),
+            q(f"{by_host} < bool {per_model} model_kind:storpath_inventory_devices:median"),
+        ], {"devices": Column("devices"), "model median": Column("model median"),
+            "hosts of model": Column("hosts of model"),
+            "vs model": Column("vs model", mappings=[value_map({"0": ("as the model", GREEN),
+                                                                "1": ("below the model's median", ORANGE)})])},
+            width=12, height=9, hide=["job"], labels=host_link,
+            description="Per kind: NVMe controllers, SAS and SATA disks, HBAs (virtual machines and hosts without "
+                        "a DMI product name are not compared).", links=inventory_links[:1]),
+    ]
     return dashboard("storpath-fleet", "storpath / Fleet overview",
                      "Which hosts run their storage below what the hardware can deliver.",
-                     [("", verdicts), ("Where", offenders), ("Over time", trends), ("Health", health)],
+                     [("", verdicts), ("Where", offenders), ("Over time", trends), ("Health", health),
+                      ("Inventory", inventory)],
                      fleet_variables())
 
 
@@ -583,6 +615,56 @@ def host(t: dict) -> dict:
             q(f"storpath_probe_read_latency_seconds{{{sel}, quantile=\"0.99\"}}", "{{target}} {{profile}}")],
             width=8, unit="s"),
     ]
+    nvme_health = [
+        timeseries("NVMe composite temperature vs warning threshold", [
+            q(f"storpath_nvme_temperature_celsius{{{sel}, sensor=\"composite\"}}", "{{controller}}"),
+            q(f"storpath_nvme_temperature_max_celsius{{{sel}, sensor=\"composite\"}}",
+              "{{controller}} over-temperature threshold"),
+            q(f"storpath_nvme_warning_composite_temperature_celsius{{{sel}}}", "{{controller}} WCTEMP"),
+        ], unit=CELSIUS,
+            description="Above its threshold a drive is outside its normal range and throttles. WCTEMP needs the "
+                        "Identify data (root or CAP_SYS_ADMIN).",
+            links=[runbook(rb, "NvmeTemperatureAboveWarning")]),
+        timeseries("NVMe share of time throttled", [
+            q(f"rate(storpath_nvme_thermal_management_time_seconds_total{{{sel}}}[5m])",
+              "{{controller}} level {{level}}")], unit=RATIO, soft_max=1,
+            description="Thermal management: level 1 is the light step, level 2 the heavy one. From the SMART log, "
+                        "read every minute.", links=[runbook(rb, "NvmeThermalThrottling")]),
+        table("NVMe critical warnings set", [q(f"storpath_nvme_critical_warning{{{sel}}} == 1")],
+              {"set": Column("set", mappings=[value_map({"1": ("set", RED)})])}, width=8, height=7,
+              hide=["job", "instance"], links=[runbook(rb, "NvmeCriticalWarning")]),
+        table("NVMe available spare vs threshold", [
+            q(f"storpath_nvme_available_spare_ratio{{{sel}}}"),
+            q(f"storpath_nvme_available_spare_threshold_ratio{{{sel}}}"),
+            q(f"storpath_nvme_available_spare_ratio{{{sel}}} < bool storpath_nvme_available_spare_threshold_ratio"),
+        ], {"spare": Column("spare", RATIO), "threshold": Column("threshold", RATIO),
+            "state": Column("state", mappings=[value_map({"0": ("above threshold", GREEN),
+                                                          "1": ("below threshold", RED)})])},
+            width=8, height=7, hide=["job", "instance"], links=[runbook(rb, "NvmeSpareBelowThreshold")]),
+        table("Misaligned partitions", [
+            q(f"storpath_block_partition_misaligned{{{sel}}} == 1"),
+            q(f"storpath_block_partition_start_bytes{{{sel}}} "
+              f"and on(instance, device) (storpath_block_partition_misaligned{{{sel}}} == 1)"),
+            q(f"storpath_block_alignment_offset_bytes{{{sel}}} "
+              f"and on(instance, device) (storpath_block_partition_misaligned{{{sel}}} == 1)"),
+        ], {"misaligned": Column("misaligned"), "start": Column("start", BYTES),
+            "alignment offset": Column("alignment offset", BYTES)},
+            width=8, height=7, hide=["job", "instance", "misaligned"],
+            description="Partitions whose start is not a multiple of the disk's physical block (every write a "
+                        "read-modify-write) or optimal I/O size.",
+            links=[runbook(rb, "BlockPartitionMisaligned")]),
+    ]
+    inventory = [
+        table("Inventory: devices per kind", [q(f"storpath_inventory_devices{{{sel}}}")],
+              {"devices": Column("devices")}, width=6, height=8, hide=["job", "instance"],
+              links=[runbook(rb, "InventoryDevicesVanished"), runbook(rb, "InventoryBelowExpected")]),
+        table("Inventory: every storage device", [q(f"storpath_inventory_device_info{{{sel}}}")],
+              {"present": Column("present")},
+              width=18, height=8, hide=["job", "instance", "present"],
+              description="Every NVMe controller and namespace, SAS and SATA disk and HBA the OS sees, with the "
+                          "PCI function it is or sits behind and that function's physical slot.",
+              links=[runbook(rb, "InventoryDevicesVanished"), runbook(rb, "InventoryFewerDevicesThanModel")]),
+    ]
     annotations = [
         db.AnnotationQuery().name("Link speed or width changed").datasource(DS).enable(True).hide(False).icon_color(
             "orange").expr(f"changes(storpath_pcie_current_link_speed_transfers_per_second{{{sel}}}[5m]) > 0 "
@@ -592,7 +674,8 @@ def host(t: dict) -> dict:
                      "One host: every storage path, its links, formats, arrays and pools, and whether it runs at "
                      "the speed its hardware allows.",
                      [("", verdicts), ("PCIe", pcie), ("NVMe", nvme), ("SAS and SATA", sas_sata), ("NUMA", numa),
-                      ("md and ZFS", arrays), ("Throughput and probes", throughput)],
+                      ("md and ZFS", arrays), ("Throughput and probes", throughput),
+                      ("NVMe temperature, health and alignment", nvme_health), ("Inventory", inventory)],
                      host_variables(), annotations=annotations)
 
 

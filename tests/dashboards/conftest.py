@@ -46,6 +46,8 @@ FLEET = [  # (instance label, machine, variant)
     ("epyc", "epyc-7443-highpoint", "md-degraded"),
     ("intel", "intel-r2224wft-switches", "zfs-degraded"),
     ("supermicro", "supermicro-x10dri-hyperm2", "healthy"),
+    ("am4-hot", "am4-x570-firecuda", "hot-drive"),
+    ("intel-misaligned", "intel-r2224wft-switches", "misaligned-partition"),
 ]
 HISTORY_DAYS = 30
 HISTORY_STEP = 6 * 3600

@@ -155,6 +155,44 @@ def test_host_shows_numa_placement(fleet_prometheus):
     assert {r["controller node"] for r in dell} == {-1}  # shown as "unknown"
 
 
+def test_host_shows_the_hot_drive(fleet_prometheus):
+    """Drive 2 of the carrier without its heatsink cover: 357 K (83.85 °C) over WCTEMP 355 K
+    (81.85 °C), the temperature critical warning set; its neighbours at 318 K."""
+    graph = panel("storpath-host.json", "NVMe composite temperature")
+    by_ref = {t["refId"]: {r["metric"]["controller"]: float(r["value"][1])
+                           for r in query(fleet_prometheus, substitute(t["expr"], "am4-hot"))}
+              for t in graph["targets"]}
+    assert by_ref["A"]["nvme1"] == pytest.approx(83.85)
+    assert {c: v for c, v in by_ref["A"].items() if c != "nvme1"} == {
+        c: pytest.approx(44.85) for c in by_ref["A"] if c != "nvme1"}
+    assert by_ref["B"]["nvme1"] == pytest.approx(81.85) and by_ref["C"]["nvme1"] == pytest.approx(81.85)
+    assert by_ref["A"]["nvme1"] > by_ref["C"]["nvme1"]
+    warnings = table_rows(fleet_prometheus, panel("storpath-host.json", "NVMe critical warnings"), "am4-hot")
+    assert [(r["controller"], r["bit"], r["set"]) for r in warnings] == [("nvme1", "temperature", 1)]
+    assert table_rows(fleet_prometheus, panel("storpath-host.json", "NVMe critical warnings"), "am4-x2") == []
+    spare = table_rows(fleet_prometheus, panel("storpath-host.json", "NVMe available spare"), "am4-hot")
+    row = _one(spare, controller="nvme1")
+    assert row["state"] == 0 and row["spare"] > row["threshold"]
+
+
+def test_host_shows_the_misaligned_partition(fleet_prometheus):
+    """sda1 starts at sector 63 (32256 bytes) of a 512e disk; sdb1 at 1 MiB is aligned."""
+    rows = table_rows(fleet_prometheus, panel("storpath-host.json", "Misaligned partitions"), "intel-misaligned")
+    row = _one(rows, device="sda1")
+    assert (row["disk"], row["boundary"], row["start"]) == ("sda", "physical_block", 63 * 512)
+    assert {r["device"] for r in rows} == {"sda1"}
+    assert table_rows(fleet_prometheus, panel("storpath-host.json", "Misaligned partitions"), "intel") == []
+
+
+def test_host_shows_the_inventory(fleet_prometheus):
+    kinds = table_rows(fleet_prometheus, panel("storpath-host.json", "Inventory: devices per kind"), "supermicro")
+    assert _one(kinds, kind="nvme_controller")["devices"] == 4
+    devices = table_rows(fleet_prometheus, panel("storpath-host.json", "Inventory: every storage device"), "supermicro")
+    controllers = [r for r in devices if r["kind"] == "nvme_controller"]
+    assert len(controllers) == 4 and all(r["address"] and r["model"] for r in controllers)
+    assert "present" not in controllers[0] and "instance" not in controllers[0]
+
+
 # ---- known numbers: Fleet and Capacity --------------------------------------------------------
 def test_fleet_lists_the_x2_link_with_its_host(fleet_prometheus):
     rows = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Worst offenders: links below"))
@@ -188,3 +226,16 @@ def test_capacity_shows_days_until_pools_fill(fleet_prometheus):
     row = _one(rows, instance="intel", zpool="zpool2")
     assert row["days to 70%"] == pytest.approx((0.7 - used) / (0.2 * used / 30), rel=0.05)
     assert row["days to 90%"] == pytest.approx((0.9 - used) / (0.2 * used / 30), rel=0.05)
+
+
+def test_fleet_shows_devices_per_host_against_the_model(fleet_prometheus):
+    """Four hosts are the same ASRock X570 board with the same drives: each at the median."""
+    rows = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Inventory: devices per host"))
+    am4 = [r for r in rows if r["instance"].startswith("am4-") and r["kind"] == "nvme_controller"]
+    assert {r["instance"] for r in am4} == {"am4-x2", "am4-gen3", "am4-sata", "am4-hot"}
+    assert {(r["devices"], r["model median"], r["hosts of model"], r["vs model"]) for r in am4} == {(4, 4, 4, 0)}
+    assert all(r["product_name"] for r in am4)
+    supermicro = _one(rows, instance="supermicro", kind="nvme_controller")
+    assert supermicro["devices"] == 4
+    below = panel("storpath-fleet.json", "Hosts with fewer devices than their model")
+    assert float(query(fleet_prometheus, substitute(below["targets"][0]["expr"]))[0]["value"][1]) == 0
