@@ -2,9 +2,10 @@
 
 The same families, help, types and labels prometheus_client's ProcessCollector,
 PlatformCollector and GCCollector give (dashboards and users expect those; a unit test
-compares the two), in the same order, but built on storpath's family tables: importing
-prometheus_client costs 13 MB of resident memory (storpath.exposition), and the serve path
-does not import it.
+compares the two), in the same order, but built on storpath's family tables, so that the serve
+path does not import prometheus_client (storpath.exposition). Measured with VmRSS: its import
+costs 13 MB on a bare interpreter but only 1 MB on top of what serving imports anyway (cheroot,
+`ssl`, `http.server`, `email`); its collectors' per-scrape objects go too.
 
 Like prometheus_client, they read this process's own /proc/self, never the --path.procfs of
 the host being observed. A file that cannot be read leaves its families out, as there.

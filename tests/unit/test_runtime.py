@@ -104,7 +104,7 @@ def _serve_once(root: str, *extra: str) -> dict:
 
 
 def test_serve_path_does_not_import_prometheus_client(machine_tree):
-    """Importing prometheus_client costs 13 MB of resident memory (storpath.exposition)."""
+    """storpath.runtime and storpath.exposition stand in for prometheus_client there."""
     root = machine_tree("am4-x570-firecuda", "healthy")
     assert _serve_once(root) == {"imported": [], "process": True, "gc": True, "storpath": True}
     assert _serve_once(root, "--web.disable-exporter-metrics") == {"imported": [], "process": False, "gc": False,
