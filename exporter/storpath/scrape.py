@@ -12,8 +12,6 @@ import gzip
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from prometheus_client.core import Metric
-
 from storpath import exposition
 
 # gzip level 1. Measured on the 3 MB text of the 1024-drive benchmark host: level 1 takes
@@ -47,7 +45,7 @@ class Scraper:
     """`collect(timeout)` yields the families of one scrape; `scrape(timeout)` returns the
     flight that holds them, shared with every request that asked meanwhile."""
 
-    def __init__(self, collect: Callable[[Optional[float]], Iterable[Metric]]):
+    def __init__(self, collect: Callable[[Optional[float]], Iterable[exposition.SeriesFamily]]):
         self.collect = collect
         self.writer = exposition.Writer()
         self._current: Optional[Flight] = None

@@ -17,13 +17,11 @@ import threading
 import time
 from typing import Dict, Iterable, List, Optional
 
-from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.core import CollectorRegistry, Metric
-
-from storpath import __version__, log, webconfig
+from storpath import __version__, log, runtime, webconfig
 from storpath.background import Scheduler
 from storpath.cli import resolve_config, roots_from
 from storpath.config import DEFAULT_PORT, ConfigError
+from storpath.exposition import SeriesFamily
 from storpath.exporter import StorpathExporter, build_collectors
 from storpath.scrape import Scraper
 from storpath.server import Server, Site
@@ -74,16 +72,6 @@ def limit_malloc_arenas() -> None:
 M_ARENA_MAX = -8  # glibc's malloc.h
 
 
-def runtime_registry() -> CollectorRegistry:
-    """The exporter's own process and Python runtime metrics, as prometheus_client gives them.
-    They read this process's /proc/self, never the --path.procfs of the host being observed."""
-    registry = CollectorRegistry(auto_describe=False)
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
-    return registry
-
-
 class Built:
     """The collectors of one configuration, with their scheduler and the scraper in front."""
 
@@ -94,10 +82,10 @@ class Built:
         self.collectors = build_collectors(self.roots, config, self.scheduler)
         self.names = [c.name for c in self.collectors]
         self.exporter = StorpathExporter(self.collectors)
-        self.runtime = None if config["web"]["disable_exporter_metrics"] else runtime_registry()
+        self.runtime = None if config["web"]["disable_exporter_metrics"] else runtime.Runtime()
         self.scraper = Scraper(self.collect)
 
-    def collect(self, timeout: Optional[float]) -> Iterable[Metric]:
+    def collect(self, timeout: Optional[float]) -> Iterable[SeriesFamily]:
         yield from self.exporter.collect(timeout)
         if self.runtime is not None:
             yield from self.runtime.collect()
