@@ -236,7 +236,8 @@ TEST_LOCAL_RULES = {
 
 
 def copy_rules(dest: Path, src: Path = REPO / "rules") -> set[str]:
-    """Copy src/*.yml to ``dest`` with every `for:` removed, so alerts fire on the first evaluation.
+    """Copy src/*.yml to ``dest`` with every `for:` (and group interval) removed, so alerts fire on
+    the first evaluation.
 
     Returns the names of the alerts on PCIe link speed or width (the fault of the generated fixture
     tree); when src has none yet, writes the test-local stand-in and returns its name.
@@ -246,6 +247,7 @@ def copy_rules(dest: Path, src: Path = REPO / "rules") -> set[str]:
     for path in sorted(list(src.glob("*.yml")) + list(src.glob("*.yaml"))):
         doc = yaml.safe_load(path.read_text()) or {}
         for group in doc.get("groups") or []:
+            group.pop("interval", None)  # the capacity group's 5 m: here every group runs at the test's pace
             for rule in group.get("rules") or []:
                 rule.pop("for", None)
                 rule.pop("keep_firing_for", None)

@@ -64,6 +64,10 @@ def _render_rules(dest: Path) -> list[Path]:
     config = generate.load_config()
     # The capacity group runs every 5 minutes in production; here every rule must have run within seconds.
     config["capacity"]["evaluation_interval"] = "1s"
+    # vmalert 1.79 (Debian's) refuses `keep_firing_for` (VictoriaMetrics added it in 1.90): a site
+    # on it renders the rules with the hold at 0s, as docs/fleet-scale.md says.
+    config["pcie"]["counter_alerts_keep_firing_for"] = "0s"
+    config["zfs"]["vdev_errors_keep_firing_for"] = "0s"
     return [Path(p) for p in generate.write(str(dest), config=config, for_override="0s")]
 
 

@@ -25,7 +25,7 @@ from tests.conftest import run_exporter
 from tests.fixtures import machines
 
 from . import harness
-from .test_alerts import _generator
+from .test_alerts import write_rules
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def test_fleet_twin_and_a_drive_that_drops_off(backend, tmp_path):
         machines.load(MACHINE).build(str(root), variant)
         roots[name] = root
     rules_dir = tmp_path / "rules"
-    _generator().write(str(rules_dir), for_override="0s")
+    write_rules(rules_dir)
 
     with run_exporter([f"--path.sysfs={roots['sm1']}/sys", f"--path.procfs={roots['sm1']}/proc",
                        f"--path.captured={roots['sm1']}/captured"], str(tmp_path)) as sm1, \
