@@ -26,7 +26,7 @@ from storpath.analysis.throughput import MdShape
 from storpath.probes.targets import pseudo_filesystem_problem
 from storpath.readers import md as md_reader
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr
+from storpath.sysfs import list_dir, parse_int, read_attr
 
 LOG = log.get("probes")
 
@@ -47,10 +47,11 @@ def parse_diskstats(text: str) -> Dict[str, DiskStat]:
         fields = line.split()
         if len(fields) < 14:
             continue
-        try:
-            stats[fields[2]] = DiskStat(name=fields[2], sectors_read=int(fields[5]), io_ticks_ms=int(fields[12]))
-        except ValueError:
+        # The kernel's counters are unsigned: the strict parser takes ASCII digits only, no sign.
+        sectors, ticks = parse_int(fields[5], minimum=0), parse_int(fields[12], minimum=0)
+        if sectors is None or ticks is None:
             continue
+        stats[fields[2]] = DiskStat(name=fields[2], sectors_read=sectors, io_ticks_ms=ticks)
     return stats
 
 
