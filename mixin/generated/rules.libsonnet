@@ -887,14 +887,23 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'ZfsScrubOverdue',
-                expr: 'time() - storpath_zfs_scan_end_timestamp_seconds{function="scrub"} > %(zfsScrubOverdueAfterSeconds)s' % v,
+                expr: |||
+                  time() - storpath_zfs_scan_end_timestamp_seconds{function="scrub"} > %(zfsScrubOverdueAfterSeconds)s
+                  or
+                  (
+                    time() - storpath_zfs_pool_creation_timestamp_seconds > %(zfsScrubOverdueAfterSeconds)s
+                    unless on(%(targetLabelsJoined)s, zpool) storpath_zfs_scan_state{function="scrub"}
+                    unless on(%(targetLabelsJoined)s, zpool) (time() - storpath_zfs_scan_end_timestamp_seconds <= %(zfsScrubOverdueAfterSeconds)s)
+                    unless on(%(targetLabelsJoined)s, zpool) (storpath_zfs_scan_state{state=~"scanning|paused"} == 1)
+                  )
+                ||| % v,
                 [if format.seconds(c.zfsScrubOverdueFor) > 0 then 'for']: c.zfsScrubOverdueFor,
                 labels: {
                   severity: 'warning',
                 },
                 annotations: {
                   summary: 'A ZFS pool has not been scrubbed for too long.',
-                  description: 'Pool {{ $labels.zpool }} finished its last scrub {{ $value | humanizeDuration }} ago (more than %(zfsScrubOverdueAfter)s): latent errors are not being found while redundancy could still repair them.' % v,
+                  description: '{{ if $labels.function }}Pool {{ $labels.zpool }} finished its last scrub {{ $value | humanizeDuration }} ago{{ else }}Pool {{ $labels.zpool }} has no scrub on record and was created {{ $value | humanizeDuration }} ago{{ end }} (more than %(zfsScrubOverdueAfter)s): latent errors are not being found while redundancy could still repair them.' % v,
                   runbook_url: '%(runbookUrlBase)sZfsScrubOverdue.md' % v,
                 },
               },

@@ -7,8 +7,10 @@ SIZE = "storpath_zfs_pool_size_bytes"
 ASHIFT = "storpath_zfs_pool_ashift"
 EXPECTED_ASHIFT = "storpath_zfs_pool_expected_ashift"
 SECTOR = "storpath_zfs_pool_device_physical_block_bytes"
-# zpool status only reports the last scan: after a resilver, the scrub time is unknown (no series).
+# zpool status only reports the last scan: after a resilver, the scrub time is unknown (no series);
+# the pool's creation time stands in when no scan ran within the threshold.
 SCRUB_END = 'storpath_zfs_scan_end_timestamp_seconds{function="scrub"}'
+CREATED = "storpath_zfs_pool_creation_timestamp_seconds"
 
 
 def rules(c):
@@ -89,11 +91,24 @@ def rules(c):
         ),
         c.alert(
             "ZfsScrubOverdue",
-            c.expr("time() - ${end} > ${after}", end=SCRUB_END, after=c.seconds(cfg.scrub_overdue_after)),
+            # A pool with no scrub on record counts from its creation, unless a scan ran within
+            # the threshold or is running (zpool status keeps only the last scan: after a
+            # resilver, the last scrub's time is gone).
+            c.expr("""
+                time() - ${end} > ${after}
+                or
+                (
+                  time() - ${created} > ${after}
+                  unless ${on} storpath_zfs_scan_state{function="scrub"}
+                  unless ${on} (time() - storpath_zfs_scan_end_timestamp_seconds <= ${after})
+                  unless ${on} (storpath_zfs_scan_state{state=~"scanning|paused"} == 1)
+                )
+            """, end=SCRUB_END, created=CREATED, after=c.seconds(cfg.scrub_overdue_after), on=on),
             cfg.scrub_overdue_for, "warning",
             "A ZFS pool has not been scrubbed for too long.",
-            f"""Pool {{{{ $labels.zpool }}}} finished its last scrub {{{{ $value | humanizeDuration }}}} ago
-            (more than {cfg.scrub_overdue_after}): latent errors are not being found while redundancy
-            could still repair them.""",
+            f"""{{{{ if $labels.function }}}}Pool {{{{ $labels.zpool }}}} finished its last scrub {{{{ $value |
+            humanizeDuration }}}} ago{{{{ else }}}}Pool {{{{ $labels.zpool }}}} has no scrub on record and was
+            created {{{{ $value | humanizeDuration }}}} ago{{{{ end }}}} (more than {cfg.scrub_overdue_after}):
+            latent errors are not being found while redundancy could still repair them.""",
         ),
     ]

@@ -19,13 +19,13 @@ from storpath.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.zfs import ZfsCollector
 from storpath.exporter import make_registry
-from storpath.readers.zfs import (ZpoolOutputError, ZpoolReader, parse_count, parse_ctime, parse_list,
-                                  parse_scan_line, parse_status_json, parse_status_text, read_kstat_states,
-                                  run_zpool)
+from storpath.readers.zfs import (ZpoolOutputError, ZpoolReader, find_zfs, parse_count, parse_creation,
+                                  parse_ctime, parse_list, parse_scan_line, parse_status_json, parse_status_text,
+                                  read_kstat_states, run_zpool)
 from storpath.roots import Roots
 from tests.conftest import run_exporter
 from tests.fixtures import machines
-from tests.fixtures.builders_zfs import list_text, status_json, status_text
+from tests.fixtures.builders_zfs import creation_text, list_text, status_json, status_text
 
 INTEL = "intel-r2224wft-switches"
 
@@ -228,6 +228,26 @@ def test_list_of_fixture_matches_capacity():
     assert z1["alloc"] / z1["size"] == pytest.approx(0.75, abs=0.001) and z1["frag"] == 0.38
 
 
+# ---- zfs get -Hp -o name,value creation ---------------------------------------------------
+
+def test_creation_values():
+    text = "zpool1\t1552563000\nzpool1/home\t1552563100\nzpool2\t1552564260\n"
+    assert parse_creation(text) == {"zpool1": 1552563000.0, "zpool2": 1552564260.0}
+    assert parse_creation(creation_text(pools_of("healthy"))) == {"zpool1": 1552563000.0, "zpool2": 1552564260.0}
+
+
+@pytest.mark.parametrize("value", ["-", "-5", "+1552563000", "1_552_563_000", "1e9", "12",
+                                   "99999999999999999999", "\u0661\u0665\u0665\u0662\u0665\u0666\u0663\u0660\u0660\u0660"])
+def test_creation_garbage_is_left_out(value):
+    assert parse_creation(f"tank\t{value}\n") == {}
+
+
+@pytest.mark.parametrize("text", ["tank 1552563000\n", "tank\t1\t2\n"])
+def test_creation_malformed_raises(text):
+    with pytest.raises(ZpoolOutputError):
+        parse_creation(text)
+
+
 # ---- kstat ------------------------------------------------------------------------------
 
 def test_kstat_states(tmp_path):
@@ -333,6 +353,14 @@ def test_collector_full_pool_and_ashift():
            'zpool="zpool1"} 1.0' in text
 
 
+def test_collector_pool_creation_from_capture():
+    collector, scheduler = collector_on(INTEL, "healthy")
+    scheduler.run_all_once()
+    text = scrape(collector)
+    assert value(text, 'storpath_zfs_pool_creation_timestamp_seconds{zpool="zpool1"}') == 1552563000
+    assert value(text, 'storpath_zfs_pool_creation_timestamp_seconds{zpool="zpool2"}') == 1552564260
+
+
 def test_collector_degraded_uses_kstat_state():
     collector, scheduler = collector_on(INTEL, "zfs-degraded")
     text = scrape(collector)  # before zpool ran: pool state from kstat alone
@@ -420,6 +448,53 @@ def test_collector_live_zpool_success_sets_timestamp(tmp_path):
     assert value(text, "storpath_zfs_zpool_up") == 1
     assert value(text, "storpath_zfs_zpool_last_success_timestamp_seconds") >= before - 1
     assert value(text, 'storpath_zfs_pool_ashift{zpool="zpool2"}') == 12
+
+
+def fake_zfs(tmp_path, body: str) -> str:
+    path = tmp_path / "zfs"
+    path.write_text("#!/bin/sh\necho \"$*\" >> " + str(tmp_path / "zfs.calls") + "\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_reader_asks_zfs_for_creation_once_per_new_pool(tmp_path):
+    pools = pools_of("healthy")
+    (tmp_path / "status.json").write_text(status_json(pools))
+    (tmp_path / "list.txt").write_text(list_text(pools))
+    zpool = fake_zpool(tmp_path, f'case "$1" in status) cat {tmp_path}/status.json;; list) cat {tmp_path}/list.txt;;'
+                                 ' esac\n')
+    fake_zfs(tmp_path, 'shift 5; for p in "$@"; do printf "%s\\t1552563000\\n" "$p"; done\n')
+    assert find_zfs("zfs", zpool) == str(tmp_path / "zfs")  # the zfs beside zpool
+    reader = ZpoolReader(Roots(), zpool=zpool, timeout=5)
+    for _ in range(3):
+        snapshot = reader.read()
+        assert snapshot.ok and {p.name: p.created_at for p in snapshot.pools} == \
+            {"zpool1": 1552563000.0, "zpool2": 1552563000.0}
+    assert (tmp_path / "zfs.calls").read_text() == "get -Hp -o name,value creation zpool1 zpool2\n"
+
+
+@pytest.mark.parametrize("body", ["exit 1\n", "echo 'not two fields'\n", "exec sleep 60\n"])
+def test_reader_without_creation_still_succeeds(tmp_path, body, caplog):
+    pools = pools_of("healthy")
+    (tmp_path / "status.json").write_text(status_json(pools))
+    (tmp_path / "list.txt").write_text(list_text(pools))
+    zpool = fake_zpool(tmp_path, f'case "$1" in status) cat {tmp_path}/status.json;; list) cat {tmp_path}/list.txt;;'
+                                 ' esac\n')
+    reader = ZpoolReader(Roots(), zpool=zpool, zfs=fake_zfs(tmp_path, body), timeout=1)
+    snapshot = reader.read()
+    assert snapshot.ok and [p.created_at for p in snapshot.pools] == [None, None]
+    assert "pool creation time unknown" in caplog.text
+
+
+def test_reader_keeps_the_creation_zfs_printed_before_failing(tmp_path):
+    pools = pools_of("healthy")
+    (tmp_path / "status.json").write_text(status_json(pools))
+    (tmp_path / "list.txt").write_text(list_text(pools))
+    zpool = fake_zpool(tmp_path, f'case "$1" in status) cat {tmp_path}/status.json;; list) cat {tmp_path}/list.txt;;'
+                                 ' esac\n')
+    zfs = fake_zfs(tmp_path, 'printf "zpool1\\t1552563000\\n"; echo "cannot open \'zpool2\': I/O error" >&2; exit 1\n')
+    snapshot = ZpoolReader(Roots(), zpool=zpool, zfs=zfs, timeout=5).read()
+    assert {p.name: p.created_at for p in snapshot.pools} == {"zpool1": 1552563000.0, "zpool2": None}
 
 
 # ---- the real exporter: keeps serving whatever zpool does ------------------------------------

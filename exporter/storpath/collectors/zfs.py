@@ -19,7 +19,7 @@ from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.block import device_physical_block_size
 from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolReader, ZpoolSnapshot,
-                                  find_zpool, read_kstat_states, zfs_present)
+                                  find_zfs, find_zpool, read_kstat_states, zfs_present)
 
 
 ZPOOL_UP = Family(
@@ -68,6 +68,11 @@ POOL_DEVICE_PHYSICAL_BLOCK = Family(
     "Largest physical sector size among the pool's data devices (queue/physical_block_size), to compare with "
     "2^ashift.", ("zpool",), "bytes",
     doc="largest `queue/physical_block_size` among the pool's data leaves (not cache or spares)")
+POOL_CREATION = Family(
+    "storpath_zfs_pool_creation_timestamp_seconds", GAUGE,
+    "When the pool was created (the creation property of its root dataset, zfs get).", ("zpool",), "seconds",
+    doc="when the pool was created (`zfs get creation` of its root dataset); with no scrub on record, a pool "
+        "older than the scrub threshold counts as overdue; absent when zfs cannot say")
 POOL_DATA_ERRORS = Family(
     "storpath_zfs_pool_data_errors", GAUGE,
     "Blocks with permanent (unrecoverable) errors (zpool status errors:).", ("zpool",),
@@ -113,7 +118,7 @@ SCAN_ERRORS = Family(
 
 
 FAMILIES = (ZPOOL_UP, ZPOOL_LAST_SUCCESS, POOL_STATE, POOL_SIZE, POOL_ALLOCATED, POOL_FREE, POOL_FRAGMENTATION,
-            POOL_ASHIFT, POOL_EXPECTED_ASHIFT, POOL_DEVICE_PHYSICAL_BLOCK, POOL_DATA_ERRORS, VDEV_STATE, VDEV_INFO,
+            POOL_ASHIFT, POOL_EXPECTED_ASHIFT, POOL_DEVICE_PHYSICAL_BLOCK, POOL_CREATION, POOL_DATA_ERRORS, VDEV_STATE, VDEV_INFO,
             VDEV_ERRORS, SCAN_STATE, SCAN_START, SCAN_END, SCAN_PROGRESS, SCAN_ERRORS)
 
 
@@ -126,12 +131,14 @@ class ZfsCollector(Collector):
         "interval": Duration(60),  # how often zpool status and zpool list run
         "timeout": Duration(10),  # a zpool taking longer is killed and reported
         "zpool_path": "zpool",  # looked up in PATH, then /usr/sbin and /sbin
+        "zfs_path": "zfs",  # for the pools' creation time: beside zpool, else looked up as zpool is
     }
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.reader = ZpoolReader(self.roots, zpool=find_zpool(self.config["zpool_path"]),
-                                  timeout=float(self.config["timeout"]))
+        zpool = find_zpool(self.config["zpool_path"])
+        self.reader = ZpoolReader(self.roots, zpool=zpool, timeout=float(self.config["timeout"]),
+                                  zfs=find_zfs(str(self.config["zfs_path"]), zpool))
         self._lock = threading.Lock()
         self._snapshot: Optional[ZpoolSnapshot] = None
         self._block_sizes: Dict[str, Dict[str, Optional[int]]] = {}  # pool -> leaf -> physical block bytes
@@ -187,7 +194,8 @@ class ZfsCollector(Collector):
             key = (name,)
             for family, value in ((POOL_SIZE, pool.size_bytes), (POOL_ALLOCATED, pool.allocated_bytes),
                                   (POOL_FREE, pool.free_bytes), (POOL_FRAGMENTATION, pool.fragmentation_ratio),
-                                  (POOL_ASHIFT, pool.ashift), (POOL_DATA_ERRORS, pool.data_errors)):
+                                  (POOL_ASHIFT, pool.ashift), (POOL_CREATION, pool.created_at),
+                                  (POOL_DATA_ERRORS, pool.data_errors)):
                 rows.add(family, key, value)
             sizes = block_sizes.get(name, {})
             known = [sizes.get(v.name) for v in data_leaves(pool.vdevs) if sizes.get(v.name)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from storpath.analysis.zfs import data_leaves, expected_ashift
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, register
 from storpath.readers.block import device_physical_block_size
-from storpath.readers.zfs import ZpoolReader, find_zpool, zfs_present
+from storpath.readers.zfs import ZpoolReader, find_zfs, find_zpool, zfs_present
 
 # As rules/config/thresholds.yml zfs.capacity_warning_ratio / capacity_critical_ratio.
 CAPACITY_WARNING, CAPACITY_CRITICAL = 0.70, 0.90
@@ -22,8 +22,9 @@ def check(facts: Facts, out: Outcome) -> None:
         return
     settings = facts.collector_config("zfs")
     # Memoised: `storpath tree` draws the pools from the same run of zpool.
+    zpool = find_zpool(str(settings.get("zpool_path", "zpool")))
     snapshot = facts.memo("zfs.snapshot", lambda: ZpoolReader(
-        facts.roots, zpool=find_zpool(str(settings.get("zpool_path", "zpool"))),
+        facts.roots, zpool=zpool, zfs=find_zfs(str(settings.get("zfs_path", "zfs")), zpool),
         timeout=float(settings.get("timeout", 10))).read())
     if not snapshot.ok and not snapshot.pools:
         out.add(Finding(

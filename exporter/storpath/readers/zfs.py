@@ -14,6 +14,10 @@ Three sources, cheapest first:
 - `zpool list -Hp -o name,size,alloc,free,frag,cap,health,ashift`: sizes in bytes,
   fragmentation and capacity in percent ("-" when unknown), ashift (0 when the pool was
   created without one and ZFS chose per vdev).
+- `zfs get -Hp -o name,value creation POOL...`: when each pool was created (its root
+  dataset's creation time; pools have no such property themselves), so that a pool that
+  was never scrubbed can be told from a new one. Asked once per pool name: it does not
+  change while the pool exists.
 
 Both commands are run with -L (vdev names resolved to kernel device names: nvme0n1,
 sda) so vdevs join to block devices, with LC_ALL=C and TZ=UTC (English words, ctime
@@ -25,6 +29,7 @@ Captured outputs (Roots.captured, written by `storpath capture` and by fixtures)
     <captured>/zpool/status.json    zpool status -j --json-int -L
     <captured>/zpool/status.txt     zpool status -p -L        (used when status.json is absent)
     <captured>/zpool/list.txt       zpool list -Hp -o name,size,alloc,free,frag,cap,health,ashift
+    <captured>/zpool/creation.txt   zfs get -Hp -o name,value creation POOL...
 
 each made with LC_ALL=C TZ=UTC, as storpath runs them.
 """
@@ -43,9 +48,10 @@ from storpath import log
 from storpath.command import run_command
 # The parsers and records of zpool's output (re-exported: the readers' records live here).
 from storpath.readers.zpool_output import (ERROR_TYPES, POOL_STATES, SCAN_FUNCTIONS, SCAN_STATES,  # noqa: F401
-                                           VDEV_STATES, ScanStatus, Vdev, ZfsPool, ZpoolOutputError, apply_list,
-                                           parse_count, parse_ctime, parse_list, parse_scan_line, parse_status_json,
-                                           parse_status_text, pool_state, vdev_state)
+                                           VDEV_STATES, ScanStatus, Vdev, ZfsPool, ZpoolOutputError, apply_creation,
+                                           apply_list, parse_count, parse_creation, parse_ctime, parse_list,
+                                           parse_scan_line, parse_status_json, parse_status_text, pool_state,
+                                           vdev_state)
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr, read_attr_why
 
@@ -59,8 +65,9 @@ CAPTURE_PROCFS = ("spl/kstat/zfs/*/state",)
 STATUS_JSON_ARGS = ["status", "-j", "--json-int", "-L"]
 STATUS_TEXT_ARGS = ["status", "-p", "-L"]
 LIST_ARGS = ["list", "-Hp", "-o", "name,size,alloc,free,frag,cap,health,ashift"]
+CREATION_ARGS = ["get", "-Hp", "-o", "name,value", "creation"]  # + the pool names
 CAPTURED_FILES = {"status_json": ("zpool", "status.json"), "status_text": ("zpool", "status.txt"),
-                  "list": ("zpool", "list.txt")}
+                  "list": ("zpool", "list.txt"), "creation": ("zpool", "creation.txt")}
 
 
 # ---- /proc/spl/kstat/zfs -----------------------------------------------------
@@ -111,9 +118,20 @@ def find_zpool(configured: str = "zpool") -> str:
     return shutil.which(configured) or shutil.which(configured, path="/usr/sbin:/sbin") or configured
 
 
+def find_zfs(configured: str, zpool: str) -> str:
+    """The zfs command: a path as configured, else the `zfs` beside the zpool in use (the
+    two come in one package), else looked up as find_zpool does."""
+    if os.sep in configured:
+        return configured
+    beside = os.path.join(os.path.dirname(zpool), configured)
+    if os.path.dirname(zpool) and os.access(beside, os.X_OK):
+        return beside
+    return find_zpool(configured)
+
+
 def run_zpool(zpool: str, args: List[str], timeout: float) -> CommandResult:
-    """Run zpool with a deadline (storpath.command: a zpool stuck in the kernel is left
-    behind as `stuck` rather than waited for)."""
+    """Run zpool (or zfs) with a deadline (storpath.command: a zpool stuck in the kernel is
+    left behind as `stuck` rather than waited for)."""
     env = dict(os.environ, LC_ALL="C", LANG="C", TZ="UTC")
     env.pop("ZFS_COLOR", None)  # colour codes only when asked for
     try:
@@ -146,18 +164,21 @@ class ZpoolSnapshot:
 
 
 class ZpoolReader:
-    """Runs (or replays) zpool status and zpool list. Remembers that a zpool older
-    than 2.3 rejects -j, so it is not asked again."""
+    """Runs (or replays) zpool status, zpool list and zfs get creation. Remembers that a
+    zpool older than 2.3 rejects -j, so it is not asked again, and each pool's creation
+    time, so zfs runs only when a pool name is new."""
 
-    def __init__(self, roots: Roots, zpool: str = "zpool", timeout: float = 10.0):
+    def __init__(self, roots: Roots, zpool: str = "zpool", timeout: float = 10.0, zfs: Optional[str] = None):
         self.roots = roots
         self.zpool = zpool
+        self.zfs = zfs or find_zfs("zfs", zpool)
         self.timeout = timeout
         self.json_supported: Optional[bool] = None
         self._stuck: List[subprocess.Popen] = []
+        self._created: Dict[str, float] = {}  # pool name -> creation time, for the pools present
 
-    def _run(self, args: List[str]) -> CommandResult:
-        result = run_zpool(self.zpool, args, self.timeout)
+    def _run(self, args: List[str], binary: Optional[str] = None) -> CommandResult:
+        result = run_zpool(binary or self.zpool, args, self.timeout)
         if result.stuck is not None:
             self._stuck.append(result.stuck)
         return result
@@ -200,7 +221,31 @@ class ZpoolReader:
                 reason = str(exc)
         else:
             reason = listing.reason
+        self._add_creation(pools)
         return ZpoolSnapshot(pools=pools, ok=reason is None, reason=reason, finished_at=time.time(), source=source)
+
+    def _add_creation(self, pools: List[ZfsPool]) -> None:
+        """Each pool's creation time, from zfs for the pools not asked before. A failing
+        zfs is logged and leaves the times out: nothing else depends on them."""
+        names = {p.name for p in pools}
+        self._created = {name: when for name, when in self._created.items() if name in names}
+        new = sorted(names - set(self._created))
+        if new:
+            result = self._run([*CREATION_ARGS, *new], self.zfs)
+            if result.ok:
+                try:
+                    self._created.update(parse_creation(result.stdout))
+                except ZpoolOutputError as exc:
+                    log.once(LOG, logging.WARNING, ("zfs-get", str(exc)), "pool creation time unknown", reason=str(exc))
+            else:
+                # zfs exits 1 when one of the pools cannot be opened, printing the others.
+                try:
+                    self._created.update(parse_creation(result.stdout))
+                except ZpoolOutputError:
+                    pass
+                log.once(LOG, logging.WARNING, ("zfs-get", result.reason), "pool creation time unknown",
+                         reason=result.reason)
+        apply_creation(pools, self._created)
 
     def _read_captured(self) -> ZpoolSnapshot:
         paths = {key: self.roots.captured_path(*parts) for key, parts in CAPTURED_FILES.items()}
@@ -217,6 +262,9 @@ class ZpoolReader:
             listing = read_attr(paths["list"])
             if listing is not None:
                 apply_list(pools, parse_list(listing))
+            creation = read_attr(paths["creation"])
+            if creation is not None:
+                apply_creation(pools, parse_creation(creation))
         except ZpoolOutputError as exc:
             return ZpoolSnapshot(pools=[], ok=False, reason=f"captured zpool output: {exc}", finished_at=time.time(),
                                  source="captured")
@@ -224,8 +272,8 @@ class ZpoolReader:
 
 
 def capture_commands(roots: Roots, folder: str) -> List[str]:
-    """zpool status (JSON where OpenZFS >= 2.3, else text) and zpool list, as the zfs
-    reader runs them, into captured/zpool/."""
+    """zpool status (JSON where OpenZFS >= 2.3, else text), zpool list and zfs get creation,
+    as the zfs reader runs them, into captured/zpool/."""
     if not zfs_present(roots):
         return []
     binary = find_zpool()
@@ -243,6 +291,16 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
     listing = run_zpool(binary, LIST_ARGS, 30.0)
     if listing.ok:
         outputs["list"] = listing.stdout
+        try:
+            names = sorted(parse_list(listing.stdout))
+        except ZpoolOutputError:
+            names = []
+        if names:
+            creation = run_zpool(find_zfs("zfs", binary), [*CREATION_ARGS, *names], 30.0)
+            if creation.stdout:
+                outputs["creation"] = creation.stdout
+            if not creation.ok:
+                notes.append(f"zfs get creation: {creation.reason}")
     else:
         notes.append(f"zpool list: {listing.reason}")
     for key, text in outputs.items():
@@ -255,4 +313,4 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
 
 __all__ = ["ZfsPool", "Vdev", "ScanStatus", "ZpoolReader", "ZpoolSnapshot", "ZpoolOutputError", "read_kstat_states",
            "zfs_present", "parse_status_json", "parse_status_text", "parse_list", "parse_scan_line", "parse_ctime",
-           "find_zpool", "run_zpool"]
+           "parse_creation", "find_zpool", "find_zfs", "run_zpool"]

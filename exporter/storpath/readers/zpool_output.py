@@ -66,6 +66,7 @@ class ZfsPool:
     free_bytes: Optional[int] = None
     fragmentation_ratio: Optional[float] = None
     ashift: Optional[int] = None
+    created_at: Optional[float] = None  # Unix seconds: the creation of the pool's root dataset (zfs get)
 
 
 # ---- state words -------------------------------------------------------------
@@ -416,6 +417,41 @@ def parse_list(text: str) -> Dict[str, Dict[str, Optional[float]]]:
             "ashift": ashift_value if ashift_value else None,  # 0: chosen per vdev, not a pool setting
         }
     return result
+
+
+# ---- zfs get -Hp -o name,value creation -----------------------------------------
+
+# A pool has no creation property of its own; its root dataset is made by `zpool create`
+# and carries the pool's creation time. Before 2001 no ZFS pool existed; 2^40 s is far
+# past any real clock: values outside are garbage, not dates.
+_CREATION_MIN, _CREATION_MAX = 978307200, 1 << 40
+
+
+def parse_creation(text: str) -> Dict[str, float]:
+    """Pool name -> creation time (Unix seconds) from `zfs get -Hp -o name,value creation
+    POOL...`: one tab-separated line per dataset. Lines of child datasets (a '/' in the
+    name) and values that are not plausible Unix seconds are left out; a line that is not
+    two fields raises ZpoolOutputError."""
+    result: Dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise ZpoolOutputError(f"zfs get line has {len(fields)} fields, expected 2: {line!r}")
+        name, value = fields[0].strip(), fields[1].strip()
+        if not name or "/" in name or "@" in name:
+            continue
+        seconds = _int(value)
+        if seconds is not None and _CREATION_MIN <= seconds < _CREATION_MAX:
+            result[name] = float(seconds)
+    return result
+
+
+def apply_creation(pools: List[ZfsPool], creation: Dict[str, float]) -> None:
+    for pool in pools:
+        if pool.name in creation:
+            pool.created_at = creation[pool.name]
 
 
 def apply_list(pools: List[ZfsPool], listing: Dict[str, Dict[str, Optional[float]]]) -> None:
