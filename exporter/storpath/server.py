@@ -112,10 +112,13 @@ class App:
         method = environ.get("REQUEST_METHOD", "GET")
         headers = list(site.web.headers)
 
-        def answer(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8", extra=()):
-            out = headers + [("Content-Type", content_type), ("Content-Length", str(len(body)))] + list(extra)
+        def answer(status: str, body, content_type: str = "text/plain; charset=utf-8", extra=()):
+            """`body`: bytes, or a list of bytes sent one after another."""
+            parts = body if isinstance(body, list) else [body]
+            length = sum(len(part) for part in parts)
+            out = headers + [("Content-Type", content_type), ("Content-Length", str(length))] + list(extra)
             start_response(status, out)
-            return [b"" if method == "HEAD" else body]
+            return [b""] if method == "HEAD" else parts
 
         path = environ.get("PATH_INFO", "/")
         if path in ("/-/healthy", "/-/ready") and path != site.telemetry_path:

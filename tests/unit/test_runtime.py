@@ -88,7 +88,7 @@ config = cli.resolve_config(args)
 built = serve.Built(config)
 serve._site(built, webconfig.load(config["web"]["config_file"]))
 flight = built.scraper.scrape(10.0)
-text, om = flight.body(False, False), flight.body(True, True)
+text, om = b"".join(flight.body(False, False)), b"".join(flight.body(True, True))
 built.close(wait=0)
 print(json.dumps({"imported": sorted(m for m in sys.modules if m.split(".")[0] == "prometheus_client"),
                   "process": b"process_open_fds " in text, "gc": b'python_gc_collections_total{generation="0"}' in text,

@@ -180,7 +180,7 @@ def test_single_flight_shares_one_scrape():
     for thread in threads:
         thread.join()
     assert len(calls) == 1 and len({id(f) for f in flights}) == 1
-    body = flights[0].body(openmetrics=False, compressed=False)
+    body = b"".join(flights[0].body(openmetrics=False, compressed=False))
     assert body == b"# HELP storpath_t T.\n# TYPE storpath_t gauge\nstorpath_t 1.0\n"
     assert flights[0].body(False, True) is flights[0].body(False, True)
     # A scrape that starts after the flight landed computes anew.
@@ -206,3 +206,44 @@ def test_openmetrics_counters_units_and_eof():
     parsed = {f.name: f for f in text_string_to_metric_families(text)}
     assert parsed["storpath_t_resets"].type == "counter" and parsed["storpath_t_size_bytes"].unit == "bytes"
     assert parsed["storpath_t_size_bytes"].documentation == 'Size "as read".'
+
+
+def test_chunked_gzip_deflates_only_new_pieces_and_gzip_reads_every_body():
+    """Pieces the writer reuses are not deflated again; every body, in both formats, is one gzip
+    stream that GNU gzip decodes to exactly the uncompressed exposition."""
+    import subprocess
+
+    from storpath.families import GAUGE, Family, FamilyTexts, Rows
+    from storpath.scrape import ChunkedGzip
+
+    families = [Family(f"storpath_t{i}", GAUGE, f"T{i}.", ("device",)) for i in range(3)]
+    texts = FamilyTexts(families)
+    writer, deflate = exposition.Writer(), ChunkedGzip()
+    calls = []
+    real = deflate.compress.__globals__["_deflated"]
+
+    def counting(first, level, second=b""):
+        calls.append(bytes(first[:40]))
+        return real(first, level, second)
+
+    deflate.compress.__globals__["_deflated"] = counting
+    try:
+        for round_, value in enumerate((1, 1, 2)):
+            rows = Rows()
+            for i, family in enumerate(families):
+                rows.add(family, ("nvme0",), value if i == 0 else i)
+            pieces = writer.pieces(texts.families(rows))
+            calls.clear()
+            for openmetrics in (False, True):
+                body = b"".join(deflate.compress(pieces, openmetrics))
+                plain = (exposition.openmetrics if openmetrics else exposition.text)(pieces)
+                done = subprocess.run(["gzip", "-dc"], input=body, capture_output=True, timeout=30)
+                assert done.returncode == 0 and done.stdout == plain, done.stderr
+            if round_ == 0:
+                assert len(calls) == 2 * 3  # every family in both formats
+            elif round_ == 1:
+                assert calls == []  # nothing changed
+            else:
+                assert len(calls) == 2 and all(c.startswith(b"# HELP storpath_t0 ") for c in calls)  # t0 changed
+    finally:
+        deflate.compress.__globals__["_deflated"] = real
