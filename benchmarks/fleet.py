@@ -6,12 +6,16 @@ not a test; `make bench-fleet`).
 2. Fleet: benchmarks/fleet_targets.py serves N hosts from those answers, host i being source
    i mod sources with its own serials and SAS addresses; Prometheus (Debian's) scrapes each as a
    target of its own (`instance` = the host's name) every 15 s.
-3. Per size, two phases on the same Prometheus: without rules, then with the shipped rules
-   (rules/*.yml, reloaded). After each phase: series in the head (per host and in total), samples
-   ingested per second, resident memory and Go heap, evaluation time of every rule group (its
-   median evaluation in the phase), and, with the rules, the time of every dashboard panel query
-   (dashboards/*.json, read at run time) as an instant query and as a 1-hour range query at a 15 s
-   step (one run each: the figures are a few milliseconds noisy).
+3. Per size, three phases on the same Prometheus: without rules; the shipped alerting rules
+   without the recording rules (and without the alerts that read recorded series); then all the
+   shipped rules (rules/*.yml, reloaded each time). After each phase: series in the head (per host
+   and in total), samples ingested per second, resident memory and Go heap, evaluation time of
+   every rule group (its median evaluation in the phase), and, with the shipped rules, the time of
+   every dashboard panel query (dashboards/*.json, read at run time) as an instant query and as a
+   1-hour range query at a 15 s step (one run each: the figures are a few milliseconds noisy).
+   The panels that read recorded series are also timed in the phase without recording rules, with
+   each recorded name replaced by its expression: what a dashboard costs when nothing records
+   for it.
 
     python -m benchmarks.fleet [--sizes 100,500,2000] [--phase 60] [--json results.json]
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -33,6 +38,9 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Dict, Optional
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -121,6 +129,71 @@ def _query(prom, expr: str) -> float:
     return float(result[0]["value"][1]) if result else float("nan")
 
 
+def recording_rules() -> Dict[str, str]:
+    """Recorded name -> its expression, over the shipped rule files."""
+    out = {}
+    for path in sorted(RULES.glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if "record" in rule:
+                    out[rule["record"]] = rule["expr"]
+    return out
+
+
+def _reads_recorded(expr: str, recorded: Dict[str, str]) -> bool:
+    return any(re.search(re.escape(name) + r"(?![\w:])", expr) for name in recorded)
+
+
+def write_alerting_rules(dest: Path) -> int:
+    """The shipped rule files without recording rules and without the alerts that read recorded
+    series (they would be evaluated on nothing); returns how many alerts were left out."""
+    recorded = recording_rules()
+    dropped = 0
+    for path in sorted(RULES.glob("*.yml")):
+        doc = yaml.safe_load(path.read_text())
+        for group in doc["groups"]:
+            kept = [r for r in group["rules"] if "alert" in r and not _reads_recorded(r["expr"], recorded)]
+            dropped += sum(1 for r in group["rules"] if "alert" in r) - len(kept)
+            group["rules"] = kept
+        doc["groups"] = [g for g in doc["groups"] if g["rules"]]
+        (dest / path.name).write_text(yaml.safe_dump(doc, sort_keys=False))
+    return dropped
+
+
+_ALL = re.compile(r'^\s*\w+\s*=~\s*"\.\*"\s*$')
+
+
+def inline_recorded(expr: str, recorded: Dict[str, str]) -> Optional[str]:
+    """`expr` with every recorded name replaced by its expression (recursively, `name[5m]` as the
+    subquery `(expr)[5m:]`); None when a
+    recorded name carries a matcher other than `label=~".*"` (a dashboard variable at All),
+    which an expression cannot take."""
+    pattern = re.compile(r"(?<![\w:])(" + "|".join(re.escape(n) for n in sorted(recorded, key=len, reverse=True))
+                         + r")(?![\w:])(\{[^}]*\})?(\[[^\]:]+\])?")
+    for _ in range(10):
+        failed = []
+
+        def replace(match):
+            matchers = match.group(2)
+            if matchers and not all(_ALL.match(m) for m in matchers[1:-1].split(",") if m.strip()):
+                failed.append(match.group(0))
+                return match.group(0)
+            # A range over a recorded series becomes a subquery at the default resolution.
+            window = match.group(3)[:-1] + ":]" if match.group(3) else ""
+            # `group_left name` would read `group_left (expr)` as a label list: give it an empty one.
+            before = match.string[:match.start()].rstrip()
+            lead = "() " if before.endswith(("group_left", "group_right")) else ""
+            return lead + "(" + recorded[match.group(1)].strip() + ")" + window
+
+        new = pattern.sub(replace, expr)
+        if failed:
+            return None
+        if new == expr:
+            return expr
+        expr = new
+    return None
+
+
 def _timed(prom, path: str, params: dict, runs: int = 1) -> float:
     """Median wall time of a query over HTTP, in seconds; raises when Prometheus rejects it."""
     url = f"{prom.url}{path}?{urllib.parse.urlencode(params)}"
@@ -135,7 +208,15 @@ def _timed(prom, path: str, params: dict, runs: int = 1) -> float:
     return statistics.median(times)
 
 
-def measure_phase(prom, pid: int, hosts: int, phase: float, panels: bool) -> dict:
+def _timed_or_nan(prom, path: str, params: dict) -> float:
+    try:
+        return _timed(prom, path, params)
+    except (OSError, RuntimeError) as exc:  # a timeout or a query Prometheus gives up on
+        print(f"  query failed: {str(exc)[:200]}", file=sys.stderr)
+        return float("nan")
+
+
+def measure_phase(prom, pid: int, hosts: int, phase: float, panels: bool, inlined: bool = False) -> dict:
     now = time.time()
     window = f"{int(phase)}s"
     out = {
@@ -155,6 +236,19 @@ def measure_phase(prom, pid: int, hosts: int, phase: float, panels: bool) -> dic
         "panels": [],
     }
     out["series_per_host"] = out["storpath_series"] / hosts
+    recorded = recording_rules()
+    for uid, title, expr in fleet_engines.panel_queries() if inlined else ():
+        if not _reads_recorded(expr, recorded):
+            continue
+        query = inline_recorded(expr, recorded)
+        if query is None:
+            continue
+        params = {"query": query, "timeout": "60s"}
+        instant = _timed_or_nan(prom, "/api/v1/query", {**params, "time": f"{now:.3f}"})
+        ranged = _timed_or_nan(prom, "/api/v1/query_range", {**params, "start": f"{now - 3600:.3f}",
+                                                             "end": f"{now:.3f}", "step": INTERVAL})
+        out["panels"].append({"dashboard": uid, "panel": title, "instant_seconds": instant,
+                              "range_1h_seconds": ranged})
     for uid, title, expr in fleet_engines.panel_queries() if panels else ():
         instant = _timed(prom, "/api/v1/query", {"query": expr, "time": f"{now:.3f}"})
         ranged = _timed(prom, "/api/v1/query_range",
@@ -196,6 +290,10 @@ def run_size(hosts: int, phase: float, sources: Path, work: Path) -> dict:
         result = {"hosts": hosts}
         time.sleep(phase)
         result["without_rules"] = measure_phase(prom, pid, hosts, phase, panels=False)
+        result["alerts_dropped"] = write_alerting_rules(rules_dir)
+        urllib.request.urlopen(urllib.request.Request(f"{prom.url}/-/reload", method="POST"), timeout=60)
+        time.sleep(phase)
+        result["alerting_rules"] = measure_phase(prom, pid, hosts, phase, panels=False, inlined=True)
         for path in RULES.glob("*.yml"):
             shutil.copy(path, rules_dir / path.name)
         urllib.request.urlopen(urllib.request.Request(f"{prom.url}/-/reload", method="POST"), timeout=60)
@@ -220,11 +318,12 @@ def report(results: list, sources: dict) -> str:
     lines += ["| hosts | phase | series/host | series (head) | samples/s | RSS | Go heap | slowest rule group |",
               "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        for phase in ("without_rules", "shipped_rules"):
+        for phase in ("without_rules", "alerting_rules", "shipped_rules"):
             m = r[phase]
             groups = m["rule_groups"]
             slowest = max(groups.items(), key=lambda kv: kv[1]) if groups else None
-            lines.append(f"| {r['hosts']} | {phase.replace('_', ' ')} | {m['series_per_host']:.0f} | "
+            name = {"alerting_rules": "alerts, no recording rules"}.get(phase, phase.replace("_", " "))
+            lines.append(f"| {r['hosts']} | {name} | {m['series_per_host']:.0f} | "
                          f"{m['head_series']:.0f} | {m['samples_per_second']:.0f} | {_mb(m['rss_bytes'])} | "
                          f"{_mb(m['heap_inuse_bytes'])} | "
                          + (f"{slowest[0]} {slowest[1] * 1000:.1f} ms" if slowest else "-") + " |")
@@ -241,6 +340,26 @@ def report(results: list, sources: dict) -> str:
     for i, panel in enumerate(results[0]["shipped_rules"]["panels"]):
         cells = [f"{r['shipped_rules']['panels'][i]['instant_seconds'] * 1000:.0f} / "
                  f"{r['shipped_rules']['panels'][i]['range_1h_seconds'] * 1000:.0f}" for r in results]
+        lines.append(f"| {panel['dashboard']} | {panel['panel']} | " + " | ".join(cells) + " |")
+    lines += ["", f"Alerting rules without recording rules: {results[0]['alerts_dropped']} alerts read recorded "
+              "series and were left out of that phase. Rule evaluation in it (ms):", "",
+              "| group | " + " | ".join(f"{r['hosts']} hosts" for r in results) + " |",
+              "|---|" + "---|" * len(results)]
+    for g in sorted({g for r in results for g in r["alerting_rules"]["rule_groups"]}):
+        lines.append(f"| {g} | " + " | ".join(f"{r['alerting_rules']['rule_groups'].get(g, float('nan')) * 1000:.1f}"
+                                              for r in results) + " |")
+    lines += ["", "Panels that read recorded series: as shipped / with each recorded name replaced by its "
+              "expression and no recording rules (instant and 1 h range, ms):", "",
+              "| dashboard | panel | " + " | ".join(f"{r['hosts']} hosts" for r in results) + " |",
+              "|---|---|" + "---|" * len(results)]
+    for i, panel in enumerate(results[0]["alerting_rules"]["panels"]):
+        cells = []
+        for r in results:
+            inlined = r["alerting_rules"]["panels"][i]
+            shipped = next(p for p in r["shipped_rules"]["panels"]
+                           if (p["dashboard"], p["panel"]) == (inlined["dashboard"], inlined["panel"]))
+            cells.append(f"{shipped['instant_seconds'] * 1000:.0f} / {inlined['instant_seconds'] * 1000:.0f}; "
+                         f"{shipped['range_1h_seconds'] * 1000:.0f} / {inlined['range_1h_seconds'] * 1000:.0f}")
         lines.append(f"| {panel['dashboard']} | {panel['panel']} | " + " | ".join(cells) + " |")
     if len(results) >= 2:
         lines += ["", extrapolate(results)]
@@ -270,7 +389,8 @@ def extrapolate(results: list) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,500,2000", help="hosts per run, comma-separated")
-    parser.add_argument("--phase", type=float, default=60, help="seconds per phase (without rules, with rules)")
+    parser.add_argument("--phase", type=float, default=60,
+                        help="seconds per phase (without rules, alerting rules only, all shipped rules)")
     parser.add_argument("--json", help="also write the raw results here")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
