@@ -32,7 +32,8 @@ from cheroot import wsgi
 from cheroot.makefile import StreamReader, StreamWriter
 from cheroot.ssl import Adapter
 
-from storpath import __version__, exposition, landing, log, negotiation
+from storpath import __version__, exposition, log, negotiation
+from storpath.config import DEFAULTS
 from storpath.scrape import Scraper
 from storpath.webconfig import Authenticator, WebConfig
 
@@ -45,6 +46,8 @@ SOCKET_TIMEOUT = 10.0  # per read or write on a connection, and how long an idle
 KEEP_ALIVE_IDLE_MAX = 64  # idle keep-alive connections kept open; more are closed after their answer
 EXTRA_THREADS = 4  # workers beyond --web.max-requests, for health checks, 401s and 503s
 UNLIMITED_THREADS = 64  # workers when --web.max-requests is 0
+START_THREADS = 4  # workers started at once; more are started when a request finds none idle
+GROW_THREADS = 4  # started at a time, up to the maximum
 
 
 def parse_listen_address(text: str) -> Tuple[str, int]:
@@ -81,7 +84,7 @@ class Site:
     max_requests: int = 40
     timeout: float = 10.0  # scrape deadline when the scraper does not say its own
     exporter: Any = None  # what the landing page draws: its last_scrape()
-    runbook_base: str = landing.DEFAULT_RUNBOOK_BASE
+    runbook_base: str = DEFAULTS["web"]["runbook_url_base"]
     config: dict = field(default_factory=dict)  # the validated config: which findings subsystems are enabled
 
     def __post_init__(self) -> None:
@@ -133,7 +136,11 @@ class App:
         if path == site.telemetry_path:
             return self._metrics(site, environ, answer)
         if path == "/" and site.telemetry_path != "/":
-            # The topology of the last scrape (storpath.landing); never a scrape of its own.
+            # The topology of the last scrape (storpath.landing); never a scrape of its own. Imported
+            # on the first visit: the page's modules (tree, findings) cost about 1 MB a scrape-only
+            # exporter need not hold.
+            from storpath import landing
+
             page = landing.page(site.exporter, site.collector_names, metrics_path=site.telemetry_path.lstrip("/"),
                                 runbook_base=site.runbook_base, config=site.config)
             return answer("200 OK", page.encode(), "text/html; charset=utf-8")
@@ -250,6 +257,13 @@ class _Server(wsgi.Server):
             conn.storpath_waited = True
             self._connections.put(conn)
             return
+        # Workers are started as requests need them, up to the pool's maximum: an exporter
+        # scraped by one or two Prometheus servers does not hold the 44 a burst may take. A
+        # growth waits until the new workers run (cheroot polls every 0.1 s); it happens only
+        # when every worker is busy or already has a connection waiting for it.
+        pool = self.requests
+        if pool.idle <= pool.qsize and len(pool._threads) < pool.max:
+            pool.grow(GROW_THREADS)
         super().process_conn(conn)
 
     def error_log(self, msg="", level=20, traceback=False):
@@ -265,11 +279,11 @@ class Server:
         if host == "":
             host = "::" if _ipv6_available() else "0.0.0.0"
         self.app = App(site)
-        # Every worker thread is started at once (about 100 KB of RSS each); a request that finds
-        # all busy waits in the queue. One more worker than --web.max-requests is what lets the
-        # limit answer 503 at all.
+        # START_THREADS workers at first, more as requests need them (_Server.process_conn), up to
+        # `threads`; a request that finds all of those busy waits in the queue. One more worker
+        # than --web.max-requests is what lets the limit answer 503 at all.
         self.threads = threads or (site.max_requests + EXTRA_THREADS if site.max_requests > 0 else UNLIMITED_THREADS)
-        self.http = _Server((host, port), self.app, numthreads=self.threads, max=self.threads,
+        self.http = _Server((host, port), self.app, numthreads=min(START_THREADS, self.threads), max=self.threads,
                             request_queue_size=socket.SOMAXCONN, timeout=SOCKET_TIMEOUT, shutdown_timeout=5,
                             server_name=f"storpath/{__version__}")
         self.http.max_request_header_size = MAX_HEADER_BYTES

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -95,11 +96,17 @@ class _Identified:
     formats: Tuple[Tuple[str, ...], ...]  # label values of each storpath_nvme_namespace_lba_format_info series
 
 
+def _label(number: int) -> str:
+    return sys.intern(str(number))
+
+
 def _identified(ns: NvmeNamespace, result: IdentifyResult) -> _Identified:
     verdict = judge(result.identify) if result.identify is not None else None
     if verdict is None:
         return _Identified(ns.fingerprint, result, None, None, ())
-    formats = tuple((ns.device, str(fmt.index), str(fmt.data_size), str(fmt.metadata_size),
+    # The label values repeat across namespaces (one drive model's table): interned, a
+    # thousand namespaces share the same few strings.
+    formats = tuple((ns.device, _label(fmt.index), _label(fmt.data_size), _label(fmt.metadata_size),
                      fmt.relative_performance_name, "true" if fmt.index == verdict.in_use.index else "false")
                     for fmt in result.identify.formats)
     return _Identified(ns.fingerprint, result, verdict.in_use.data_size, verdict.best.data_size, formats)

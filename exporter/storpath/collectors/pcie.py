@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import List, NamedTuple, Optional, Tuple
 
 from storpath.analysis.pcie import LinkExpectation, current_bandwidth, expectations
@@ -98,7 +99,7 @@ class _Fixed(NamedTuple):
 
 
 def _fmt_class(code):
-    return "0x%06x" % code if code is not None else ""
+    return sys.intern("0x%06x" % code) if code is not None else ""  # a few distinct classes on a host
 
 
 @register("pcie", default=True)
