@@ -204,3 +204,11 @@ def test_redactor_keeps_shape_and_consistency():
     assert r.apply("class/nvme/nvme0/serial", b"S467NX0M401234A     \n") == (serial + "     \n").encode()
     config = bytes(range(256)) * 16
     assert r.apply("devices/x/config", config) == config[:256]
+
+
+def test_natural_key_orders_names_by_number_and_pci_addresses_by_hex():
+    from storpath.findings import natural_key
+
+    names = ["nvme10n1", "0000:0a:00.0", "nvme2n1", "0000:08:00.0", "0000:10:00.0", "0001:00:01.0", "sda"]
+    assert sorted(names, key=natural_key) == ["0000:08:00.0", "0000:0a:00.0", "0000:10:00.0", "0001:00:01.0",
+                                              "nvme2n1", "nvme10n1", "sda"]

@@ -197,8 +197,16 @@ def pci_kind(device) -> str:
                                                                    0x03: "display controller"}.get(code >> 16, "PCI device")
 
 
+_PCI_ADDRESS = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+
+
 def natural_key(text: str):
-    """nvme2n1 before nvme10n1; 0000:03:00.0 before 0000:0a:00.0 (hex groups compare as text)."""
+    """nvme2n1 before nvme10n1; 0000:08:00.0 before 0000:0a:00.0 (a PCI address's groups are
+    hex numbers). Keys alternate text and numbers, so any two compare."""
+    match = _PCI_ADDRESS.match(text)
+    if match:
+        domain, bus, device, function = (int(g, 16) for g in match.groups())
+        return ["", domain, ":", bus, ":", device, ".", function, ""]
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
