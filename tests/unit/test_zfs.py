@@ -351,13 +351,7 @@ def test_collector_full_pool_and_ashift():
     assert not has(text, "storpath_zfs_zpool_last_success_timestamp_seconds ")  # captured replay
     assert 'storpath_zfs_vdev_info{class="normal",device="nvme0n1",parent="raidz2-0",type="disk",vdev="nvme0n1",' \
            'zpool="zpool1"} 1.0' in text
-
-
-def test_collector_pool_creation_from_capture():
-    collector, scheduler = collector_on(INTEL, "healthy")
-    scheduler.run_all_once()
-    text = scrape(collector)
-    assert value(text, 'storpath_zfs_pool_creation_timestamp_seconds{zpool="zpool1"}') == 1552563000
+    assert value(text, 'storpath_zfs_pool_creation_timestamp_seconds{zpool="zpool1"}') == 1552563000  # creation.txt
     assert value(text, 'storpath_zfs_pool_creation_timestamp_seconds{zpool="zpool2"}') == 1552564260
 
 
@@ -450,6 +444,15 @@ def test_collector_live_zpool_success_sets_timestamp(tmp_path):
     assert value(text, 'storpath_zfs_pool_ashift{zpool="zpool2"}') == 12
 
 
+def healthy_zpool(tmp_path) -> str:
+    """A zpool that prints the healthy variant's status (JSON) and list."""
+    pools = pools_of("healthy")
+    (tmp_path / "status.json").write_text(status_json(pools))
+    (tmp_path / "list.txt").write_text(list_text(pools))
+    return fake_zpool(tmp_path, f'case "$1" in status) cat {tmp_path}/status.json;; list) cat {tmp_path}/list.txt;;'
+                                ' esac\n')
+
+
 def fake_zfs(tmp_path, body: str) -> str:
     path = tmp_path / "zfs"
     path.write_text("#!/bin/sh\necho \"$*\" >> " + str(tmp_path / "zfs.calls") + "\n" + body)
@@ -458,11 +461,7 @@ def fake_zfs(tmp_path, body: str) -> str:
 
 
 def test_reader_asks_zfs_for_creation_once_per_new_pool(tmp_path):
-    pools = pools_of("healthy")
-    (tmp_path / "status.json").write_text(status_json(pools))
-    (tmp_path / "list.txt").write_text(list_text(pools))
-    zpool = fake_zpool(tmp_path, f'case "$1" in status) cat {tmp_path}/status.json;; list) cat {tmp_path}/list.txt;;'
-                                 ' esac\n')
+    zpool = healthy_zpool(tmp_path)
     fake_zfs(tmp_path, 'shift 5; for p in "$@"; do printf "%s\\t1552563000\\n" "$p"; done\n')
     assert find_zfs("zfs", zpool) == str(tmp_path / "zfs")  # the zfs beside zpool
     reader = ZpoolReader(Roots(), zpool=zpool, timeout=5)
@@ -475,11 +474,7 @@ def test_reader_asks_zfs_for_creation_once_per_new_pool(tmp_path):
 
 @pytest.mark.parametrize("body", ["exit 1\n", "echo 'not two fields'\n", "exec sleep 60\n"])
 def test_reader_without_creation_still_succeeds(tmp_path, body, caplog):
-    pools = pools_of("healthy")
-    (tmp_path / "status.json").write_text(status_json(pools))
-    (tmp_path / "list.txt").write_text(list_text(pools))
-    zpool = fake_zpool(tmp_path, f'case "$1" in status) cat {tmp_path}/status.json;; list) cat {tmp_path}/list.txt;;'
-                                 ' esac\n')
+    zpool = healthy_zpool(tmp_path)
     reader = ZpoolReader(Roots(), zpool=zpool, zfs=fake_zfs(tmp_path, body), timeout=1)
     snapshot = reader.read()
     assert snapshot.ok and [p.created_at for p in snapshot.pools] == [None, None]
@@ -487,11 +482,7 @@ def test_reader_without_creation_still_succeeds(tmp_path, body, caplog):
 
 
 def test_reader_keeps_the_creation_zfs_printed_before_failing(tmp_path):
-    pools = pools_of("healthy")
-    (tmp_path / "status.json").write_text(status_json(pools))
-    (tmp_path / "list.txt").write_text(list_text(pools))
-    zpool = fake_zpool(tmp_path, f'case "$1" in status) cat {tmp_path}/status.json;; list) cat {tmp_path}/list.txt;;'
-                                 ' esac\n')
+    zpool = healthy_zpool(tmp_path)
     zfs = fake_zfs(tmp_path, 'printf "zpool1\\t1552563000\\n"; echo "cannot open \'zpool2\': I/O error" >&2; exit 1\n')
     snapshot = ZpoolReader(Roots(), zpool=zpool, zfs=zfs, timeout=5).read()
     assert {p.name: p.created_at for p in snapshot.pools} == {"zpool1": 1552563000.0, "zpool2": None}
