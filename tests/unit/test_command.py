@@ -6,6 +6,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from storpath.command import run_command
 
 
@@ -39,9 +41,5 @@ def test_the_deadline_holds_while_an_unkillable_process_holds_the_pipes(tmp_path
 
 
 def test_a_command_that_cannot_start_raises():
-    try:
+    with pytest.raises(FileNotFoundError):
         run_command([os.path.join(os.sep, "no", "such", "zpool")], timeout=1)
-    except FileNotFoundError:
-        pass
-    else:
-        raise AssertionError("a missing command did not raise")

@@ -20,7 +20,7 @@ _FORMAT = st.builds(builders_nvme.Fmt, data_size=st.sampled_from([512, 4096, 819
                     metadata_size=st.sampled_from([0, 8, 16, 64]), relative_performance=st.integers(0, 3))
 
 
-def _assert_possible(ident: nvme.IdentifyNamespace) -> None:
+def assert_possible(ident: nvme.IdentifyNamespace) -> None:
     assert ident.formats and 0 <= ident.size_blocks < 1 << 64
     assert ident.in_use is not None
     for fmt in ident.formats:
@@ -35,7 +35,7 @@ def test_identify_binary_of_any_bytes(data):
         ident = nvme.parse_identify_namespace(data)
     except nvme.IdentifyError:
         return
-    _assert_possible(ident)
+    assert_possible(ident)
 
 
 @given(st.lists(_FORMAT, min_size=1, max_size=16), st.data(), st.integers(0, 1 << 50),
@@ -52,7 +52,7 @@ def test_identify_binary_round_trips_and_survives_corruption(formats, data, size
         for position, byte in noise:
             corrupt[position] = byte
         try:
-            _assert_possible(nvme.parse_identify_namespace(bytes(corrupt)))
+            assert_possible(nvme.parse_identify_namespace(bytes(corrupt)))
         except nvme.IdentifyError:
             pass
 
@@ -72,13 +72,13 @@ def test_identify_json_of_any_document(doc):
         ident = nvme.parse_id_ns_json(text)
     except nvme.IdentifyError:
         return
-    _assert_possible(ident)
+    assert_possible(ident)
 
 
 @given(st.text(max_size=200))
 def test_identify_json_of_any_text(text):
     try:
-        _assert_possible(nvme.parse_id_ns_json(text))
+        assert_possible(nvme.parse_id_ns_json(text))
     except nvme.IdentifyError:
         pass
 
@@ -93,7 +93,7 @@ def test_identify_json_round_trips(formats, data, size):
 
 # ---- zpool ---------------------------------------------------------------------------------
 
-def _assert_pools_possible(pools):
+def assert_pools_possible(pools):
     for pool in pools:
         for value in (pool.data_errors, pool.size_bytes, pool.allocated_bytes, pool.free_bytes, pool.ashift):
             assert value is None or 0 <= value < 1 << 64, pool
@@ -126,7 +126,7 @@ def test_zpool_status_json_of_any_document(doc):
         pools = zfs.parse_status_json(json.dumps(doc))
     except zfs.ZpoolOutputError:
         return
-    _assert_pools_possible(pools)
+    assert_pools_possible(pools)
 
 
 _ZTEXT_PIECES = st.sampled_from(["  pool: tank\n", " state: ONLINE\n", "  scan: ", "scrub in progress since ",
@@ -142,7 +142,7 @@ def test_zpool_status_text_of_any_text(text):
         pools = zfs.parse_status_text(text)
     except zfs.ZpoolOutputError:
         return
-    _assert_pools_possible(pools)
+    assert_pools_possible(pools)
 
 
 @given(st.lists(st.lists(st.one_of(st.text(max_size=6), st.integers(-5, 1 << 66).map(str), st.just("-"),

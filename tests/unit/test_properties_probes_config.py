@@ -86,9 +86,10 @@ _ANY_JSON = st.recursive(st.one_of(st.integers(-(1 << 70), 1 << 70), st.floats()
                  _ANY_JSON.map(lambda d: json.dumps({"version": 1, "io": d})), st.text(max_size=50)))
 def test_a_broken_state_file_is_a_value_error(text):
     try:
-        state.from_json(text)
+        parsed = state.from_json(text)
     except ValueError:
-        pass
+        return
+    assert isinstance(parsed, state.ProbeState)
 
 
 # ---- /proc/diskstats -------------------------------------------------------------------
@@ -137,6 +138,7 @@ _YAML_PIECES = st.sampled_from(["log:\n", "  level: info\n", "collectors:\n", " 
 @example("!!python/object/apply:os.system [echo]\n")
 def test_the_config_loader_gives_a_config_or_a_config_error(text):
     try:
-        config_module.validate(config_module.parse_text(text, "fuzz.yml"), _defaults())
+        config = config_module.validate(config_module.parse_text(text, "fuzz.yml"), _defaults())
     except ConfigError:
-        pass
+        return
+    assert isinstance(config, dict) and "collectors" in config
