@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from typing import Iterator, List, Optional
 
@@ -18,6 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.fixtures import machines  # noqa: E402
+from tests.processes import wait_until_answers  # noqa: E402
 
 IN_CI = bool(os.environ.get("CI"))
 
@@ -143,8 +143,6 @@ def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None, ca: 
                  auth: Optional[tuple] = None, cert: Optional[tuple] = None) -> Iterator[RunningExporter]:
     """Start the real `storpath serve` as a process and wait until it answers (over TLS
     checked against `ca`, with basic auth `auth` and client certificate `cert` when given)."""
-    import requests
-
     port = free_port()
     log_path = os.path.join(tmp_dir, f"storpath-{port}.log")
     full_env = dict(os.environ)
@@ -155,18 +153,7 @@ def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None, ca: 
                                  *args], stdout=log_file, stderr=subprocess.STDOUT, env=full_env)
     exporter = RunningExporter(proc, port, log_path, ca, auth, cert)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"storpath exited with {proc.returncode}:\n{exporter.log()}")
-            try:
-                if exporter.get("/-/healthy", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"storpath did not answer within 20 s:\n{exporter.log()}")
-            time.sleep(0.05)
+        wait_until_answers(proc, "/-/healthy", "storpath", exporter.log, get=exporter.get)
         yield exporter
     finally:
         stop_process(proc)

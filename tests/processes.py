@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -46,17 +46,19 @@ def fio_children(pid: int) -> List[int]:
 
 
 def wait_until_answers(proc: subprocess.Popen, url: str, what: str, log: Callable[[], str] = lambda: "",
-                       timeout: float = 20) -> None:
-    """Wait until GET `url` answers 200; RuntimeError (with `log()`) if `proc` exits first
-    or `timeout` seconds pass."""
+                       timeout: float = 20, get: Optional[Callable[..., object]] = None) -> None:
+    """Wait until GET `url` answers 200 (through `get(url, timeout=...)` when given: TLS, auth);
+    RuntimeError (with `log()`) if `proc` exits first or `timeout` seconds pass."""
     import requests
+
+    get = get or requests.get
 
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log()}")
         try:
-            if requests.get(url, timeout=1).status_code == 200:
+            if get(url, timeout=1).status_code == 200:
                 return
         except requests.RequestException:
             pass

@@ -196,15 +196,21 @@ def _json_int(value, maximum: int) -> int:
     return number
 
 
-def parse_id_ns_json(text: str) -> IdentifyNamespace:
-    """Parse `nvme id-ns -o json` (nvme-cli 1.x and 2.x): the raw fields nlbaf, flbas,
-    nsze and lbafs: [{ms, ds, rp}] where ds is the LBADS exponent."""
+def json_object(text: str, error: type = IdentifyError) -> dict:
+    """nvme-cli's `-o json` output as a dict; `error` (an IdentifyError) when it is not one."""
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise IdentifyError(f"nvme-cli output is not JSON: {exc}") from None
+        raise error(f"nvme-cli output is not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise IdentifyError("nvme-cli output is not a JSON object")
+        raise error("nvme-cli output is not a JSON object")
+    return doc
+
+
+def parse_id_ns_json(text: str) -> IdentifyNamespace:
+    """Parse `nvme id-ns -o json` (nvme-cli 1.x and 2.x): the raw fields nlbaf, flbas,
+    nsze and lbafs: [{ms, ds, rp}] where ds is the LBADS exponent."""
+    doc = json_object(text)
     try:
         nlbaf = _json_int(doc["nlbaf"], 0xFF)
         flbas = _json_int(doc["flbas"], 0xFF)

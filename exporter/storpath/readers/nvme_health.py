@@ -43,7 +43,6 @@ Identify Controller), the ioctl, `nvme smart-log <dev> -o json` / `nvme id-ctrl`
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -52,7 +51,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from storpath.readers.nvme import (CAPTURED_DIR, OPCODE_IDENTIFY, IdentifyError, admin_command, identify_nvme_cli,
-                                   read_controllers)
+                                   json_object, read_controllers)
 from storpath.roots import Roots
 from storpath.sysfs import InstanceCache, list_dir, list_entries, parse_int, read_attr
 
@@ -160,16 +159,6 @@ def parse_smart_log(data: bytes) -> SmartLog:
         tmt_transitions=(_le(data, 216, 4), _le(data, 220, 4)), tmt_seconds=(_le(data, 224, 4), _le(data, 228, 4)))
 
 
-def _json_object(text: str) -> dict:
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise SmartLogError(f"nvme-cli output is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise SmartLogError("nvme-cli output is not a JSON object")
-    return doc
-
-
 def _json_int(doc: dict, key: str, default: Optional[int] = None) -> int:
     value = doc.get(key, default)
     if isinstance(value, dict):  # newer nvme-cli prints some fields as {"value": n, ...}
@@ -198,7 +187,7 @@ def _json_kelvin(doc: dict, key: str) -> Optional[int]:
 
 def parse_smart_log_json(text: str) -> SmartLog:
     """`nvme smart-log <dev> -o json` (nvme-cli 1.x and 2.x): temperatures in kelvin."""
-    doc = _json_object(text)
+    doc = json_object(text, SmartLogError)
     spare, threshold = _json_int(doc, "avail_spare"), _json_int(doc, "spare_thresh")
     if spare > 100 or threshold > 100:
         raise SmartLogError(f"available spare {spare}% or its threshold {threshold}% above 100%")
@@ -222,7 +211,7 @@ def parse_id_ctrl_thresholds(data: bytes) -> TemperatureThresholds:
 
 def parse_id_ctrl_json(text: str) -> TemperatureThresholds:
     """`nvme id-ctrl -o json`: wctemp and cctemp in kelvin."""
-    doc = _json_object(text)
+    doc = json_object(text, SmartLogError)
     return TemperatureThresholds(_kelvin(_json_int(doc, "wctemp", 0)), _kelvin(_json_int(doc, "cctemp", 0)))
 
 
