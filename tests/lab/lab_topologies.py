@@ -106,17 +106,25 @@ MD_VIRTIO_DISKS = 7
 MD_NVME_SERIALS = ["SPLABMD0", "SPLABMD1"]
 
 
-def topology_md(diskdir: Path) -> Topology:
+def _virtio_and_nvme(diskdir: Path, virtio: int, virtio_prefix: str, nvme_serials: List[str], nvme_prefix: str,
+                     size_mib: int) -> List[str]:
+    """`virtio` virtio disks (drives <virtio_prefix><i>, serial SPLAB<PREFIX><i>), then one NVMe per
+    serial on its own Gen3 x4 root port (drives <nvme_prefix>nvd<i>, controllers <nvme_prefix>nvme<i>)."""
     args = []
-    for i in range(MD_VIRTIO_DISKS):
-        args += _drive(diskdir, f"vd{i}", 64)
-        args += ["-device", f"virtio-blk-pci,drive=vd{i},serial=SPLABVD{i}"]
-    for i, serial in enumerate(MD_NVME_SERIALS):
+    for i in range(virtio):
+        args += _drive(diskdir, f"{virtio_prefix}{i}", size_mib)
+        args += ["-device", f"virtio-blk-pci,drive={virtio_prefix}{i},serial=SPLAB{virtio_prefix.upper()}{i}"]
+    for i, serial in enumerate(nvme_serials):
         args += ["-device", f"pcie-root-port,id=rp{i},bus=pcie.0,chassis={i + 1},"
                             f"slot={i + 1},x-speed=8,x-width=4"]
-        args += _drive(diskdir, f"mdnvd{i}", 64)
-        args += ["-device", f"nvme,id=mdnvme{i},serial={serial},bus=rp{i}",
-                 "-device", f"nvme-ns,drive=mdnvd{i},bus=mdnvme{i},nsid=1"]
+        args += _drive(diskdir, f"{nvme_prefix}nvd{i}", size_mib)
+        args += ["-device", f"nvme,id={nvme_prefix}nvme{i},serial={serial},bus=rp{i}",
+                 "-device", f"nvme-ns,drive={nvme_prefix}nvd{i},bus={nvme_prefix}nvme{i},nsid=1"]
+    return args
+
+
+def topology_md(diskdir: Path) -> Topology:
+    args = _virtio_and_nvme(diskdir, MD_VIRTIO_DISKS, "vd", MD_NVME_SERIALS, "md", 64)
     return Topology("md", args, description="7 virtio disks and 2 NVMe for md arrays")
 
 
@@ -128,16 +136,7 @@ ZFS_NVME_SERIALS = ["SPLABZIL0", "SPLABZIL1"]
 
 
 def topology_zfs(diskdir: Path) -> Topology:
-    args = []
-    for i in range(ZFS_VIRTIO_DISKS):
-        args += _drive(diskdir, f"zd{i}", 128)
-        args += ["-device", f"virtio-blk-pci,drive=zd{i},serial=SPLABZD{i}"]
-    for i, serial in enumerate(ZFS_NVME_SERIALS):
-        args += ["-device", f"pcie-root-port,id=rp{i},bus=pcie.0,chassis={i + 1},"
-                            f"slot={i + 1},x-speed=8,x-width=4"]
-        args += _drive(diskdir, f"zilnvd{i}", 128)
-        args += ["-device", f"nvme,id=zilnvme{i},serial={serial},bus=rp{i}",
-                 "-device", f"nvme-ns,drive=zilnvd{i},bus=zilnvme{i},nsid=1"]
+    args = _virtio_and_nvme(diskdir, ZFS_VIRTIO_DISKS, "zd", ZFS_NVME_SERIALS, "zil", 128)
     return Topology("zfs", args, memory_mib=2048, cpus=2,
                     description="15 virtio disks and 2 NVMe for ZFS pools (image variant zfs)")
 
