@@ -231,20 +231,16 @@ class ZpoolReader:
         self._created = {name: when for name, when in self._created.items() if name in names}
         new = sorted(names - set(self._created))
         if new:
+            # zfs exits 1 when one of the pools cannot be opened, printing the others: take
+            # what it printed either way.
             result = self._run([*CREATION_ARGS, *new], self.zfs)
-            if result.ok:
-                try:
-                    self._created.update(parse_creation(result.stdout))
-                except ZpoolOutputError as exc:
-                    log.once(LOG, logging.WARNING, ("zfs-get", str(exc)), "pool creation time unknown", reason=str(exc))
-            else:
-                # zfs exits 1 when one of the pools cannot be opened, printing the others.
-                try:
-                    self._created.update(parse_creation(result.stdout))
-                except ZpoolOutputError:
-                    pass
-                log.once(LOG, logging.WARNING, ("zfs-get", result.reason), "pool creation time unknown",
-                         reason=result.reason)
+            reason = None if result.ok else result.reason
+            try:
+                self._created.update(parse_creation(result.stdout))
+            except ZpoolOutputError as exc:
+                reason = reason or str(exc)
+            if reason:
+                log.once(LOG, logging.WARNING, ("zfs-get", reason), "pool creation time unknown", reason=reason)
         apply_creation(pools, self._created)
 
     def _read_captured(self) -> ZpoolSnapshot:
