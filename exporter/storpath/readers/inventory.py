@@ -146,9 +146,12 @@ class InventoryReader:
         return Identity(" ".join(p for p in (vendor, model) if p),
                         parse_vpd_serial(read_bytes(os.path.join(dev, "vpd_pg80"), 512)))
 
-    def read(self, pci: List[PciDevice], blocks: List[BlockDevice],
-             listing: Iterable[Tuple[str, int]]) -> List[InventoryDevice]:
-        slots = self.slots()
+    def read(self, pci: List[PciDevice], blocks: List[BlockDevice], listing: Iterable[Tuple[str, int]],
+             slots: Optional[Dict[str, str]] = None) -> List[InventoryDevice]:
+        """The storage devices among the shared listings; `slots` as self.slots() returns
+        them (read here when not given)."""
+        if slots is None:
+            slots = self.slots()
         inodes = dict(listing)
         found: List[InventoryDevice] = []
         with self._lock:

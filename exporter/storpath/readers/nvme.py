@@ -303,6 +303,7 @@ class NvmeReader:
         self._namespaces = InstanceCache()
         self._lock = threading.Lock()
         self._previous: Dict[str, Tuple[object, NvmeNamespace]] = {}  # device -> (instance, record)
+        self._sizes: Dict[bytes, int] = {}  # logical_block_size as read -> parsed: the few spellings recur
 
     def controllers(self) -> List[NvmeController]:
         """Every /sys/class/nvme/nvmeX; an empty list without the class (no nvme driver)."""
@@ -321,26 +322,34 @@ class NvmeReader:
             listing = list_entries(base, self.roots.sysfs)
         entries = [e for e in listing if _NAMESPACE_DISK.match(e[0])]
         result: List[NvmeNamespace] = []
+        dirs = self._dirs
         with self._lock:
             found = self._namespaces.refresh(base, entries, _namespace_place)
-            instances = dict(entries)
+            # (name, place, held directory): relative to it, or by path beyond the fd budget.
+            places = [(name, place, dirs.get(name, place, place[2]) if dirs is not None else None)
+                      for name, _, place in found if place is not None]
             previous, self._previous = self._previous, {}
-            for name, _, place in found:
-                if place is None:
-                    continue
+            instances = None
+            for name, place, dir_fd in places:
                 controller, nsid, real = place
-                dir_fd = self._dirs.get(name, place, real) if self._dirs is not None else None
-                at = "" if dir_fd is not None else real + "/"
-                lba = parse_int(read_bytes(at + "queue/logical_block_size", 64, dir_fd))
-                if lba is None and dir_fd is not None:  # the held directory went: by path
-                    self._dirs.drop(name)
-                    lba = parse_int(read_bytes(real + "/queue/logical_block_size", 64))
+                raw = read_bytes("queue/logical_block_size" if dir_fd is not None
+                                 else real + "/queue/logical_block_size", 64, dir_fd)
+                lba = self._sizes.get(raw) if raw is not None else None
+                if lba is None:
+                    if raw is None and dir_fd is not None:  # the held directory went: by path
+                        dirs.drop(name)
+                        raw = read_bytes(real + "/queue/logical_block_size", 64)
+                    lba = parse_int(raw)
+                    if lba is not None and len(self._sizes) < 64:
+                        self._sizes[raw] = lba
                 instance, before = previous.get(name, (None, None))
                 if instance is place and before.logical_block_size == lba:
                     ns = before  # unchanged: the same record, so consumers can tell by identity
                 else:
                     if lba is None and not os.path.isdir(real):
                         continue  # removed since the listing
+                    if instances is None:
+                        instances = dict(entries)
                     sectors = read_int(real + "/size")
                     ns = NvmeNamespace(
                         device=name, controller=controller, nsid=nsid, instance=instances.get(name),
@@ -349,8 +358,8 @@ class NvmeReader:
                         optimal_io_size=read_int(real + "/queue/optimal_io_size"))
                 self._previous[name] = (place, ns)
                 result.append(ns)
-            if self._dirs is not None:
-                self._dirs.keep_only(self._previous)
+            if dirs is not None:
+                dirs.keep_only(self._previous)
         return result
 
 

@@ -88,10 +88,11 @@ class PciDevice:
     current_link_width: Optional[int]
     aer_totals: Dict[str, int] = field(default_factory=dict)
     port_type: Optional[str] = None  # filled in by resolve_port_types()
-    address: str = ""
+    address: str = ""  # the static record's: PciReader passes it, other callers leave it out
 
     def __post_init__(self) -> None:
-        self.address = self.static.address
+        if not self.address:
+            self.address = self.static.address
 
 
 def parse_aer_total(text: Optional[str]) -> Optional[int]:
@@ -253,40 +254,56 @@ class PciReader:
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
         dirs = self._dirs
+        speeds, widths, aer_totals = self._speeds, self._widths, self._aer
         with self._lock:
             for address, path, static in self._statics.refresh(base, list_entries(base, self.roots.sysfs),
                                                                        self._read_static):
                 dir_fd = dirs.get(address, static, static.path) if dirs is not None else None
                 # Attributes relative to the held directory, or by path beyond the fd budget.
                 at = "" if dir_fd is not None else static.path + "/"
-                device = PciDevice(static=static, driver=link_name(at + "driver", dir_fd),
-                                   current_link_speed=None, current_link_width=None)
-                if not static.has_link and device.driver is None and not os.path.isdir(static.path):
-                    self._forget(address)
-                    continue  # removed since the listing
+                driver = link_name(at + "driver", dir_fd)
+                speed = width = None
                 if static.has_link:
                     speed_raw = read_bytes(at + "current_link_speed", 64, dir_fd)
                     width_raw = read_bytes(at + "current_link_width", 64, dir_fd)
-                    if speed_raw is None and width_raw is None and dir_fd is not None:
-                        # The held directory went (a device is removed with its symlink,
-                        # so this is a removal caught mid-scrape): try by path.
-                        dirs.drop(address)
-                        dir_fd, at = None, static.path + "/"
-                        speed_raw = read_bytes(at + "current_link_speed", 64)
-                        width_raw = read_bytes(at + "current_link_width", 64)
-                    if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
-                        self._forget(address)
-                        continue  # vanished mid-read
-                    device.current_link_speed, why = self._speed(speed_raw)
+                    if speed_raw is None and width_raw is None:
+                        if dir_fd is not None:
+                            # The held directory went (a device is removed with its symlink,
+                            # so this is a removal caught mid-scrape): try by path.
+                            dirs.drop(address)
+                            dir_fd, at = None, static.path + "/"
+                            speed_raw = read_bytes(at + "current_link_speed", 64)
+                            width_raw = read_bytes(at + "current_link_width", 64)
+                        if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
+                            self._forget(address)
+                            continue  # vanished mid-read
+                    # The same few spellings recur on every device and scrape: parsed once each.
+                    parsed = speeds.get(speed_raw) if speed_raw is not None else None
+                    if parsed is None:
+                        parsed = self._speed(speed_raw)
+                    speed, why = parsed
                     if why and static.max_link_width is not None:  # (no link capability: Unknown is right)
                         self._warn(address, "current_link_speed", why)
-                    device.current_link_width, why = self._width(width_raw)
+                    parsed = widths.get(width_raw) if width_raw is not None else None
+                    if parsed is None:
+                        parsed = self._width(width_raw)
+                    width, why = parsed
                     if why:
                         self._warn(address, "current_link_width", why)
+                elif driver is None and not os.path.isdir(static.path):
+                    self._forget(address)
+                    continue  # removed since the listing
+                device = PciDevice(static, driver, speed, width, {}, None, address)
+                totals = device.aer_totals
                 for severity, name in static.aer_files:
-                    total = self._aer_total(read_bytes(at + name, 4096, dir_fd))
+                    raw = read_bytes(at + name, 4096, dir_fd)
+                    if raw is None:
+                        continue
+                    total = aer_totals.get(raw, _UNPARSED)
+                    if total is _UNPARSED:
+                        total = self._aer_total(raw)
                     if total is not None:
-                        device.aer_totals[severity] = total
+                        totals[severity] = total
                 devices.append(device)
             if dirs is not None:
                 dirs.keep_only(d.address for d in devices)
