@@ -10,9 +10,9 @@ tables (storpath.families), so only label values need escaping here. The output 
 same text prometheus_client writes (labels sorted, Go-style floats, counters with
 `_total`): tests compare the two, and `promtool check metrics` runs on every golden.
 
-A collector's families reach the writer as `SeriesFamily`: a family spec and its text,
-rendered by storpath.families.FamilyTexts. Families of prometheus_client's own types
-(its process and runtime collectors, tests) are written from their samples.
+A collector's families reach the writer as `SeriesFamily`: a family spec and its sample
+lines, rendered by storpath.families.FamilyTexts and kept deflated (storpath.deflate).
+Families of prometheus_client's own types (tests) are written from their samples.
 
 OpenMetrics (what Prometheus asks for first) shares every sample line with the text
 format: only the family headers differ, so serving it costs no second rendering.
@@ -21,7 +21,9 @@ format: only the family headers differ, so serving it costs no second rendering.
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from storpath.deflate import Packed
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -83,21 +85,26 @@ def header(sample_name: str, kind: str, documentation: str) -> str:
 
 
 class SeriesFamily:
-    """A family of a collector's table (storpath.families.Family) and its whole text,
-    header included, as FamilyTexts rendered it. It offers what prometheus_client's
-    registry and writer read of a family (`name`, `type`, `documentation`, `samples`),
-    so tests can hand it to them; `samples` parses the text back."""
+    """A family of a collector's table (storpath.families.Family) and its sample lines,
+    deflated, as FamilyTexts rendered them. It offers what prometheus_client's registry and
+    writer read of a family (`name`, `type`, `documentation`, `samples`), so tests can
+    hand it to them; `samples` parses the text back."""
 
-    __slots__ = ("spec", "piece")
+    __slots__ = ("spec", "body")
 
-    def __init__(self, spec, piece: bytes):
+    def __init__(self, spec, body: Packed):
         self.spec = spec
-        self.piece = piece
+        self.body = body
 
     name = property(lambda self: self.spec.name)
     type = property(lambda self: self.spec.type)
     documentation = property(lambda self: self.spec.help)
     unit = ""
+
+    @property
+    def piece(self) -> bytes:
+        """The family's whole text in the text format, header included."""
+        return self.spec.header.encode("utf-8") + self.body.text()
 
     @property
     def samples(self) -> list:
@@ -118,69 +125,85 @@ def generate_openmetrics(families: Iterable) -> bytes:
     return openmetrics(Writer().pieces(families))
 
 
-BytesLike = Union[bytes, memoryview]
+class Piece:
+    """One family in both formats: the headers of each and its sample lines, kept deflated.
+    The sample lines are the same in both (same label escaping, same Go-style floats,
+    counters' samples end in `_total` in both); only the headers differ, and the lines
+    where a sample carries a timestamp (milliseconds in 0.0.4, seconds in OpenMetrics)."""
 
+    __slots__ = ("name", "text_header", "om_header", "body", "om_body", "_packed")
 
-class Piece(NamedTuple):
-    """One family in both formats. The sample lines are the same bytes in both (same
-    label escaping, same Go-style floats, counters' samples end in `_total` in both);
-    only the headers differ, and the body where a sample carries a timestamp
-    (milliseconds in 0.0.4, seconds in OpenMetrics). A body may be a view into the
-    family's text rather than a copy of it (the 1024-drive host's text is 4 MB)."""
+    def __init__(self, name: str, text_header: bytes, om_header: bytes, body: Packed, om_body: Packed):
+        self.name = name
+        self.text_header = text_header
+        self.om_header = om_header
+        self.body = body
+        self.om_body = om_body
+        self._packed: Dict[bool, Packed] = {}
 
-    name: str
-    text_header: bytes
-    om_header: bytes
-    body: BytesLike
-    om_body: BytesLike
-
-    def parts(self, openmetrics: bool) -> Tuple[bytes, BytesLike]:
+    def parts(self, openmetrics: bool) -> Tuple[bytes, Packed]:
         return (self.om_header, self.om_body) if openmetrics else (self.text_header, self.body)
+
+    def packed(self, openmetrics: bool) -> Packed:
+        """Header and lines as one piece of a gzip answer; made once per format."""
+        packed = self._packed.get(openmetrics)
+        if packed is None:
+            header_, body = self.parts(openmetrics)
+            packed = self._packed[openmetrics] = body.after(header_)
+        return packed
+
+
+EOF_LINE = b"# EOF\n"
+EOF_PACKED = Packed(EOF_LINE)
 
 
 def text(pieces: Sequence[Piece]) -> bytes:
-    return b"".join([part for p in pieces for part in (p.text_header, p.body)])
+    return b"".join([part for p in pieces for part in (p.text_header, p.body.text())])
 
 
 def openmetrics(pieces: Sequence[Piece]) -> bytes:
-    return b"".join([part for p in pieces for part in (p.om_header, p.om_body)] + [b"# EOF\n"])
+    return b"".join([part for p in pieces for part in (p.om_header, p.om_body.text())] + [EOF_LINE])
+
+
+def packed(pieces: Sequence[Piece], openmetrics: bool) -> List[Packed]:
+    """What a gzip answer is made of (storpath.deflate.gzip_parts), in order."""
+    return [p.packed(openmetrics) for p in pieces] + ([EOF_PACKED] if openmetrics else [])
 
 
 class Writer:
     """Writes families as pieces, one per family, for either format.
 
-    A SeriesFamily whose text is the very object of the last call (FamilyTexts hands the
-    same bytes back while a family's rows do not change) is not split or encoded again:
-    its piece from the last call is reused. One writer serves all scrapes of a server,
-    one scrape at a time (the single flight in storpath.scrape sees to that).
+    A SeriesFamily whose lines are the very object of the last call (FamilyTexts hands the
+    same object back while a family's rows do not change) is not encoded again: its piece
+    from the last call is reused. One writer serves all scrapes of a server, one scrape at
+    a time (the single flight in storpath.scrape sees to that).
     """
 
     def __init__(self) -> None:
-        self._kept: Dict[str, Tuple[bytes, Piece]] = {}  # family -> (its text, piece)
+        self._kept: Dict[str, Tuple[Packed, Piece]] = {}  # family -> (its lines, piece)
 
     def pieces(self, families: Iterable) -> List[Piece]:
         kept, keep = self._kept, {}
         out: List[Piece] = []
         for family in families:
             if isinstance(family, SeriesFamily):
-                name, whole = family.spec.name, family.piece
+                name, body = family.spec.name, family.body
                 previous = kept.get(name)
-                if previous is not None and previous[0] is whole:
+                if previous is not None and previous[0] is body:
                     piece = previous[1]
                 else:
                     spec = family.spec
-                    exposed = name + "_total" if spec.type == "counter" else name
-                    text_header = header(exposed, spec.type, spec.help).encode("utf-8")
-                    body = memoryview(whole)[len(text_header):] if whole.startswith(text_header) else whole
-                    piece = Piece(name, text_header, _om_header(name, spec.type, spec.help, _unit(spec)),
-                                  body, body)
-                keep[name] = (whole, piece)
+                    piece = Piece(name, spec.header.encode("utf-8"),
+                                  _om_header(name, spec.type, spec.help, _unit(spec)), body, body)
+                keep[name] = (body, piece)
             else:
                 kind = family.type
                 exposed = family.name + "_total" if kind == "counter" else family.name
                 body, om_body = _sample_text(family)
+                packed_body = Packed(body)
                 piece = Piece(family.name, header(exposed, kind, family.documentation).encode("utf-8"),
-                              _om_header(family.name, kind, family.documentation, _unit(family)), body, om_body)
+                              _om_header(family.name, kind, family.documentation, _unit(family)), packed_body,
+                              packed_body if om_body is body else Packed(om_body))
             out.append(piece)
         self._kept = keep
         return out

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
+from storpath.deflate import Packed
 from storpath.exposition import SeriesFamily, escape_value, header, value_text
 
 T = TypeVar("T")
@@ -88,8 +89,9 @@ class Family:
         set_(self, "_template", self.sample_name + "{" + ",".join(f'{self.labels[i]}="%s"' for i in order) + "} ")
 
     def render(self, series: Series) -> bytes:
-        """The family's text: header and one line per series with a value, in order."""
-        lines = [self.header]
+        """The family's sample lines: one per series with a value, in order (the header is
+        `header`)."""
+        lines: List[str] = []
         append = lines.append
         rows = zip(series.labels, series.values)
         if not self.labels:
@@ -162,7 +164,7 @@ class FamilyTexts:
     def __init__(self, table: Sequence[Family]):
         self.table = tuple(table)
         self._members = frozenset(self.table)
-        self._kept: Dict[Family, Tuple[Series, bytes]] = {}
+        self._kept: Dict[Family, Tuple[Series, Packed]] = {}  # the lines kept deflated only
 
     def families(self, rows: Mapping[Family, Series]) -> List[SeriesFamily]:
         unknown = [f.name for f in rows if f not in self._members]
@@ -176,7 +178,7 @@ class FamilyTexts:
                 series = _NONE
             last = kept.get(family)
             if last is None or last[0] != series:
-                last = kept[family] = (series, family.render(series))
+                last = kept[family] = (series, Packed(family.render(series)))
             out.append(SeriesFamily(family, last[1]))
         return out
 

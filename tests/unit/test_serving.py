@@ -208,42 +208,40 @@ def test_openmetrics_counters_units_and_eof():
     assert parsed["storpath_t_size_bytes"].documentation == 'Size "as read".'
 
 
-def test_chunked_gzip_deflates_only_new_pieces_and_gzip_reads_every_body():
-    """Pieces the writer reuses are not deflated again; every body, in both formats, is one gzip
-    stream that GNU gzip decodes to exactly the uncompressed exposition."""
+def test_gzip_is_put_together_from_kept_lines_and_gzip_reads_every_body(monkeypatch):
+    """A family's lines are deflated when rendered and only then: an unchanged family is not
+    deflated again; every body, in both formats, is one gzip stream that GNU gzip decodes
+    to exactly the uncompressed exposition."""
     import subprocess
 
+    from storpath import deflate, families as families_module
     from storpath.families import GAUGE, Family, FamilyTexts, Rows
-    from storpath.scrape import ChunkedGzip
 
-    families = [Family(f"storpath_t{i}", GAUGE, f"T{i}.", ("device",)) for i in range(3)]
-    texts = FamilyTexts(families)
-    writer, deflate = exposition.Writer(), ChunkedGzip()
     calls = []
-    real = deflate.compress.__globals__["_deflated"]
 
-    def counting(first, level, second=b""):
-        calls.append(bytes(first[:40]))
-        return real(first, level, second)
+    class Counting(deflate.Packed):
+        def __init__(self, text, *args):
+            calls.append(bytes(text[:40]))
+            super().__init__(text, *args)
 
-    deflate.compress.__globals__["_deflated"] = counting
-    try:
-        for round_, value in enumerate((1, 1, 2)):
-            rows = Rows()
-            for i, family in enumerate(families):
-                rows.add(family, ("nvme0",), value if i == 0 else i)
-            pieces = writer.pieces(texts.families(rows))
-            calls.clear()
-            for openmetrics in (False, True):
-                body = b"".join(deflate.compress(pieces, openmetrics))
-                plain = (exposition.openmetrics if openmetrics else exposition.text)(pieces)
-                done = subprocess.run(["gzip", "-dc"], input=body, capture_output=True, timeout=30)
-                assert done.returncode == 0 and done.stdout == plain, done.stderr
-            if round_ == 0:
-                assert len(calls) == 2 * 3  # every family in both formats
-            elif round_ == 1:
-                assert calls == []  # nothing changed
-            else:
-                assert len(calls) == 2 and all(c.startswith(b"# HELP storpath_t0 ") for c in calls)  # t0 changed
-    finally:
-        deflate.compress.__globals__["_deflated"] = real
+    monkeypatch.setattr(families_module, "Packed", Counting)
+    families = [Family(f"storpath_t{i}", GAUGE, f"T{i}.", ("device",)) for i in range(3)]
+    texts, writer = FamilyTexts(families), exposition.Writer()
+    for round_, value in enumerate((1, 1, 2)):
+        rows = Rows()
+        for i, family in enumerate(families):
+            rows.add(family, ("nvme0",), value if i == 0 else i)
+        calls.clear()
+        pieces = writer.pieces(texts.families(rows))
+        for openmetrics in (False, True):
+            body = b"".join(deflate.gzip_parts(exposition.packed(pieces, openmetrics)))
+            plain = (exposition.openmetrics if openmetrics else exposition.text)(pieces)
+            assert plain.count(b"# HELP") == 3 and plain.endswith(b"# EOF\n") == openmetrics
+            done = subprocess.run(["gzip", "-dc"], input=body, capture_output=True, timeout=30)
+            assert done.returncode == 0 and done.stdout == plain, done.stderr
+        if round_ == 0:
+            assert len(calls) == 3  # every family, once for both formats
+        elif round_ == 1:
+            assert calls == []  # nothing changed
+        else:
+            assert calls == [b'storpath_t0{device="nvme0"} 2.0\n']  # t0 changed
