@@ -134,3 +134,27 @@ def test_long_running_exporter_serves_what_a_fresh_one_serves_after_every_change
             before = served
     finally:
         exporter.close()
+
+
+def test_a_disk_swapped_under_the_same_name_shows_its_new_identity(tmp_path):
+    """The inventory is derived again only when the listings differ: a drive pulled and
+    another pushed into the same bay gets the same name (sda) and the same place, only a
+    new class symlink (new inode) and its own serial."""
+    b = machines.load("dell-r900-sas1068e").build(str(tmp_path), "after-fix")
+    _, end_device, disk = b.dell_disks[0]
+    exporter = _Exporter(_roots(str(tmp_path)))
+    try:
+        before = exporter.scrape()
+        assert 'serial="S45PNA0M500000"' in before
+        target = os.path.join(b.sys, end_device, "target0:0:0", "0:0:0:0")
+        serial = b"S45PNA0M5REPLACED"
+        with open(os.path.join(target, "vpd_pg80"), "wb") as handle:
+            handle.write(bytes([0, 0x80, 0, len(serial)]) + serial)
+        link = os.path.join(b.sys, "class", "block", disk)
+        os.symlink(os.readlink(link), link + ".new")
+        os.replace(link + ".new", link)
+        served = exporter.scrape()
+        assert 'serial="S45PNA0M5REPLACED"' in served and 'serial="S45PNA0M500000"' not in served
+        assert served == _fresh(str(tmp_path))
+    finally:
+        exporter.close()
