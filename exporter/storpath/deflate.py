@@ -40,14 +40,6 @@ class Packed:
     def text(self) -> bytes:
         return zlib.decompressobj(-15).decompress(self.deflated)
 
-    def after(self, prefix: bytes) -> "Packed":
-        """`prefix` and then this text, as one piece (the prefix deflated on its own)."""
-        joined = Packed.__new__(Packed)
-        joined.deflated = Packed(prefix).deflated + self.deflated
-        joined.crc = crc32_combine(zlib.crc32(prefix), self.crc, self.size)
-        joined.size = len(prefix) + self.size
-        return joined
-
 
 # ---- CRC-32 of two texts from theirs -------------------------------------------------
 # CRC-32 (the gzip one, bits reflected) is the remainder of the text, as a polynomial

@@ -21,7 +21,7 @@ format: only the family headers differ, so serving it costs no second rendering.
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from storpath.deflate import Packed
 
@@ -125,49 +125,36 @@ def generate_openmetrics(families: Iterable) -> bytes:
     return openmetrics(Writer().pieces(families))
 
 
-class Piece:
-    """One family in both formats: the headers of each and its sample lines, kept deflated.
-    The sample lines are the same in both (same label escaping, same Go-style floats,
-    counters' samples end in `_total` in both); only the headers differ, and the lines
-    where a sample carries a timestamp (milliseconds in 0.0.4, seconds in OpenMetrics)."""
+class Piece(NamedTuple):
+    """One family in both formats, every part kept deflated: the headers of each format and
+    the sample lines. The lines are the same in both (same label escaping, same Go-style
+    floats, counters' samples end in `_total` in both); only the headers differ, and the
+    lines where a sample carries a timestamp (milliseconds in 0.0.4, seconds in OpenMetrics)."""
 
-    __slots__ = ("name", "text_header", "om_header", "body", "om_body", "_packed")
+    name: str
+    text_header: Packed
+    om_header: Packed
+    body: Packed
+    om_body: Packed
 
-    def __init__(self, name: str, text_header: bytes, om_header: bytes, body: Packed, om_body: Packed):
-        self.name = name
-        self.text_header = text_header
-        self.om_header = om_header
-        self.body = body
-        self.om_body = om_body
-        self._packed: Dict[bool, Packed] = {}
-
-    def parts(self, openmetrics: bool) -> Tuple[bytes, Packed]:
+    def parts(self, openmetrics: bool) -> Tuple[Packed, Packed]:
         return (self.om_header, self.om_body) if openmetrics else (self.text_header, self.body)
 
-    def packed(self, openmetrics: bool) -> Packed:
-        """Header and lines as one piece of a gzip answer; made once per format."""
-        packed = self._packed.get(openmetrics)
-        if packed is None:
-            header_, body = self.parts(openmetrics)
-            packed = self._packed[openmetrics] = body.after(header_)
-        return packed
 
-
-EOF_LINE = b"# EOF\n"
-EOF_PACKED = Packed(EOF_LINE)
-
-
-def text(pieces: Sequence[Piece]) -> bytes:
-    return b"".join([part for p in pieces for part in (p.text_header, p.body.text())])
-
-
-def openmetrics(pieces: Sequence[Piece]) -> bytes:
-    return b"".join([part for p in pieces for part in (p.om_header, p.om_body.text())] + [EOF_LINE])
+EOF_PACKED = Packed(b"# EOF\n")  # OpenMetrics' last line
 
 
 def packed(pieces: Sequence[Piece], openmetrics: bool) -> List[Packed]:
-    """What a gzip answer is made of (storpath.deflate.gzip_parts), in order."""
-    return [p.packed(openmetrics) for p in pieces] + ([EOF_PACKED] if openmetrics else [])
+    """What an answer in one format is made of, in order (storpath.deflate.gzip_parts)."""
+    return [part for p in pieces for part in p.parts(openmetrics)] + ([EOF_PACKED] if openmetrics else [])
+
+
+def text(pieces: Sequence[Piece]) -> bytes:
+    return b"".join([part.text() for part in packed(pieces, False)])
+
+
+def openmetrics(pieces: Sequence[Piece]) -> bytes:
+    return b"".join([part.text() for part in packed(pieces, True)])
 
 
 class Writer:
@@ -175,12 +162,20 @@ class Writer:
 
     A SeriesFamily whose lines are the very object of the last call (FamilyTexts hands the
     same object back while a family's rows do not change) is not encoded again: its piece
-    from the last call is reused. One writer serves all scrapes of a server, one scrape at
-    a time (the single flight in storpath.scrape sees to that).
+    from the last call is reused. A header is deflated once for all scrapes. One writer
+    serves all scrapes of a server, one scrape at a time (the single flight in
+    storpath.scrape sees to that).
     """
 
     def __init__(self) -> None:
         self._kept: Dict[str, Tuple[Packed, Piece]] = {}  # family -> (its lines, piece)
+        self._headers: Dict[bytes, Packed] = {}  # a family's header, either format -> deflated
+
+    def _header(self, text: bytes) -> Packed:
+        deflated = self._headers.get(text)
+        if deflated is None:
+            deflated = self._headers[text] = Packed(text)
+        return deflated
 
     def pieces(self, families: Iterable) -> List[Piece]:
         kept, keep = self._kept, {}
@@ -193,17 +188,17 @@ class Writer:
                     piece = previous[1]
                 else:
                     spec = family.spec
-                    piece = Piece(name, spec.header.encode("utf-8"),
-                                  _om_header(name, spec.type, spec.help, _unit(spec)), body, body)
+                    piece = Piece(name, self._header(spec.header.encode("utf-8")),
+                                  self._header(_om_header(name, spec.type, spec.help, _unit(spec))), body, body)
                 keep[name] = (body, piece)
             else:
                 kind = family.type
                 exposed = family.name + "_total" if kind == "counter" else family.name
                 body, om_body = _sample_text(family)
                 packed_body = Packed(body)
-                piece = Piece(family.name, header(exposed, kind, family.documentation).encode("utf-8"),
-                              _om_header(family.name, kind, family.documentation, _unit(family)), packed_body,
-                              packed_body if om_body is body else Packed(om_body))
+                piece = Piece(family.name, self._header(header(exposed, kind, family.documentation).encode("utf-8")),
+                              self._header(_om_header(family.name, kind, family.documentation, _unit(family))),
+                              packed_body, packed_body if om_body is body else Packed(om_body))
             out.append(piece)
         self._kept = keep
         return out
