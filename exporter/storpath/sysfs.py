@@ -65,6 +65,25 @@ def read_int(path: str, base: int = 10) -> Optional[int]:
         return None
 
 
+class Spellings(dict):
+    """A parse of raw attribute bytes, remembered per spelling: `spellings[raw]`. Across
+    thousands of devices and every scrape the same few texts recur ("16.0 GT/s PCIe", "4",
+    "512"), so each is parsed once (a hit costs one dict lookup). `parse` takes the bytes as
+    read, or None for a file that could not be read. Bounded: counters keep taking new
+    values, so at `limit` spellings it starts over."""
+
+    def __init__(self, parse: Callable[[Optional[bytes]], object], limit: int = 4096):
+        super().__init__()
+        self._parse = parse
+        self._limit = limit
+
+    def __missing__(self, raw: Optional[bytes]):
+        if len(self) >= self._limit:
+            self.clear()
+        parsed = self[raw] = self._parse(raw)
+        return parsed
+
+
 # Longest decimal a sysfs attribute prints (a 64-bit counter has 20 digits); longer is garbage.
 _INT_DIGITS = 20
 

@@ -199,3 +199,13 @@ def test_parse_static_needs_no_filesystem():
     assert (static.parent, static.class_code, static.vendor_id, static.max_link_speed, static.max_link_width) == \
         ("0000:00:01.1", 0x010802, "0x144d", 16e9, 4)
     assert static.numa_node is None and problems == [("numa_node", "unparsable 'bogus'")]
+
+
+def test_spellings_parse_each_spelling_once_and_start_over_at_their_limit():
+    from storpath.sysfs import Spellings
+
+    calls = []
+    spellings = Spellings(lambda raw: calls.append(raw) or (len(raw) if raw is not None else None), limit=2)
+    assert spellings[b"16\n"] == 3 and spellings[b"16\n"] == 3 and calls == [b"16\n"]
+    assert spellings[None] is None and calls == [b"16\n", None]  # an unreadable file is a spelling too
+    assert spellings[b"8\n"] == 2 and len(spellings) == 1  # at the limit: started over

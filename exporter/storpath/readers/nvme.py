@@ -55,7 +55,8 @@ from storpath.command import run_command
 from storpath.readers.block import physical_block_size
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import HeldDirs, InstanceCache, list_dir, list_entries, parse_int, read_attr, read_bytes, read_int
+from storpath.sysfs import (HeldDirs, InstanceCache, Spellings, list_dir, list_entries, parse_int, read_attr, read_bytes,
+                            read_int)
 
 IDENTIFY_BYTES = 4096
 OPCODE_IDENTIFY = 0x06
@@ -303,7 +304,7 @@ class NvmeReader:
         self._namespaces = InstanceCache()
         self._lock = threading.Lock()
         self._previous: Dict[str, Tuple[object, NvmeNamespace]] = {}  # device -> (instance, record)
-        self._sizes: Dict[bytes, int] = {}  # logical_block_size as read -> parsed: the few spellings recur
+        self._size = Spellings(parse_int)  # logical_block_size as read: the same few spellings recur
 
     def controllers(self) -> List[NvmeController]:
         """Every /sys/class/nvme/nvmeX; an empty list without the class (no nvme driver)."""
@@ -334,14 +335,10 @@ class NvmeReader:
                 controller, nsid, real = place
                 raw = read_bytes("queue/logical_block_size" if dir_fd is not None
                                  else real + "/queue/logical_block_size", 64, dir_fd)
-                lba = self._sizes.get(raw) if raw is not None else None
-                if lba is None:
-                    if raw is None and dir_fd is not None:  # the held directory went: by path
-                        dirs.drop(name)
-                        raw = read_bytes(real + "/queue/logical_block_size", 64)
-                    lba = parse_int(raw)
-                    if lba is not None and len(self._sizes) < 64:
-                        self._sizes[raw] = lba
+                if raw is None and dir_fd is not None:  # the held directory went: by path
+                    dirs.drop(name)
+                    raw = read_bytes(real + "/queue/logical_block_size", 64)
+                lba = self._size[raw]
                 instance, before = previous.get(name, (None, None))
                 if instance is place and before.logical_block_size == lba:
                     ns = before  # unchanged: the same record, so consumers can tell by identity

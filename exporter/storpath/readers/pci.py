@@ -23,7 +23,8 @@ from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
-from storpath.sysfs import HeldDirs, InstanceCache, link_name, list_entries, parse_int, parse_numa_node, read_attr, read_attr_why, read_bytes
+from storpath.sysfs import (HeldDirs, InstanceCache, Spellings, link_name, list_entries, parse_int, parse_numa_node,
+                            read_attr, read_attr_why, read_bytes)
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 LOG = log.get("pcie")
@@ -52,8 +53,6 @@ CAPTURE_SYSFS = (
     "max_link_speed,max_link_width,current_link_speed,current_link_width,aer_dev_correctable,aer_dev_nonfatal,"
     "aer_dev_fatal,config,driver}",
 )
-
-_UNPARSED = object()
 
 AER_FILES = (("correctable", "aer_dev_correctable"), ("nonfatal", "aer_dev_nonfatal"), ("fatal", "aer_dev_fatal"))
 
@@ -88,11 +87,10 @@ class PciDevice:
     current_link_width: Optional[int]
     aer_totals: Dict[str, int] = field(default_factory=dict)
     port_type: Optional[str] = None  # filled in by resolve_port_types()
-    address: str = ""  # the static record's: PciReader passes it, other callers leave it out
+    address: str = ""
 
     def __post_init__(self) -> None:
-        if not self.address:
-            self.address = self.static.address
+        self.address = self.static.address
 
 
 def parse_aer_total(text: Optional[str]) -> Optional[int]:
@@ -104,6 +102,20 @@ def parse_aer_total(text: Optional[str]) -> Optional[int]:
         return None
     _, _, rest = text[start:].partition(" ")
     return parse_int(rest.split("\n", 1)[0], minimum=0, maximum=(1 << 64) - 1)
+
+
+def _link_speed(raw: Optional[bytes]) -> Tuple[Optional[float], Optional[str]]:
+    """current_link_speed as read: (transfers per second, why not usable)."""
+    return (None, "missing") if raw is None else parse_pcie_speed(raw.decode("utf-8", "replace").strip())
+
+
+def _link_width(raw: Optional[bytes]) -> Tuple[Optional[int], Optional[str]]:
+    return (None, "missing") if raw is None else parse_pcie_width(raw.decode("utf-8", "replace").strip(),
+                                                                  allow_zero=True)
+
+
+def _aer_total(raw: Optional[bytes]) -> Optional[int]:
+    return None if raw is None else parse_aer_total(raw.decode("ascii", "replace"))
 
 
 def parse_port_type(config: Optional[bytes]) -> Optional[str]:
@@ -203,26 +215,11 @@ class PciReader:
         self._statics = InstanceCache()  # address -> PciStatic of the device instance there
         self._lock = threading.Lock()
         # The same few spellings recur on every device and scrape: parse each once.
-        self._speeds: Dict[bytes, Tuple[Optional[float], Optional[str]]] = {}
-        self._widths: Dict[bytes, Tuple[Optional[int], Optional[str]]] = {}
-        self._aer: Dict[bytes, Optional[int]] = {}  # an aer_dev_* file's text -> its total
+        # The same few spellings recur on every device and scrape: each is parsed once.
+        self._speed = Spellings(_link_speed)
+        self._width = Spellings(_link_width)
+        self._aer_total = Spellings(_aer_total)
         self._port_types = PortTypeCache()
-
-    def _speed(self, raw: Optional[bytes]) -> Tuple[Optional[float], Optional[str]]:
-        if raw is None:
-            return None, "missing"
-        parsed = self._speeds.get(raw)
-        if parsed is None:
-            parsed = self._speeds[raw] = parse_pcie_speed(raw.decode("utf-8", "replace").strip())
-        return parsed
-
-    def _width(self, raw: Optional[bytes]) -> Tuple[Optional[int], Optional[str]]:
-        if raw is None:
-            return None, "missing"
-        parsed = self._widths.get(raw)
-        if parsed is None:
-            parsed = self._widths[raw] = parse_pcie_width(raw.decode("utf-8", "replace").strip(), allow_zero=True)
-        return parsed
 
     def _warn(self, address: str, attr: str, reason: str) -> None:
         log.once(LOG, log.logging.WARNING, ("pci", address, attr, reason),
@@ -240,21 +237,10 @@ class PciReader:
             self._warn(address, attribute, speed_error if attribute == "max_link_speed" and speed_error else reason)
         return static
 
-    def _aer_total(self, raw: Optional[bytes]) -> Optional[int]:
-        if raw is None:
-            return None
-        total = self._aer.get(raw, _UNPARSED)
-        if total is _UNPARSED:
-            if len(self._aer) >= 4096:  # counters move: keep the cache small
-                self._aer.clear()
-            total = self._aer[raw] = parse_aer_total(raw.decode("ascii", "replace"))
-        return total
-
     def read(self) -> List[PciDevice]:
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
         dirs = self._dirs
-        speeds, widths, aer_totals = self._speeds, self._widths, self._aer
         with self._lock:
             for address, path, static in self._statics.refresh(base, list_entries(base, self.roots.sysfs),
                                                                        self._read_static):
@@ -277,33 +263,20 @@ class PciReader:
                         if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
                             self._forget(address)
                             continue  # vanished mid-read
-                    # The same few spellings recur on every device and scrape: parsed once each.
-                    parsed = speeds.get(speed_raw) if speed_raw is not None else None
-                    if parsed is None:
-                        parsed = self._speed(speed_raw)
-                    speed, why = parsed
+                    speed, why = self._speed[speed_raw]
                     if why and static.max_link_width is not None:  # (no link capability: Unknown is right)
                         self._warn(address, "current_link_speed", why)
-                    parsed = widths.get(width_raw) if width_raw is not None else None
-                    if parsed is None:
-                        parsed = self._width(width_raw)
-                    width, why = parsed
+                    width, why = self._width[width_raw]
                     if why:
                         self._warn(address, "current_link_width", why)
                 elif driver is None and not os.path.isdir(static.path):
                     self._forget(address)
                     continue  # removed since the listing
-                device = PciDevice(static, driver, speed, width, {}, None, address)
-                totals = device.aer_totals
+                device = PciDevice(static=static, driver=driver, current_link_speed=speed, current_link_width=width)
                 for severity, name in static.aer_files:
-                    raw = read_bytes(at + name, 4096, dir_fd)
-                    if raw is None:
-                        continue
-                    total = aer_totals.get(raw, _UNPARSED)
-                    if total is _UNPARSED:
-                        total = self._aer_total(raw)
+                    total = self._aer_total[read_bytes(at + name, 4096, dir_fd)]
                     if total is not None:
-                        totals[severity] = total
+                        device.aer_totals[severity] = total
                 devices.append(device)
             if dirs is not None:
                 dirs.keep_only(d.address for d in devices)
