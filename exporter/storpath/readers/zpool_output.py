@@ -16,7 +16,7 @@ import calendar
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from storpath.sysfs import parse_int
 
@@ -393,20 +393,26 @@ def _parse_text_config(lines: List[str], i: int, pool: ZfsPool) -> int:
     return i
 
 
-# ---- zpool list -Hp ------------------------------------------------------------
+# ---- zpool list -Hp, zfs get -Hp ---------------------------------------------------
+
+def _tab_rows(text: str, count: int, what: str) -> Iterator[List[str]]:
+    """The stripped fields of each non-blank line of -H output (tab separated); a line
+    without exactly `count` fields raises ZpoolOutputError naming `what`."""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != count:
+            raise ZpoolOutputError(f"{what} line has {len(fields)} fields, expected {count}: {line!r}")
+        yield [field.strip() for field in fields]
+
 
 def parse_list(text: str) -> Dict[str, Dict[str, Optional[float]]]:
     """`zpool list -Hp -o name,size,alloc,free,frag,cap,health,ashift`: tab separated,
     exact numbers; "-" where a value is unknown (fragmentation of a pool without
     spacemap_histogram, everything of an UNAVAIL pool)."""
     result: Dict[str, Dict[str, Optional[float]]] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != 8:
-            raise ZpoolOutputError(f"zpool list line has {len(fields)} fields, expected 8: {line!r}")
-        name, size, alloc, free, frag, _cap, _health, ashift = (f.strip() for f in fields)
+    for name, size, alloc, free, frag, _cap, _health, ashift in _tab_rows(text, 8, "zpool list"):
         frag_value = _int(frag.rstrip("%"))
         ashift_value = _int(ashift)
         result[name] = {
@@ -433,13 +439,7 @@ def parse_creation(text: str) -> Dict[str, float]:
     name) and values that are not plausible Unix seconds are left out; a line that is not
     two fields raises ZpoolOutputError."""
     result: Dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != 2:
-            raise ZpoolOutputError(f"zfs get line has {len(fields)} fields, expected 2: {line!r}")
-        name, value = fields[0].strip(), fields[1].strip()
+    for name, value in _tab_rows(text, 2, "zfs get"):
         if not name or "/" in name or "@" in name:
             continue
         seconds = _int(value)
