@@ -237,29 +237,31 @@ def measure_phase(prom, pid: int, hosts: int, phase: float, panels: bool, inline
         "panels": [],
     }
     out["series_per_host"] = out["storpath_series"] / hosts
-    recorded = recording_rules()
-    for uid, title, expr in fleet_engines.panel_queries() if inlined else ():
-        if not _reads_recorded(expr, recorded):
-            continue
-        query = inline_recorded(expr, recorded)
-        if query is None:
-            continue
-        # Bounded: a replaced 7-day subquery can take minutes at 2000 hosts. NaN = gave up at 30 s
-        # (the range query is then not tried).
-        params = {"query": query, "timeout": "30s"}
-        instant = _timed_or_nan(prom, "/api/v1/query", {**params, "time": f"{now:.3f}"})
-        ranged = float("nan") if instant != instant else _timed_or_nan(
-            prom, "/api/v1/query_range", {**params, "start": f"{now - 3600:.3f}", "end": f"{now:.3f}",
-                                          "step": INTERVAL})
-        out["panels"].append({"dashboard": uid, "panel": title, "instant_seconds": instant,
-                              "range_1h_seconds": ranged})
-    for uid, title, expr in fleet_engines.panel_queries() if panels else ():
-        instant = _timed(prom, "/api/v1/query", {"query": expr, "time": f"{now:.3f}"})
-        ranged = _timed(prom, "/api/v1/query_range",
-                        {"query": expr, "start": f"{now - 3600:.3f}", "end": f"{now:.3f}", "step": INTERVAL})
-        out["panels"].append({"dashboard": uid, "panel": title, "instant_seconds": instant,
-                              "range_1h_seconds": ranged})
+    # (dashboard, panel, query, bounded): with `inlined`, the panels that read recorded series
+    # with each recorded name replaced by its expression, bounded (a replaced 7-day subquery can
+    # take minutes at 2000 hosts).
+    queries = []
+    if inlined:
+        recorded = recording_rules()
+        for uid, title, expr in fleet_engines.panel_queries():
+            query = inline_recorded(expr, recorded) if _reads_recorded(expr, recorded) else None
+            if query is not None:
+                queries.append((uid, title, query, True))
+    if panels:
+        queries += [(uid, title, expr, False) for uid, title, expr in fleet_engines.panel_queries()]
+    for uid, title, query, bounded in queries:
+        out["panels"].append({"dashboard": uid, "panel": title, **_panel_times(prom, query, now, bounded)})
     return out
+
+
+def _panel_times(prom, query: str, now: float, bounded: bool) -> dict:
+    """A panel query's time as an instant query and as a 1-hour range query. Bounded: NaN when
+    Prometheus gives up at 30 s (the range query is then not tried); else a failure raises."""
+    params, timed = ({"query": query, "timeout": "30s"}, _timed_or_nan) if bounded else ({"query": query}, _timed)
+    instant = timed(prom, "/api/v1/query", {**params, "time": f"{now:.3f}"})
+    ranged = float("nan") if instant != instant else timed(
+        prom, "/api/v1/query_range", {**params, "start": f"{now - 3600:.3f}", "end": f"{now:.3f}", "step": INTERVAL})
+    return {"instant_seconds": instant, "range_1h_seconds": ranged}
 
 
 def run_size(hosts: int, phase: float, sources: Path, work: Path) -> dict:
