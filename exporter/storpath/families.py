@@ -9,7 +9,7 @@ exposed, as node_exporter declares its descriptors once:
 
 and its `values()` returns `Rows`: per family, the label values and the value of each
 series. `FamilyTexts` turns those into text. It keeps, per family, the series it last
-rendered and their text, and renders a family again only when its series differ from
+rendered and their text (deflated: storpath.deflate), and renders a family again only when its series differ from
 those (compared by value): what a scrape serves is always what its rows say, so no
 collector needs caching code of its own, and none can serve stale values.
 
