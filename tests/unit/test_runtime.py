@@ -109,3 +109,35 @@ def test_serve_path_does_not_import_prometheus_client(machine_tree):
     assert _serve_once(root) == {"imported": [], "process": True, "gc": True, "storpath": True}
     assert _serve_once(root, "--web.disable-exporter-metrics") == {"imported": [], "process": False, "gc": False,
                                                                     "storpath": True}
+
+
+def _open_fds(collector) -> float:
+    (family,) = [f for f in collector.collect() if f.name == "process_open_fds"]
+    return family.samples[0].value
+
+
+def test_open_fds_follow_the_descriptors_opened_and_closed():
+    collector = runtime.Runtime()
+    before = _open_fds(collector)
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(50)]
+    try:
+        assert _open_fds(collector) == before + 50
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert _open_fds(collector) == before
+
+
+def test_open_fds_are_listed_where_the_directory_size_does_not_count_them(tmp_path):
+    # Kernels before 6.2 (and any tree that is not procfs) give a size that is no count.
+    (tmp_path / "stat").write_text("cpu 1 2 3\nbtime 1700000000\n")
+    fd_dir = tmp_path / "self" / "fd"
+    fd_dir.mkdir(parents=True)
+    (tmp_path / "self" / "stat").write_text("1 (x) " + " ".join(["0"] * 50) + "\n")
+    (tmp_path / "self" / "limits").write_text("Max open files            1024                 4096                 files\n")
+    for fd in range(7):
+        (fd_dir / str(fd)).write_text("")
+    collector = runtime.Runtime(proc=str(tmp_path))
+    assert _open_fds(collector) == 7
+    (fd_dir / "7").write_text("")
+    assert _open_fds(collector) == 8
