@@ -40,7 +40,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.scrape import ACCEPT, build_host  # noqa: E402
+from benchmarks.scrape import ACCEPT, host_tree  # noqa: E402
 from tests.conftest import run_exporter  # noqa: E402
 from tests.processes import memory_bytes  # noqa: E402
 
@@ -147,8 +147,7 @@ def run(args) -> dict:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     host = os.path.join(args.workdir, "host-ports-1024")
-    if not os.path.isdir(host):
-        build_host(host, 1024, "ports")
+    host_tree(host, 1024, "ports")
     fifo = None if args.no_fifo else _fifo(host)
     extra = [f"--path.sysfs={host}/sys", f"--path.procfs={host}/proc", f"--path.captured={host}/captured"]
     if args.max_requests >= 0:

@@ -27,6 +27,8 @@ half behind PCIe switches of four downstream ports (more PCI devices per drive).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -180,6 +182,60 @@ def bare_reads(root: str, runs: int = 15) -> tuple:
     return _ms(statistics.median(times)), files
 
 
+STAMP = ".built-by"  # in a host tree: the digest of the code that built it
+
+
+def builder_digest() -> str:
+    """A digest of the code that builds host trees: this benchmark's layouts and the fixture
+    builders. A tree another version of that code built is built again, not measured."""
+    digest = hashlib.sha256(inspect.getsource(build_host).encode() + inspect.getsource(_drive).encode())
+    fixtures = os.path.join(ROOT, "tests", "fixtures")
+    for name in sorted(os.listdir(fixtures)):
+        if name.endswith(".py"):
+            with open(os.path.join(fixtures, name), "rb") as source:
+                digest.update(name.encode() + source.read())
+    return digest.hexdigest()
+
+
+def host_tree(root: str, n: int, layout: str) -> int:
+    """The host tree of N drives at `root`, built if absent or built by other code; returns
+    its number of PCI devices."""
+    digest = builder_digest()
+    stamp = os.path.join(root, STAMP)
+    if os.path.isdir(root):
+        try:
+            with open(stamp) as handle:
+                built_by = handle.read().strip()
+        except OSError:
+            built_by = None
+        if built_by == digest:
+            return len(os.listdir(os.path.join(root, "sys", "bus", "pci", "devices")))
+        if built_by is None and not os.path.isdir(os.path.join(root, "sys", "bus", "pci")):
+            raise SystemExit(f"benchmark: {root} exists and is no host tree of this benchmark: "
+                             "move it away or pass another --workdir")
+        print(f"  {root} was built by other code: building it again", file=sys.stderr)
+        shutil.rmtree(root)
+    t0 = time.monotonic()
+    devices = build_host(root, n, layout)
+    with open(stamp, "w") as handle:
+        handle.write(digest + "\n")
+    print(f"  built host of {n} drives ({devices} PCI devices) in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    return devices
+
+
+@contextmanager
+def _logs(workdir: str):
+    """A directory for the exporters' logs of one measurement: removed when it went well,
+    kept (and named) when it did not."""
+    logs = tempfile.mkdtemp(prefix="logs-", dir=workdir)
+    try:
+        yield logs
+    except BaseException:
+        print(f"  the exporters' logs are kept in {logs}", file=sys.stderr)
+        raise
+    shutil.rmtree(logs, ignore_errors=True)
+
+
 ACCEPT = {
     "text": "text/plain;version=0.0.4;q=1,*/*;q=0.1",
     "openmetrics": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
@@ -189,16 +245,11 @@ ACCEPT = {
 
 def measure(n: int, layout: str, scrapes: int, workdir: str, node_exporter: str = None, accept: str = "text") -> dict:
     root = os.path.join(workdir, f"host-{layout}-{n}")
-    if not os.path.isdir(root):
-        t0 = time.monotonic()
-        devices = build_host(root, n, layout)
-        print(f"  built host of {n} drives ({devices} PCI devices) in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-    else:
-        devices = len(os.listdir(os.path.join(root, "sys", "bus", "pci", "devices")))
+    devices = host_tree(root, n, layout)
     args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={root}/captured"]
     peer = None
-    with run_exporter(args, workdir) as exporter, (
-            run_node_exporter(node_exporter, f"{root}/sys", workdir) if node_exporter else _nothing()) as ne:
+    with _logs(workdir) as logs, run_exporter(args, logs) as exporter, (
+            run_node_exporter(node_exporter, f"{root}/sys", logs) if node_exporter else _nothing()) as ne:
         import requests
 
         session = requests.Session()

@@ -214,7 +214,6 @@ class PciReader:
         self._dirs = HeldDirs() if hold_dirs else None
         self._statics = InstanceCache()  # address -> PciStatic of the device instance there
         self._lock = threading.Lock()
-        # The same few spellings recur on every device and scrape: parse each once.
         # The same few spellings recur on every device and scrape: each is parsed once.
         self._speed = Spellings(_link_speed)
         self._width = Spellings(_link_width)
