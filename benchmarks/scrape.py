@@ -42,6 +42,7 @@ from contextlib import contextmanager
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from storpath.readers.pci import AER_FILES  # noqa: E402
 from tests.conftest import free_port, run_exporter, stop_process  # noqa: E402
 from tests.processes import cpu_seconds, memory_bytes, wait_until_answers  # noqa: E402
 from tests.fixtures.builders_nvme import Fmt, identify_namespace, write_captured  # noqa: E402
@@ -147,8 +148,8 @@ def bare_reads(root: str, runs: int = 15) -> tuple:
     held, files = [], 0
     for name in sorted(os.listdir(pci)):
         fd = os.open(os.path.realpath(os.path.join(pci, name)), os.O_RDONLY | os.O_DIRECTORY)
-        names = [f for f in ("current_link_speed", "current_link_width", "aer_dev_correctable", "aer_dev_nonfatal",
-                             "aer_dev_fatal") if os.path.exists(os.path.join(pci, name, f))]
+        names = [f for f in ("current_link_speed", "current_link_width", *(aer for _, aer in AER_FILES))
+                 if os.path.exists(os.path.join(pci, name, f))]
         held.append((fd, names, True))
         files += len(names) + 1
     for name in sorted(os.listdir(block)):
