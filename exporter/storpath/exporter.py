@@ -1,20 +1,18 @@
-"""Runs the enabled collectors on every scrape, each timed and fenced off from the others."""
+"""A scrape: one snapshot of the machine, then every enabled collector's rows from it."""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, List, Optional
 
-from storpath import buildinfo, deadline, log
+from storpath import buildinfo, log
 from storpath.background import Scheduler
 from storpath.collectors import Collector, Context, load_all
 from storpath.exposition import SeriesFamily
-from storpath.facts import SharedReads
 from storpath.families import GAUGE, Family, FamilyTexts, Rows
 from storpath.roots import Roots
-from storpath.sysfs import RootUnreadable
+from storpath.snapshot import Snapshot, Snapshotter, needed, sysfs_sources
 
 LOG = log.get("exporter")
 
@@ -22,77 +20,99 @@ BUILD_INFO = Family("storpath_build_info", GAUGE,
                     "storpath version, the git revision and branch it was built from, and the Python it runs on; "
                     "always 1.", ("version", "revision", "branch", "python"),
                     doc="always 1; `version`, `revision` and `branch` of the build (storpath.buildinfo), `python`")
+SOURCE_SUCCESS = Family(
+    "storpath_scrape_source_success", GAUGE,
+    "Whether a part of the machine was read (1) or could not be (0) on this scrape.", ("source",),
+    doc="1 if the source (the PCI tree, the block devices, md...) was read on this scrape, 0 if it could not be "
+        "(a read blocked past its share of the scrape deadline, or its directory is unreadable: the reason is "
+        "logged); the collectors that need it report success 0")
+SOURCE_DURATION = Family(
+    "storpath_scrape_source_duration_seconds", GAUGE, "How long reading a part of the machine took on this scrape.",
+    ("source",), "seconds", doc="time reading the source took on this scrape")
 COLLECTOR_SUCCESS = Family(
     "storpath_scrape_collector_success", GAUGE, "Whether a collector succeeded (1) or failed (0) on this scrape.",
     ("collector",), doc="1 if the collector succeeded on this scrape, 0 if it failed (the reason is logged)")
 COLLECTOR_DURATION = Family(
-    "storpath_scrape_collector_duration_seconds", GAUGE, "How long a collector took on this scrape.",
-    ("collector",), "seconds", doc="time the collector took on this scrape")
+    "storpath_scrape_collector_duration_seconds", GAUGE,
+    "How long a collector took to make its series from this scrape's snapshot.",
+    ("collector",), "seconds", doc="time the collector took to make its series from the scrape's snapshot (the "
+                                   "reading is `storpath_scrape_source_duration_seconds`)")
 
 # The exporter's own families, after every collector's.
-FAMILIES = (BUILD_INFO, COLLECTOR_SUCCESS, COLLECTOR_DURATION)
+FAMILIES = (BUILD_INFO, SOURCE_SUCCESS, SOURCE_DURATION, COLLECTOR_SUCCESS, COLLECTOR_DURATION)
+
+# Kept from the scrape deadline for making and sending the answer once the reading is done.
+RENDER_MARGIN = 0.25
 
 
 class StorpathExporter:
-    """Runs the collectors. One scrape at a time: collectors keep caches and a second scrape
-    arriving meanwhile waits rather than reading everything twice (the server's single flight
-    hands it the first one's result). Each collector runs under the scrape deadline
-    (storpath.deadline): one whose reads block is reported failed."""
+    """Takes a snapshot and runs the collectors on it. One scrape at a time (the HTTP
+    side's single flight hands a scrape to every request that arrives meanwhile)."""
 
     DEFAULT_TIMEOUT = 10.0
 
-    def __init__(self, collectors: List[Collector]):
+    def __init__(self, collectors: List[Collector], roots: Optional[Roots] = None, hold_dirs: bool = False):
         self.collectors = collectors
-        self._lock = threading.Lock()
-        self._facts = {id(c.ctx.facts): c.ctx.facts for c in collectors if c.ctx.facts is not None}
-        self.guard = deadline.Guard()
+        roots = roots or (collectors[0].roots if collectors else Roots())
+        table = sysfs_sources(roots, hold_dirs=hold_dirs)
+        for collector in collectors:
+            table.update({s.name: s for s in collector.sources()})
+        self.snapshotter = Snapshotter(needed(table, [name for c in collectors for name in c.reads]))
         self._texts = FamilyTexts(FAMILIES)
         build = buildinfo.info()
         self._build = tuple(build[label] for label in BUILD_INFO.labels)
+        self._failing: Dict[str, str] = {}  # collector -> the reason it failed last, logged once
 
-    def _new_scrape(self) -> None:
-        for facts in self._facts.values():
-            facts.new_scrape()
+    def collect(self, timeout: Optional[float] = None) -> List[SeriesFamily]:
+        timeout = timeout or self.DEFAULT_TIMEOUT
+        snapshot = self.snapshotter.take(max(timeout - RENDER_MARGIN, timeout / 2))
+        rows = Rows()
+        rows.add(BUILD_INFO, self._build, 1)
+        for source in self.snapshotter.sources:
+            if source.name in snapshot.seconds or source.name in snapshot.failed:
+                key = (source.name,)
+                rows.add(SOURCE_SUCCESS, key, 0.0 if source.name in snapshot.failed else 1.0)
+                rows.add(SOURCE_DURATION, key, snapshot.seconds.get(source.name, 0.0))
+        out: List[SeriesFamily] = []
+        for collector in self.collectors:
+            start = time.perf_counter()
+            why = snapshot.why_missing(collector.reads)
+            if why is None:
+                try:
+                    out.extend(collector.collect(snapshot))
+                except Exception as exc:  # one broken collector must not break the response
+                    why = f"{type(exc).__name__}: {exc}"
+            self._report(collector.name, why)
+            name = (collector.name,)
+            rows.add(COLLECTOR_DURATION, name, time.perf_counter() - start)
+            rows.add(COLLECTOR_SUCCESS, name, 1.0 if why is None else 0.0)
+        out.extend(self._texts.families(rows))
+        return out
 
-    def collect(self, timeout: Optional[float] = None) -> Iterable[SeriesFamily]:
-        with self._lock:
-            end = time.monotonic() + (timeout or self.DEFAULT_TIMEOUT)
-            rows = Rows()
-            rows.add(BUILD_INFO, self._build, 1)
-            reserves = [self.guard.reserve(c.name) for c in self.collectors]
-            # Dropping the last scrape's facts takes their lock, which a blocked read may hold.
-            fresh = self.guard.run("facts", self._new_scrape, deadline.share(end - time.monotonic(), reserves))
-            if not fresh.ok:
-                log.kv(LOG, logging.ERROR, "facts of the last scrape not dropped", err=fresh.error)
-            for index, collector in enumerate(self.collectors):
-                result = self.guard.run(collector.name, lambda c=collector: list(c.collect()),
-                                        deadline.share(end - time.monotonic(), reserves[index + 1:]))
-                if isinstance(result.exception, RootUnreadable):  # what it would report is unknown, not empty
-                    log.once(LOG, logging.ERROR, ("unreadable", collector.name, str(result.exception)),
-                             "collector failed: cannot read its root", collector=collector.name,
-                             err=str(result.exception))
-                elif not result.ok:  # one broken collector must not break the response
-                    log.kv(LOG, logging.ERROR, "collector failed", collector=collector.name, err=result.error)
-                name = (collector.name,)
-                rows.add(COLLECTOR_DURATION, name, result.seconds)
-                rows.add(COLLECTOR_SUCCESS, name, 1.0 if result.ok else 0.0)
-                yield from result.value or ()
-            yield from self._texts.families(rows)
-            for facts in self._facts.values():
-                facts.end_scrape(time.time())
+    def _report(self, collector: str, why: Optional[str]) -> None:
+        """Log a collector's failure when it starts failing or fails for another reason,
+        and its recovery."""
+        before = self._failing.get(collector)
+        if why == before:
+            return
+        if why is None:
+            del self._failing[collector]
+            log.kv(LOG, logging.INFO, "collector recovered", collector=collector)
+            return
+        self._failing[collector] = why
+        log.kv(LOG, logging.ERROR, "collector failed", collector=collector, err=why)
 
-    def last_scrape(self):
-        """What the last finished scrape read (storpath.facts.ScrapeFacts), for the landing
-        page; None before the first scrape."""
-        for facts in self._facts.values():
-            return facts.last_scrape()
-        return None
+    def last_snapshot(self) -> Optional[Snapshot]:
+        """The last scrape's snapshot, for the landing page; None before the first scrape."""
+        return self.snapshotter.last
+
+    def close(self) -> None:
+        self.snapshotter.close()
 
 
 def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[Collector]:
     """Instantiate the collectors the config enables, in registry order."""
     specs = load_all()
-    facts = SharedReads(roots, hold_dirs=True)
     collectors = []
     for name, spec in specs.items():
         section = config.get("collectors", {}).get(name, {})
@@ -100,22 +120,12 @@ def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[C
             continue
         settings = dict(spec.cls.config_defaults)
         settings.update({k: v for k, v in section.items() if k != "enabled"})
-        ctx = Context(roots=roots, config=settings, scheduler=scheduler, full_config=config, facts=facts)
+        ctx = Context(roots=roots, config=settings, scheduler=scheduler, full_config=config)
         collectors.append(spec.cls(ctx))
     return collectors
 
 
-class Registry:
-    """What the server asks of a registry: `collect()`. prometheus_client's registry
-    would do, but importing prometheus_client costs 13 MB (see storpath.exposition);
-    its writer and registry still accept this one (tests hand it to them)."""
-
-    def __init__(self, exporter: StorpathExporter):
-        self.exporter = exporter
-
-    def collect(self) -> Iterable[SeriesFamily]:
-        return self.exporter.collect()
-
-
-def make_registry(collectors: List[Collector]) -> Registry:
-    return Registry(StorpathExporter(collectors))
+def make_registry(collectors: List[Collector]) -> StorpathExporter:
+    """The collectors behind one exporter, as prometheus_client's writer takes a registry
+    (anything with `collect()`)."""
+    return StorpathExporter(collectors)

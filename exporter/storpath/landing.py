@@ -1,6 +1,6 @@
 """The exporter's landing page (`/`): the storage topology tree (storpath.tree.model) as
-HTML with inline CSS, drawn from the records the last scrape read (SharedReads keeps
-them, see storpath.facts.ScrapeFacts). Rendering never reads the machine: before the
+HTML with inline CSS, drawn from the last scrape's snapshot of the machine
+(storpath.snapshot.Snapshot). Rendering never reads the machine: before the
 first scrape the page says so.
 
 Every string the hardware or the kernel provides (model names, device names, finding
@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence
 
 from storpath import __version__
 from storpath.config import DEFAULTS
+from storpath.tree import model, sources
 from storpath.tree.model import (BELOW_EXPECTED, BLOCK, HEALTHY, LIMITED_BY_PLACEMENT, MEMBER, STATE_TEXT, UNVERIFIABLE,
                                  Node, Topology, hop_text)
 
@@ -91,8 +92,8 @@ section{margin-top:1.2em}
 
 def page(exporter, collectors: Sequence[str], metrics_path: str = "metrics",
          runbook_base: str = DEFAULT_RUNBOOK_BASE, config: Optional[dict] = None) -> str:
-    """The landing page for the exporter's last scrape (`exporter.last_scrape()`)."""
-    scrape = exporter.last_scrape() if exporter is not None else None
+    """The landing page for the exporter's last scrape (`exporter.last_snapshot()`)."""
+    scrape = exporter.last_snapshot() if exporter is not None else None
     body: List[str] = []
     if scrape is None:
         body.append("<p id=\"no-scrape\">No scrape has happened yet: the tree is drawn from the last scrape's "
@@ -102,12 +103,10 @@ def page(exporter, collectors: Sequence[str], metrics_path: str = "metrics",
         body.append("<p id=\"no-pci\">The last scrape did not read the PCI tree (the pcie, block and numa "
                     "collectors are disabled, or /sys/bus/pci could not be read).</p>")
     else:
-        from storpath.tree import model, sources
-
         topology = model.build(sources.from_scrape(scrape, config))
-        age = max(0.0, time.time() - scrape.finished_at)
+        age = max(0.0, time.time() - scrape.taken_at)
         body.append(f"<p class=\"meta\">From the scrape that finished "
-                    f"{html.escape(time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(scrape.finished_at)))} "
+                    f"{html.escape(time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(scrape.taken_at)))} "
                     f"({age:.0f} s ago). Findings shown: PCIe links and md arrays, which the scrape's own records "
                     "tell; <code>storpath check</code> on the host has all of them.</p>")
         body.append(tree_html(topology, runbook_base))

@@ -14,6 +14,33 @@ import resource
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
+# The file each reading thread opened last, by thread: when a read blocks, the snapshot
+# (storpath.snapshot) says which file it blocks on. (directory fd or None, path).
+_READING: Dict[int, Tuple[Optional[int], str]] = {}
+
+
+def _note(path: str, dir_fd: Optional[int] = None) -> None:
+    _READING[threading.get_ident()] = (dir_fd, path)
+
+
+def reading(thread_id: int) -> Optional[str]:
+    """The file the thread `thread_id` opened last through these helpers (None: none)."""
+    found = _READING.get(thread_id)
+    if found is None:
+        return None
+    dir_fd, path = found
+    if dir_fd is not None:
+        try:
+            return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
+        except OSError:
+            return path
+    return path
+
+
+def reading_clear() -> None:
+    _READING.pop(threading.get_ident(), None)
+
+
 # errno values that mean "the thing is not there (any more)".
 _GONE = {errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.ENXIO}
 
@@ -26,6 +53,7 @@ def read_attr(path: str) -> Optional[str]:
 
 def read_attr_why(path: str) -> Tuple[Optional[str], Optional[str]]:
     """Like read_attr, but also says why a read failed (None reason when the file is absent)."""
+    _note(path)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
@@ -41,6 +69,7 @@ def read_attr_why(path: str) -> Tuple[Optional[str], Optional[str]]:
 
 def read_bytes(path: str, limit: int = 4096, dir_fd: Optional[int] = None) -> Optional[bytes]:
     """The raw bytes of a file; `path` relative to the open directory `dir_fd` if given."""
+    _note(path, dir_fd)
     try:
         fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
     except OSError:
@@ -144,6 +173,7 @@ def list_dir(path: str, root: Optional[str] = None) -> List[str]:
     (the filesystem root it lies below: --path.sysfs, --path.procfs) a directory a reader
     depends on: RootUnreadable if it cannot be read, or if it is absent because `root`
     itself cannot be read."""
+    _note(path)
     try:
         return sorted(os.listdir(path))
     except OSError as exc:
@@ -154,6 +184,7 @@ def list_dir(path: str, root: Optional[str] = None) -> List[str]:
 
 def link_name(path: str, dir_fd: Optional[int] = None) -> Optional[str]:
     """The last component of a symlink's target (a driver's name, a device's name)."""
+    _note(path, dir_fd)
     try:
         target = os.readlink(path, dir_fd=dir_fd)
     except OSError:
@@ -169,6 +200,7 @@ def list_entries(path: str, root: Optional[str] = None) -> List[Tuple[str, int]]
     gives every node a new inode number when it is created, so the inode of a class or
     bus symlink (/sys/bus/pci/devices/<address>) tells one device instance from another
     that later appears under the same name."""
+    _note(path)
     try:
         with os.scandir(path) as it:
             entries = [(entry.name, entry.inode()) for entry in it]

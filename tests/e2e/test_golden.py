@@ -34,7 +34,7 @@ UPDATE = update_mode(os.environ)
 
 # Values that differ from run to run: durations, the Python version, the build's git revision and branch.
 _VOLATILE = [
-    (re.compile(r'^(storpath_scrape_collector_duration_seconds\{[^}]*\}) .*$', re.M), r"\1 <duration>"),
+    (re.compile(r'^(storpath_scrape_(?:collector|source)_duration_seconds\{[^}]*\}) .*$', re.M), r"\1 <duration>"),
     (re.compile(r'^(storpath_build_info\{branch=)"[^"]*",python="[^"]*",revision="[^"]*",', re.M),
      r'\1"<branch>",python="<python>",revision="<revision>",'),
 ]

@@ -42,7 +42,7 @@ def test_gzip_responses_decode_with_gzip_itself_scrape_after_scrape(exporter_on)
     """GNU gzip (not Python's decoder) must read every response as exactly the plain text."""
     import re
 
-    volatile = re.compile(r"^storpath_scrape_collector_duration_seconds\{.*$", re.M)
+    volatile = re.compile(r"^storpath_scrape_(?:collector|source)_duration_seconds\{.*$", re.M)
     with exporter_on("am4-x570-firecuda", "healthy", "--web.disable-exporter-metrics") as exporter:
         for _ in range(3):
             raw = exporter.get("/metrics", headers={"Accept-Encoding": "gzip"}, stream=True)
@@ -134,7 +134,7 @@ def test_a_failing_collector_does_not_break_the_others(tmp_path, machine_tree):
     plugin.mkdir()
     (plugin / "sitecustomize.py").write_text(
         "import storpath.collectors.block as b\n"
-        "def boom(self):\n    raise OSError('disk on fire')\n"
+        "def boom(self, snapshot=None):\n    raise OSError('disk on fire')\n"
         "b.BlockCollector.collect = boom\n")
     env = {"PYTHONPATH": f"{plugin}{os.pathsep}{os.path.join(ROOT, 'exporter')}"}
     with run_exporter([f"--path.sysfs={root}/sys"], str(tmp_path), env=env) as exporter:

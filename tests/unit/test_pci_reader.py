@@ -3,7 +3,7 @@
 import os
 import shutil
 
-from storpath import log
+from storpath.analysis.topology import read_pci_tree
 from storpath.readers.pci import PciReader, parse_aer_total, parse_port_type
 from storpath.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder, config_space
@@ -42,7 +42,7 @@ def test_aer_total_line():
 
 def test_reads_devices_and_types(tmp_path):
     _tree(tmp_path)
-    devices = {d.address: d for d in PciReader(Roots(sysfs=str(tmp_path / "sys"))).read()}
+    devices = {d.address: d for d in read_pci_tree(Roots(sysfs=str(tmp_path / "sys")))}
     assert devices["0000:00:01.1"].port_type == "root_port"
     assert devices["0000:01:00.0"].port_type == "endpoint"
     assert devices["0000:01:00.0"].static.parent == "0000:00:01.1"
@@ -59,33 +59,26 @@ def test_topology_fallback_without_config_space(tmp_path):
     b.switch("0000:00:01.0", "0000:01:00.0", ["0000:02:00.0"], speed=8.0, up_width=8, down_width=4)
     b.nvme("0000:02:00.0", "0000:03:00.0", model="M", serial="S", firmware="F", vendor=1, device=2,
            speed=8.0, width=4)
-    types = {d.address: d.port_type for d in PciReader(Roots(sysfs=str(tmp_path / "sys"))).read()}
+    types = {d.address: d.port_type for d in read_pci_tree(Roots(sysfs=str(tmp_path / "sys")))}
     assert types == {"0000:00:01.0": "root_port", "0000:01:00.0": "upstream_port", "0000:02:00.0": "downstream_port",
                      "0000:03:00.0": "endpoint"}
 
 
-def test_unknown_and_broken_values_are_left_out_and_logged_once(tmp_path, caplog):
+def test_unknown_and_broken_values_are_left_out_and_returned_as_problems(tmp_path):
     b = _tree(tmp_path)
     b.set_attr("0000:01:00.0", "current_link_speed", "Unknown")
     b.set_attr("0000:01:00.0", "current_link_width", "255")
     b.set_attr("0000:01:00.0", "aer_dev_fatal", "not a counter file")
-    log.forget_once_keys()
     reader = PciReader(Roots(sysfs=str(tmp_path / "sys")))
-    import logging
-
-    logger = logging.getLogger("storpath")
-    logger.propagate = True
-    try:
-        with caplog.at_level(logging.INFO, logger="storpath"):
-            first = {d.address: d for d in reader.read()}["0000:01:00.0"]
-            reader.read()
-    finally:
-        logger.propagate = False
+    devices, problems = reader.read_with_problems()
+    first = {d.address: d for d in devices}["0000:01:00.0"]
     assert first.current_link_speed is None and first.current_link_width is None
     assert "fatal" not in first.aer_totals
     assert first.static.max_link_speed == 16e9
-    messages = [r for r in caplog.records if "current_link_speed" in str(getattr(r, "fields", ""))]
-    assert len(messages) == 1  # once, not per scrape
+    attributes = sorted(dict(p.fields)["attribute"] for p in problems)
+    assert attributes == ["current_link_speed", "current_link_width"], problems
+    # Every read says so again: the snapshot step logs each problem once (test_snapshot).
+    assert reader.read_with_problems()[1] == problems
 
 
 def test_missing_files_and_vanished_devices(tmp_path):

@@ -9,7 +9,7 @@ from storpath.analysis import pcie
 from storpath.analysis.throughput import MdShape, expected_read_bandwidth, shared_tree_bandwidth
 from storpath.probes import devices
 from storpath.readers.block import read_block_devices
-from storpath.readers.pci import PciReader
+from storpath.analysis.topology import read_pci_tree
 from storpath.roots import Roots
 from storpath.units import pcie_link_bytes_per_second
 from tests.fixtures import machines
@@ -54,7 +54,7 @@ def test_two_namespaces_of_one_drive_share_its_link():
 
 def _facts(root: str):
     roots = Roots(sysfs=f"{root}/sys", procfs=f"{root}/proc")
-    pci_devices = PciReader(roots).read()
+    pci_devices = read_pci_tree(roots)
     block = {d.name: d for d in read_block_devices(roots)}
     return roots, block, {d.address: d for d in pci_devices}, pcie.analyse(pci_devices)
 

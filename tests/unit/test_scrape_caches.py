@@ -19,7 +19,7 @@ from tests.fixtures import machines
 from tests.fixtures.builders_nvme import reformat
 
 # Values that differ between any two scrapes whatever the caches do.
-_VOLATILE = re.compile(r"^(storpath_scrape_collector_duration_seconds\{[^}]*\}) .*$", re.M)
+_VOLATILE = re.compile(r"^(storpath_scrape_(?:collector|source)_duration_seconds\{[^}]*\}) .*$", re.M)
 
 
 class _Exporter:
@@ -44,8 +44,7 @@ class _Exporter:
         return _VOLATILE.sub(r"\1 X", plain.decode())
 
     def close(self):
-        for collector in self.collectors:
-            collector.ctx.facts.close()
+        self.registry.close()
 
 
 def _roots(root):

@@ -13,7 +13,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from storpath import exposition, negotiation, webconfig
-from storpath.deadline import Guard
 from storpath.scrape import Scraper
 from storpath.server import scrape_timeout
 from tests.conftest import require_tool
@@ -137,28 +136,6 @@ def test_authenticator_caches_successes_only():
     finally:
         bcrypt.checkpw = original
     assert len(calls) == 1  # only the wrong password went to bcrypt
-
-
-def test_guard_reports_a_blocked_step_and_does_not_start_it_again():
-    guard, release, started = Guard(), threading.Event(), []
-
-    def blocked():
-        started.append(1)
-        release.wait(30)
-        return "late"
-
-    first = guard.run("md", blocked, 0.2)
-    assert not first.ok and "share of the scrape deadline" in first.error
-    second = guard.run("md", blocked, 0.2)
-    assert not second.ok and "still blocked" in second.error and len(started) == 1
-    assert "md" in guard.stuck()
-    assert guard.run("pcie", lambda: [1], 1.0).value == [1]
-    release.set()
-    time.sleep(0.05)
-    third = guard.run("md", lambda: "fresh", 1.0)
-    assert third.ok and third.value == "fresh" and not guard.stuck()
-    failing = guard.run("zfs", lambda: 1 / 0, 1.0)
-    assert not failing.ok and failing.error.startswith("ZeroDivisionError")
 
 
 def test_single_flight_shares_one_scrape():

@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 from storpath import landing
 from storpath.analysis.pcie import analyse
-from storpath.facts import ScrapeFacts
+from storpath.snapshot import Snapshot
 from storpath.findings import CRITICAL, INFO, WARNING, Finding
 from storpath.readers.block import BlockDevice
-from storpath.readers.pci import PciDevice, PciStatic, resolve_port_types
+from storpath.readers.pci import PciDevice, PciStatic
+from storpath.analysis.topology import resolve_port_types
 from storpath.tree import model, text
 from storpath.tree.model import Array, TopologyFacts
 
@@ -144,17 +145,17 @@ def test_landing_page_escapes_what_the_hardware_says():
     devices = [dev("0000:00:01.0", None, BRIDGE, G4, 4), dev("0000:01:00.0", "0000:00:01.0", NVME, G4, 4, G4, 2)]
     resolve_port_types(devices)
     evil = "<script>alert('x')</script>\" onmouseover=\"alert(1)"
-    scrape = ScrapeFacts(finished_at=0.0, pci=devices, blocks=[block("nvme0n1", "0000:01:00.0")],
-                         kept={"nvme.controllers": [SimpleNamespace(address="0000:01:00.0", model=evil)]})
-    page = landing.page(SimpleNamespace(last_scrape=lambda: scrape), ["pcie"], config={})
+    scrape = Snapshot(taken_at=0.0, pci=devices, blocks=[block("nvme0n1", "0000:01:00.0")],
+                      nvme_controllers=[SimpleNamespace(address="0000:01:00.0", model=evil)])
+    page = landing.page(SimpleNamespace(last_snapshot=lambda: scrape), ["pcie"], config={})
     assert "<script" not in page and "onmouseover=\"" not in page
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;&quot; onmouseover=&quot;alert(1)" in page
-    assert 'class="node pci below-expected"' in page  # the pcie findings ran on the kept records
+    assert 'class="node pci below-expected"' in page  # the pcie findings ran on the snapshot
     assert "PcieLinkWidthBelowExpected.md" in page
 
 
 def test_landing_page_before_the_first_scrape_says_so_and_reads_nothing():
-    page = landing.page(SimpleNamespace(last_scrape=lambda: None), [], config={})
+    page = landing.page(SimpleNamespace(last_snapshot=lambda: None), [], config={})
     assert 'id="no-scrape"' in page and "<ul class=\"tree\">" not in page
 
 

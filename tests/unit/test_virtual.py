@@ -6,7 +6,7 @@ import pytest
 
 from storpath.analysis.pcie import analyse
 from storpath.readers.host import identify, parse_cpuinfo_hypervisor, read_host
-from storpath.readers.pci import PciReader
+from storpath.analysis.topology import read_pci_tree
 from storpath.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder
 
@@ -59,7 +59,7 @@ def b(tmp_path):
 
 
 def _links(b, guest):
-    return analyse(PciReader(Roots(sysfs=b.sys, procfs=b.proc)).read(), guest=guest)
+    return analyse(read_pci_tree(Roots(sysfs=b.sys, procfs=b.proc)), guest=guest)
 
 
 def _passthrough(b, port_ids, port_speed, port_width, cur_width=4):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from storpath.analysis.alignment import judge
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Derived, Family, Rows
-from storpath.readers.alignment import AlignmentReader, BlockAlignment
+from storpath.families import GAUGE, Family, Rows
+from storpath.readers.alignment import BlockAlignment
 
 PARTITION_START = Family(
     "storpath_block_partition_start_bytes", GAUGE,
@@ -66,12 +66,7 @@ class AlignmentCollector(Collector):
     """Partitions and md data against the physical block and optimal I/O size of the disk below."""
 
     families = FAMILIES
+    reads = ("alignment",)
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.reader = AlignmentReader(self.roots)
-        self._rows = Derived()
-
-    def values(self) -> Rows:
-        found = self.reader.read(self.ctx.facts.block_listing())
-        return self._rows.get(found, lambda: alignment_rows(found))
+    def values(self, snapshot) -> Rows:
+        return alignment_rows(snapshot.alignment)

@@ -1,25 +1,27 @@
 """What every collector is given and must provide.
 
 A collector declares its metric families once, in a module-level table
-(storpath.families.Family, in exposition order), and provides `values()`: the rows of
-each family on this scrape, from facts that readers read and analysis derived. It
-never opens files and keeps no rendered text: the framework (`collect()`) renders a
-family again only when its rows change. `values()` runs on the scrape path and must be
-fast: slow or privileged work belongs in a background task (`Context.scheduler`) whose
-latest result `values()` serves. See CONTRIBUTING.md for a worked example.
+(storpath.families.Family, in exposition order), names the parts of the snapshot its rows
+come from (`reads`: fields of storpath.snapshot.Snapshot) and provides `values(snapshot)`:
+the rows of each family, from the snapshot and the analysis of it. It never opens a file
+and keeps no rendered text: the framework (`collect()`) renders a family again only when
+its rows change. Slow or privileged work belongs in a background task
+(`Context.scheduler`) whose latest result the collector hands to the snapshot as a source
+of its own (`sources()`). See CONTRIBUTING.md for a worked example.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from storpath import log
 from storpath.background import Scheduler
 from storpath.exposition import SeriesFamily
-from storpath.facts import SharedReads
 from storpath.families import Family, FamilyTexts, Rows
 from storpath.roots import Roots
+from storpath.snapshot import Snapshot, Snapshotter, Source, needed, sysfs_sources
 
 
 @dataclass
@@ -28,21 +30,15 @@ class Context:
     config: Dict[str, Any] = field(default_factory=dict)  # this collector's section, defaults applied
     scheduler: Scheduler = field(default_factory=Scheduler)
     full_config: Dict[str, Any] = field(default_factory=dict)  # the whole validated config (probes etc.)
-    facts: Optional[SharedReads] = None  # shared by all collectors of one exporter; see storpath.facts
-    # Whether the collector has `facts` to itself (none given): then each collect() is a
-    # scrape of its own. An exporter's collectors share theirs and it starts each scrape.
-    own_facts: bool = False
-
-    def __post_init__(self) -> None:
-        if self.facts is None:
-            self.facts = SharedReads(self.roots)
-            self.own_facts = True
 
 
 class Collector:
     name = "unnamed"
     # The collector's metric families, in the order they are exposed: its module's table.
     families: Tuple[Family, ...] = ()
+    # The snapshot fields its rows come from: when one could not be read, the collector
+    # fails the scrape (storpath_scrape_collector_success 0) with that as the reason.
+    reads: Tuple[str, ...] = ()
     # Keys a collector accepts in its `collectors.<name>` config section, with defaults.
     # The type of each default is the type the config loader checks.
     config_defaults: Dict[str, Any] = {}
@@ -51,19 +47,37 @@ class Collector:
         self.ctx = ctx
         self.roots = ctx.roots
         self.config = ctx.config
-        from storpath import log
-
         self.log: logging.Logger = log.get(self.name)
         self._texts = FamilyTexts(self.families)
+        self._own: Optional[Snapshotter] = None
 
-    def values(self) -> Optional[Rows]:
+    def sources(self) -> Sequence[Source]:
+        """Snapshot sources of the collector's own: the latest results of its background
+        tasks (reading them must not block)."""
+        return ()
+
+    def values(self, snapshot: Snapshot) -> Optional[Rows]:
         """The rows of each family on this scrape; a family left out has no series. None:
         the collector has nothing to export on this host (no family headers either)."""
         raise NotImplementedError
 
-    def collect(self) -> List[SeriesFamily]:
-        """Every family of the table with its text for this scrape."""
-        if self.ctx.own_facts:
-            self.ctx.facts.new_scrape()
-        values = self.values()
+    def collect(self, snapshot: Optional[Snapshot] = None) -> List[SeriesFamily]:
+        """Every family of the table with its text for this scrape. Without a snapshot
+        (a collector used on its own, as in tests) it takes one of its own."""
+        if snapshot is None:
+            snapshot = self.own_snapshot()
+            why = snapshot.why_missing(self.reads)
+            if why is not None:
+                raise SourceFailed(why)
+        values = self.values(snapshot)
         return [] if values is None else self._texts.families(values)
+
+    def own_snapshot(self, timeout: float = 30.0) -> Snapshot:
+        if self._own is None:
+            table = {**sysfs_sources(self.roots), **{s.name: s for s in self.sources()}}
+            self._own = Snapshotter(needed(table, self.reads))
+        return self._own.take(timeout)
+
+
+class SourceFailed(Exception):
+    """A part of the snapshot a collector needs could not be read."""

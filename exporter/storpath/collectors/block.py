@@ -21,10 +21,11 @@ class BlockCollector(Collector):
     """Block devices with the controller and PCI address behind them (join key to PCIe and NUMA)."""
 
     families = FAMILIES
+    reads = ("blocks",)
 
-    def values(self) -> Rows:
+    def values(self, snapshot) -> Rows:
         rows = Rows()
-        for dev in self.ctx.facts.blocks():
+        for dev in snapshot.blocks:
             if dev.pci_address is not None:
                 rows.add(DEVICE_INFO, (dev.name, dev.controller or "", dev.pci_address), 1)
         return rows

@@ -24,9 +24,10 @@ class HostCollector(Collector):
     """DMI identity of the machine and whether it is a virtual machine (which hypervisor)."""
 
     families = FAMILIES
+    reads = ("host",)
 
-    def values(self) -> Rows:
-        host = self.ctx.facts.host()
+    def values(self, snapshot) -> Rows:
+        host = snapshot.host
         rows = Rows()
         rows.add(HOST_INFO, tuple(host.dmi[k] for k in DMI_FIELDS) + (host.hypervisor, host.virtualization), 1)
         return rows

@@ -6,13 +6,12 @@ read this scrape; no listing of its own but the (small) PCI slot directory."""
 from __future__ import annotations
 
 import logging
-from typing import List
 
 from storpath import log
 from storpath.analysis.inventory import parse_expected
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Derived, Family, Rows
-from storpath.readers.inventory import InventoryDevice, InventoryReader, counts
+from storpath.families import GAUGE, Family, Rows
+from storpath.readers.inventory import counts
 
 _KIND = ("kind",)
 
@@ -50,29 +49,19 @@ class InventoryCollector(Collector):
         "expected": {},
     }
 
+    reads = ("inventory",)
+
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.reader = InventoryReader(self.roots)
-        self._rows = Derived()
         self.expected, problems = parse_expected(self.config.get("expected", {}))
         for problem in problems:
             log.kv(self.log, logging.ERROR, "collectors.inventory.expected: entry ignored", problem=problem)
 
-    def values(self) -> Rows:
-        facts = self.ctx.facts
-        pci, blocks, listing, slots = facts.pci(), facts.blocks(), facts.block_listing(), self.reader.slots()
-        # The inventory is made of what cannot change while a device exists (a PCI device's
-        # static record decides its kind, port type and identity; a block device is known by
-        # its place and the inode of its class symlink) and of the slots: made again only
-        # when one of those differs from the last scrape.
-        return self._rows.get(([d.static for d in pci], blocks, listing, slots),
-                              lambda: self._rows_of(self.reader.read(pci, blocks, listing, slots)))
-
-    def _rows_of(self, devices: List[InventoryDevice]) -> Rows:
+    def values(self, snapshot) -> Rows:
         rows = Rows()
-        for d in sorted(devices, key=lambda d: (d.kind, d.address, d.name)):
+        for d in sorted(snapshot.inventory, key=lambda d: (d.kind, d.address, d.name)):
             rows.add(DEVICE_INFO, (d.kind, d.name, d.model, d.serial, d.address, d.slot), 1)
-        for kind, count in counts(devices).items():
+        for kind, count in counts(snapshot.inventory).items():
             rows.add(DEVICES, (kind,), count)
         for kind, count in self.expected.items():
             rows.add(EXPECTED_DEVICES, (kind,), count)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from storpath.analysis.md import member_placement
 from storpath.collectors import Collector, register
 from storpath.families import GAUGE, Family, Rows
-from storpath.readers.md import ARRAY_STATES, SYNC_ACTIONS, read_md_arrays
+from storpath.readers.md import ARRAY_STATES, SYNC_ACTIONS
 
 ARRAY_STATE = Family(
     "storpath_md_array_state", GAUGE,
@@ -72,10 +72,10 @@ class MdCollector(Collector):
     """md RAID arrays: state, level, degraded disks, sync progress, members and their NUMA nodes."""
 
     families = FAMILIES
+    reads = ("md", "blocks", "pci")
 
-    def values(self) -> Rows:
-        arrays = read_md_arrays(self.roots)
-        self.ctx.facts.keep("md.arrays", arrays)  # for the landing page
+    def values(self, snapshot) -> Rows:
+        arrays = snapshot.md
         rows = Rows()
         for array in arrays:
             dev = (array.name,)
@@ -99,9 +99,8 @@ class MdCollector(Collector):
                 rows.add(MEMBER_INFO, (array.name, m.name, m.disk, slot, ",".join(m.state)), 1)
 
         if any(a.members for a in arrays):
-            # The scrape's shared reads: the PCI tree and block devices are read once for all collectors.
-            disk_address = {d.name: d.pci_address for d in self.ctx.facts.blocks()}
-            address_node = {d.address: d.static.numa_node for d in self.ctx.facts.pci()}
+            disk_address = {d.name: d.pci_address for d in snapshot.blocks}
+            address_node = {d.address: d.static.numa_node for d in snapshot.pci}
             for name, placement in sorted(member_placement(arrays, disk_address, address_node).items()):
                 if placement.numa_nodes:
                     rows.add(MEMBER_NUMA_NODES, (name,), len(placement.numa_nodes))

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Derived, Family, Rows
-from storpath.readers.numa import node_bound, pci_numa, read_cpu_packages, read_nodes, read_online
+from storpath.families import GAUGE, Family, Rows
+from storpath.readers.numa import pci_numa
 
 NODE_INFO = Family(
     "storpath_numa_node_info", GAUGE,
@@ -40,40 +38,18 @@ class NumaCollector(Collector):
     """NUMA nodes and their CPUs, nodes per socket, and the NUMA node of storage controllers and block devices."""
 
     families = FAMILIES
+    reads = ("numa", "pci", "blocks")
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self._topology = Derived()
-        self._placement = Derived()
-        self._nodes: Optional[int] = None  # node_bound, read with the topology
-
-    def _topology_rows(self) -> Rows:
-        nodes, packages = read_nodes(self.roots), read_cpu_packages(self.roots)
-        self._nodes = node_bound(self.roots)
+    def values(self, snapshot) -> Rows:
+        numa = snapshot.numa
         rows = Rows()
-        for node in nodes:
+        for node in numa.nodes:
             rows.add(NODE_INFO, (str(node.node), node.cpulist), 1)
-        rows.add(NODES_PER_SOCKET, (), nodes_per_socket(nodes, packages))
-        return rows
-
-    def _placement_rows(self, devices, blocks) -> Rows:
-        pci = pci_numa(devices, self._nodes)
-        rows = Rows()
+        rows.add(NODES_PER_SOCKET, (), nodes_per_socket(numa.nodes, numa.packages))
+        pci = pci_numa(snapshot.pci, numa.bound)
         for device in pci:
             if device.is_storage:
                 rows.add(CONTROLLER_NODE, (device.address,), device.numa_node)
-        for name, node in block_device_nodes(blocks, pci):
+        for name, node in block_device_nodes(snapshot.blocks, pci):
             rows.add(BLOCK_DEVICE_NODE, (name,), node)
         return rows
-
-    def values(self) -> Rows:
-        # NUMA nodes and CPU sockets change only when CPUs or nodes go on- or offline: read
-        # again when the kernel's online lists change, not on every scrape (a 256-CPU host
-        # has 256 topology files). The node count (which bounds the devices' numa_node) is
-        # read with it.
-        topology = self._topology.get(read_online(self.roots), self._topology_rows)
-        # Placement follows from the devices' static records and the block devices alone.
-        devices, blocks = self.ctx.facts.pci(), self.ctx.facts.blocks()
-        placement = self._placement.get(([d.static for d in devices], blocks, self._nodes),
-                                        lambda: self._placement_rows(devices, blocks))
-        return Rows({**topology, **placement})

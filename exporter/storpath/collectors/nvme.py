@@ -21,8 +21,9 @@ from storpath import log
 from storpath.analysis.nvme import judge
 from storpath.collectors import Collector, register
 from storpath.config import Duration
-from storpath.families import GAUGE, Derived, Family, Rows
-from storpath.readers.nvme import IdentifyResult, NvmeController, NvmeNamespace, NvmeReader, identify_namespace
+from storpath.families import GAUGE, Family, Rows
+from storpath.readers.nvme import IdentifyResult, NvmeNamespace, NvmeReader, identify_namespace
+from storpath.snapshot import Source
 
 _DEVICE = ("device",)
 _CONTROLLER = ("controller",)
@@ -117,6 +118,7 @@ class NvmeCollector(Collector):
     """NVMe namespaces: LBA format in use against the best supported one (Identify Namespace), and controllers."""
 
     families = FAMILIES
+    reads = ("nvme_controllers", "nvme_namespaces", "nvme_identify")
     config_defaults = {
         # Formats only change with `nvme format`, which changes sysfs and triggers a read
         # anyway: the interval is a backstop.
@@ -137,12 +139,10 @@ class NvmeCollector(Collector):
         interval = float(cfg["identify_interval"])
         self._lock = threading.Lock()
         self._results: Dict[str, _Identified] = {}  # device -> the last pass's result
-        self._passes = 0  # Identify passes done: which results `_results` holds
-        self._rows = Derived()
         self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
         self._triggered_for: Optional[Dict[str, Tuple]] = None
         self._first_pass = threading.Event()
-        self.reader = NvmeReader(self.roots, hold_dirs=True)
+        self.reader = NvmeReader(self.roots)  # the background task's namespaces
         self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
 
     # ---- background ------------------------------------------------------------
@@ -159,7 +159,6 @@ class NvmeCollector(Collector):
                     log.kv(self.log, logging.DEBUG, "Identify Namespace read", device=ns.device, source=result.source)
             with self._lock:
                 self._results = results
-                self._passes += 1
                 self._fingerprints_read = {ns.device: ns.fingerprint for ns in namespaces}
         finally:
             self._first_pass.set()
@@ -175,23 +174,22 @@ class NvmeCollector(Collector):
                devices=",".join(sorted(set(current) ^ set(seen) | {d for d in current if current[d] != seen.get(d)})))
         self.task.trigger()
 
-    # ---- scrape ------------------------------------------------------------------
-    def values(self) -> Rows:
-        controllers = self.reader.controllers()
-        self.ctx.facts.keep("nvme.controllers", controllers)  # model names for the landing page
-        namespaces = self.reader.namespaces(self.ctx.facts.block_listing())
+    def sources(self):
+        return (Source("nvme_identify", self.latest, needs=("nvme_namespaces",)),)
+
+    def latest(self, got) -> Dict[str, _Identified]:
+        """The background task's last pass: namespace -> what Identify said. The first
+        scrapes after start wait a little for the first pass; namespaces that changed
+        since that pass (`got`: this snapshot's) have the task run again early."""
         if self.ctx.scheduler.started and not self._first_pass.is_set():
             self._first_pass.wait(self.startup_wait)
-        self._maybe_trigger(namespaces)
+        self._maybe_trigger(got["nvme_namespaces"])
         with self._lock:
-            results, passes = self._results, self._passes  # replaced, never changed, by each pass
-        # The rows follow from the records and the pass alone: on a host of a thousand
-        # drives they are derived again only when one of those differs.
-        return self._rows.get((controllers, namespaces, passes),
-                              lambda: self._derive_rows(controllers, namespaces, results))
+            return self._results  # replaced, never changed, by each pass
 
-    def _derive_rows(self, controllers: List[NvmeController], namespaces: List[NvmeNamespace],
-                     results: Dict[str, _Identified]) -> Rows:
+    # ---- scrape ------------------------------------------------------------------
+    def values(self, snapshot) -> Rows:
+        controllers, namespaces, results = snapshot.nvme_controllers, snapshot.nvme_namespaces, snapshot.nvme_identify
         rows = Rows()
         for c in controllers:
             rows.add(CONTROLLER_INFO, (c.name, c.address or "", c.model or "", c.serial or "", c.firmware or "",

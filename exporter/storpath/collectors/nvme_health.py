@@ -17,10 +17,11 @@ from typing import Dict, List, Optional, Tuple
 from storpath import log
 from storpath.collectors import Collector, register
 from storpath.config import Duration
-from storpath.families import COUNTER, GAUGE, Derived, Family, Rows
+from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.nvme import NvmeReader
-from storpath.readers.nvme_health import (HealthResult, HwmonSensor, HwmonReader, TemperatureThresholds, celsius,
+from storpath.readers.nvme_health import (HealthResult, HwmonSensor, TemperatureThresholds, celsius,
                                           read_health)
+from storpath.snapshot import Source
 
 _CONTROLLER = ("controller",)
 _SENSOR = ("controller", "sensor")
@@ -165,6 +166,7 @@ class NvmeHealthCollector(Collector):
     """NVMe temperatures (hwmon, every scrape), thermal throttling, critical warnings and spare (SMART log)."""
 
     families = FAMILIES
+    reads = ("hwmon", "nvme_smart")
     config_defaults = {
         # The SMART log changes slowly (minutes of throttle time, percent of spare): a
         # minute is fine-grained enough for alerts and cheap for the drive.
@@ -188,12 +190,9 @@ class NvmeHealthCollector(Collector):
         self.startup_wait = float(cfg["startup_wait"])
         self._first_pass = threading.Event()
         self.reader = NvmeReader(self.roots)  # the background task's controllers
-        self.hwmon = HwmonReader(self.roots)  # the scrape's
         self._lock = threading.Lock()
         self._results: Dict[str, HealthResult] = {}
         self._thresholds: Dict[Tuple[str, Optional[str]], TemperatureThresholds] = {}  # (controller, serial) ->
-        self._passes = 0
-        self._rows = Derived()
         self.task = ctx.scheduler.add(TASK, self.read_all, interval=interval, jitter=interval / 10)
 
     def read_all(self) -> None:
@@ -220,25 +219,23 @@ class NvmeHealthCollector(Collector):
                      controllers=",".join(names), reason=reason)
         with self._lock:
             self._results = results
-            self._passes += 1
 
-    def values(self) -> Rows:
-        names_read, sensors = self.hwmon.read()
+    def sources(self):
+        return (Source("nvme_smart", self.latest),)
+
+    def latest(self, _=None) -> Dict[str, HealthResult]:
+        """The background task's last pass: controller -> SMART log. The first scrapes after
+        start wait a little for the first pass."""
         if self.ctx.scheduler.started and not self._first_pass.is_set():
             self._first_pass.wait(self.startup_wait)
         with self._lock:
-            results, passes = self._results, self._passes
-        names = tuple(names_read)
-        smart = self._rows.get((names, passes), lambda: self._smart_rows(names, results))
+            return self._results
+
+    def values(self, snapshot) -> Rows:
+        names, sensors = snapshot.hwmon
+        results = snapshot.nvme_smart
         rows = Rows()
         hwmon_rows(sensors, rows)
-        for family, series in smart.items():
-            rows[family] = series
-        return rows
-
-    @staticmethod
-    def _smart_rows(names: Tuple[str, ...], results: Dict[str, HealthResult]) -> Rows:
-        rows = Rows()
         for name in names:
             if name in results:
                 smart_rows(name, results[name], rows)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from typing import List, NamedTuple, Optional, Tuple
-
-from storpath.analysis.pcie import LinkExpectation, current_bandwidth, expectations
+from storpath.analysis.pcie import current_bandwidth, expectations
 from storpath.collectors import Collector, register
-from storpath.families import COUNTER, GAUGE, Derived, Family, Rows
+from storpath.families import COUNTER, GAUGE, Family, Rows
 
 _ADDRESS = ("address",)
 INFO_LABELS = ("address", "upstream", "root_port", "port_type", "class", "vendor_id", "device_id",
@@ -84,22 +81,8 @@ FAMILIES = (CURRENT_SPEED, MAX_SPEED, EXPECTED_SPEED, CURRENT_WIDTH, MAX_WIDTH, 
             EXPECTED_BANDWIDTH, BOTTLENECK, VERIFIABLE, AER_ERRORS, DEVICE_INFO)
 
 
-# The families whose series follow from what cannot change while the devices exist (the
-# static records, the port types and link expectations derived from them) and the drivers.
-FIXED = (MAX_SPEED, EXPECTED_SPEED, MAX_WIDTH, EXPECTED_WIDTH, EXPECTED_BANDWIDTH, BOTTLENECK, VERIFIABLE, DEVICE_INFO)
-
-
-class _Fixed(NamedTuple):
-    rows: Rows  # the FIXED families
-    # Per device in the list, by position: (position, label values) of those with a link
-    # and their expectation (None: no partner), and (position, ((severity, label values),
-    # ...)) of the AER counters of those exported.
-    linked: List[Tuple[int, Tuple[str], Optional[LinkExpectation]]]
-    aer: List[Tuple[int, Tuple[Tuple[str, Tuple[str, str]], ...]]]
-
-
 def _fmt_class(code):
-    return sys.intern("0x%06x" % code) if code is not None else ""  # a few distinct classes on a host
+    return "0x%06x" % code if code is not None else ""
 
 
 @register("pcie", default=True)
@@ -107,70 +90,40 @@ class PcieCollector(Collector):
     """PCIe link speed and width of every PCI device, against what its link should train to."""
 
     families = FAMILIES
+    reads = ("pci", "host")
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self._expected = Derived()
-        self._fixed = Derived()
+    def values(self, snapshot) -> Rows:
+        devices = snapshot.pci
         # In a virtual machine the ports are the hypervisor's (storpath.analysis.virtual).
-        self._guest = ctx.facts.host().virtual
-
-    def values(self) -> Rows:
-        devices = self.ctx.facts.pci()
-        statics = [d.static for d in devices]
-        expected = self._expected.get(statics, lambda: expectations(devices, self._guest))
-        self.ctx.facts.keep("pcie.expectations", expected)  # the landing page draws these verdicts
-        # A host of thousands of devices derives the fixed families only when a device
-        # comes, goes or changes driver; the current values are read on every scrape.
-        fixed = self._fixed.get((statics, [d.driver for d in devices]), lambda: self._fixed_rows(devices, expected))
-        rows = Rows(fixed.rows)
-        speed, width, bandwidth = (rows.series(f).add for f in (CURRENT_SPEED, CURRENT_WIDTH, CURRENT_BANDWIDTH))
-        for i, key, exp in fixed.linked:
-            device = devices[i]
-            speed(key, device.current_link_speed)
-            width(key, device.current_link_width)
-            if exp is not None:
-                bandwidth(key, current_bandwidth(device, exp))
-        aer = rows.series(AER_ERRORS).add
-        for i, keys in fixed.aer:
-            totals = devices[i].aer_totals
-            for severity, key in keys:
-                total = totals.get(severity)
-                if total is not None:
-                    aer(key, total)
-        return rows
-
-    @staticmethod
-    def _fixed_rows(devices, expected) -> _Fixed:
+        expected = expectations(devices, snapshot.host.virtual)
         rows = Rows()
-        max_speed, exp_speed = rows.series(MAX_SPEED).add, rows.series(EXPECTED_SPEED).add
-        max_width, exp_width = rows.series(MAX_WIDTH).add, rows.series(EXPECTED_WIDTH).add
-        exp_bw, bottleneck, info = (rows.series(f).add for f in (EXPECTED_BANDWIDTH, BOTTLENECK, DEVICE_INFO))
-        verifiable = rows.series(VERIFIABLE).add
-        linked, aer = [], []
-        for i, device in enumerate(devices):
+        for device in devices:
             static = device.static
             is_storage = static.class_code is not None and static.class_code >> 16 == 0x01
             if not static.has_link and not is_storage:
                 continue
-            exp = expected.get(device.address)
             address = device.address
-            info((address, static.parent or "", (exp.root_port if exp else None) or "", device.port_type or "",
-                  _fmt_class(static.class_code), static.vendor_id or "", static.device_id or "",
-                  static.subsystem_vendor_id or "", static.subsystem_device_id or "", device.driver or ""), 1)
-            aer.append((i, tuple((severity, (address, severity)) for severity, _ in static.aer_files)))
+            exp = expected.get(address)
+            rows.add(DEVICE_INFO, (address, static.parent or "", (exp.root_port if exp else None) or "",
+                                   device.port_type or "", _fmt_class(static.class_code), static.vendor_id or "",
+                                   static.device_id or "", static.subsystem_vendor_id or "",
+                                   static.subsystem_device_id or "", device.driver or ""), 1)
+            for severity, _ in static.aer_files:
+                rows.add(AER_ERRORS, (address, severity), device.aer_totals.get(severity))
             if not static.has_link:
                 continue
             key = (address,)
-            linked.append((i, key, exp))
-            max_speed(key, static.max_link_speed)
-            max_width(key, static.max_link_width)
+            rows.add(CURRENT_SPEED, key, device.current_link_speed)
+            rows.add(MAX_SPEED, key, static.max_link_speed)
+            rows.add(CURRENT_WIDTH, key, device.current_link_width)
+            rows.add(MAX_WIDTH, key, static.max_link_width)
             if exp is None:
                 continue
-            verifiable((address, exp.basis, exp.trust_reason), 1 if exp.verifiable else 0)
-            exp_speed(key, exp.expected_speed)
-            exp_width(key, exp.expected_width)
-            exp_bw(key, exp.expected_bandwidth)
+            rows.add(VERIFIABLE, (address, exp.basis, exp.trust_reason), 1 if exp.verifiable else 0)
+            rows.add(EXPECTED_SPEED, key, exp.expected_speed)
+            rows.add(EXPECTED_WIDTH, key, exp.expected_width)
+            rows.add(CURRENT_BANDWIDTH, key, current_bandwidth(device, exp))
+            rows.add(EXPECTED_BANDWIDTH, key, exp.expected_bandwidth)
             if exp.bottleneck is not None:
-                bottleneck((address, exp.bottleneck), exp.bottleneck_bandwidth)
-        return _Fixed(rows, linked, aer)
+                rows.add(BOTTLENECK, (address, exp.bottleneck), exp.bottleneck_bandwidth)
+        return rows

@@ -8,13 +8,14 @@ With no `probes.targets` configured the collector exports nothing.
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 from storpath import log
 from storpath.collectors import Collector, register
 from storpath.families import COUNTER, GAUGE, SUMMARY, Family, Rows
 from storpath.probes import config as probes_config
 from storpath.probes.engine import FAILURE_REASONS, SKIP_REASONS, ProbeEngine
+from storpath.snapshot import Source
 
 # How often what each target's path allows is read again (links can retrain, drives be swapped).
 EXPECTATION_INTERVAL = 600.0
@@ -85,6 +86,12 @@ FAMILIES = (READ_BYTES, READ_IOPS, READ_LATENCY, EXPECTED_READ_BYTES, LAST_RUN, 
             SKIPPED, TARGET_INFO)
 
 
+class ProbeResults(NamedTuple):
+    records: Dict  # (target, profile) -> probes.state record
+    target_devices: Dict[str, Optional[str]]  # target -> the block device it resolved to
+    expected: Dict[Tuple[str, str], Optional[float]]  # (target, profile) -> expected read bytes/s
+
+
 @register("probes", default=True)
 class ProbesCollector(Collector):
     """Read-only fio probes of configured targets: throughput, IOPS, latency against expectation."""
@@ -97,6 +104,7 @@ class ProbesCollector(Collector):
         if not self.probes.targets:
             return
         self.engine = ProbeEngine(self.probes, self.roots)
+        self.reads = ("probes",)
         ctx.scheduler.add("probes-expectation", self.engine.refresh_expectations, EXPECTATION_INTERVAL)
         for target in self.probes.targets:
             delay = self.engine.initial_delay(target)
@@ -109,17 +117,27 @@ class ProbesCollector(Collector):
         if self.engine is not None:
             self.engine.close()
 
-    def values(self) -> Optional[Rows]:
+    def sources(self):
+        return (Source("probes", self.latest),) if self.engine is not None else ()
+
+    def latest(self, _=None) -> "ProbeResults":
+        """What the probes found so far, and what each target's links allow."""
+        engine = self.engine
+        expected = {(t.name, p): engine.expected(t, p)[0] for t in self.probes.targets for p in t.profiles}
+        return ProbeResults(engine.snapshot(), dict(engine.target_devices), expected)
+
+    def values(self, snapshot) -> Optional[Rows]:
         if self.engine is None:
             return None  # no targets configured: nothing at all, not even empty families
         rows = Rows()
-        records = self.engine.snapshot()
+        found = snapshot.probes
+        records = found.records
         for target in self.probes.targets:
-            if target.name in self.engine.target_devices:
-                rows.add(TARGET_INFO, (target.name, target.kind, self.engine.target_devices[target.name] or ""), 1)
+            if target.name in found.target_devices:
+                rows.add(TARGET_INFO, (target.name, target.kind, found.target_devices[target.name] or ""), 1)
             for profile in target.profiles:
                 key = (target.name, profile)
-                rows.add(EXPECTED_READ_BYTES, key, self.engine.expected(target, profile)[0])
+                rows.add(EXPECTED_READ_BYTES, key, found.expected[key])
                 rec = records.get((target.name, profile))
                 if rec is None:
                     rec_runs, rec_failures, rec_skipped = 0, {}, {}

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.sas import SasPhyErrors, SasReader
+from storpath.snapshot import Source
 
 TASK = "sas-link-errors"
 
@@ -110,6 +111,7 @@ class SasCollector(Collector):
     """SAS PHY link rates (negotiated, programmed, hardware), link error counters and attached devices."""
 
     families = FAMILIES
+    reads = ("sas_phys", "sas_errors")
     config_defaults = {
         "error_counters_interval": Duration(60),  # how often the link error counters are read
         "startup_wait": Duration(5),  # how long the first scrapes wait for the first counter read
@@ -137,12 +139,20 @@ class SasCollector(Collector):
         finally:
             self._first_read.set()
 
-    def values(self) -> Rows:
-        phys = self.reader.read(errors=False)
+    def sources(self):
+        return (Source("sas_errors", self.latest_errors),)
+
+    def latest_errors(self, _=None) -> Tuple[Dict[str, SasPhyErrors], Optional[float]]:
+        """The background task's last read: (PHY -> error counters, when read). The first
+        scrapes after start wait a little for the first read."""
         if self.ctx.scheduler.started and not self._first_read.is_set():
             self._first_read.wait(self.startup_wait)
         with self._lock:
-            errors, read_at = self._errors, self._errors_read_at
+            return self._errors, self._errors_read_at
+
+    def values(self, snapshot) -> Rows:
+        phys = snapshot.sas_phys
+        errors, read_at = snapshot.sas_errors
         rows = Rows()
         for phy in phys:
             key = (phy.name,)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from storpath.analysis.sata import speed_limited
 from storpath.collectors import Collector, register
 from storpath.families import GAUGE, Family, Rows
-from storpath.readers.ata import AtaReader
 
 _LABELS = ("link", "device")
 
@@ -39,14 +38,11 @@ class SataCollector(Collector):
     """SATA link speed (sata_spd) and the hardware and current speed limits of every ATA link."""
 
     families = FAMILIES
+    reads = ("ata_links",)
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.reader = AtaReader(self.roots)
-
-    def values(self) -> Rows:
+    def values(self, snapshot) -> Rows:
         rows = Rows()
-        for link in self.reader.read():
+        for link in snapshot.ata_links:
             for device in link.block_devices or ("",):
                 key = (link.name, device)
                 rows.add(SPEED, key, link.speed)

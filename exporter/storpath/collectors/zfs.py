@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Dict, Optional
+from typing import Dict, NamedTuple, Optional
 
 from storpath import log
 from storpath.analysis.zfs import data_leaves, expected_ashift
@@ -19,7 +19,8 @@ from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.block import device_physical_block_size
 from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolReader, ZpoolSnapshot,
-                                  find_zfs, find_zpool, read_kstat_states, zfs_present)
+                                  find_zfs, find_zpool, zfs_present)
+from storpath.snapshot import Source
 
 
 ZPOOL_UP = Family(
@@ -122,11 +123,20 @@ FAMILIES = (ZPOOL_UP, ZPOOL_LAST_SUCCESS, POOL_STATE, POOL_SIZE, POOL_ALLOCATED,
             VDEV_ERRORS, SCAN_STATE, SCAN_START, SCAN_END, SCAN_PROGRESS, SCAN_ERRORS)
 
 
+class ZpoolPass(NamedTuple):
+    """The background task's last zpool run."""
+
+    snapshot: Optional[ZpoolSnapshot]  # None: no ZFS here
+    block_sizes: Dict[str, Dict[str, Optional[int]]]  # pool -> leaf -> physical block bytes
+    last_success: Optional[float]  # Unix seconds
+
+
 @register("zfs", default=True)
 class ZfsCollector(Collector):
     """ZFS pools and vdevs: state, errors, capacity, ashift, scrub/resilver (zpool runs in the background)."""
 
     families = FAMILIES
+    reads = ("zfs_kstat", "zpool")
     config_defaults = {
         "interval": Duration(60),  # how often zpool status and zpool list run
         "timeout": Duration(10),  # a zpool taking longer is killed and reported
@@ -172,17 +182,22 @@ class ZfsCollector(Collector):
             if snapshot.ok and not self.roots.captured:
                 self._last_success = snapshot.finished_at
 
-    def values(self) -> Rows:
-        kstat = read_kstat_states(self.roots)
+    def sources(self):
+        return (Source("zpool", self.latest),)
+
+    def latest(self, _=None) -> "ZpoolPass":
         with self._lock:
-            snapshot, block_sizes, last_success = self._snapshot, self._block_sizes, self._last_success
+            return ZpoolPass(self._snapshot, self._block_sizes, self._last_success)
+
+    def values(self, found) -> Rows:
+        kstat = found.zfs_kstat
+        snapshot, block_sizes, last_success = found.zpool
         rows = Rows()
         if snapshot is not None:
             rows.add(ZPOOL_UP, (), 1.0 if snapshot.ok else 0.0)
         rows.add(ZPOOL_LAST_SUCCESS, (), last_success)
 
         pools = {p.name: p for p in (snapshot.pools if snapshot else [])}
-        self.ctx.facts.keep("zfs.pools", list(pools.values()))  # for the landing page
         for name in sorted(set(pools) | set(kstat)):
             pool = pools.get(name)
             state = kstat.get(name) or (pool.state if pool else None)

@@ -9,7 +9,6 @@ collectors are closed once no scrape uses them any more.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import signal
 import sys
@@ -53,25 +52,6 @@ def add_parser(sub, common):
     parser.set_defaults(run=run)
 
 
-def limit_malloc_arenas() -> None:
-    """One glibc malloc arena for the whole process.
-
-    Each scrape runs its collectors in threads of their own (storpath.deadline) and glibc gives
-    threads arenas of their own; memory kept between scrapes (rendered text, device records)
-    then ends up spread over arenas that are never given back. Measured on the 1024-drive
-    benchmark host, RSS after 15 scrapes: 106 MB with glibc's default, 61 MB with 2 arenas,
-    56 MB with 1 (51 MB before scrapes used threads). Other C libraries: nothing to do.
-    """
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(M_ARENA_MAX, 1)
-    except (OSError, AttributeError):
-        pass
-
-
-M_ARENA_MAX = -8  # glibc's malloc.h
-
-
 class Built:
     """The collectors of one configuration, with their scheduler and the scraper in front."""
 
@@ -81,7 +61,7 @@ class Built:
         self.scheduler = Scheduler()
         self.collectors = build_collectors(self.roots, config, self.scheduler)
         self.names = [c.name for c in self.collectors]
-        self.exporter = StorpathExporter(self.collectors)
+        self.exporter = StorpathExporter(self.collectors, self.roots, hold_dirs=True)
         self.runtime = None if config["web"]["disable_exporter_metrics"] else runtime.Runtime()
         self.scraper = Scraper(self.collect)
 
@@ -104,8 +84,7 @@ class Built:
             close = getattr(collector, "close", None)
             if close:
                 close()
-        for facts in {id(c.ctx.facts): c.ctx.facts for c in self.collectors if c.ctx.facts is not None}.values():
-            facts.close()
+        self.exporter.close()
         self.scheduler.stop()
 
 
@@ -172,7 +151,6 @@ def run(args, config) -> int:
         log.kv(LOG, logging.ERROR, "invalid web configuration", err=str(exc))
         print(f"storpath: {exc}", file=sys.stderr)
         return 2
-    limit_malloc_arenas()
     # Each PCI device's directory is held open (see PciReader): up to the hard limit,
     # as node_exporter (Go) raises its own limit at start.
     before, after = raise_open_files_limit()

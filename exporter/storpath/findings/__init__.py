@@ -22,9 +22,12 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from storpath import log
-from storpath.readers.pci import path_to_root
+from storpath import collectors, log
+from storpath.analysis.pcie import analyse
+from storpath.analysis.topology import path_to_root
+from storpath.collectors.base import SourceFailed
 from storpath.roots import Roots
+from storpath.snapshot import Snapshot, Snapshotter, sysfs_sources
 
 LOG = log.get("findings")
 
@@ -65,20 +68,30 @@ def severity_rank(severity: str) -> int:
 
 
 class Facts:
-    """The machine as the readers see it, read once per check and shared by every
-    subsystem (the PCI tree is needed by the NVMe, SAS and NUMA findings too)."""
+    """What `storpath check` knows of the machine: one snapshot (storpath.snapshot), read
+    once per check or handed over from the exporter's last scrape, shared by every
+    subsystem (the PCI tree is needed by the NVMe, SAS and NUMA findings too), and what
+    the subsystems derived from it (`memo`)."""
 
-    def __init__(self, roots: Optional[Roots], config: Optional[Dict[str, Any]] = None, reads=None):
+    def __init__(self, roots: Optional[Roots], config: Optional[Dict[str, Any]] = None,
+                 snapshot: Optional[Snapshot] = None):
         self.roots = roots
         self.config = config or {}
         self._memo: Dict[str, Any] = {}
-        from storpath.facts import SharedReads
-
-        # One check is one "scrape": the PCI tree and block devices, read once. The landing
-        # page hands over what the exporter's last scrape read (storpath.facts.FrozenReads).
-        self._reads = reads if reads is not None else SharedReads(roots)
+        self.snapshot = snapshot if snapshot is not None else take_snapshot(roots)
         self._labels: Dict[str, List[str]] = {}
         self._groups: Dict[str, str] = {}
+
+    def part(self, name: str) -> Any:
+        """A part of the snapshot (a field of storpath.snapshot.Snapshot); SourceFailed when
+        it could not be read."""
+        why = self.snapshot.why_missing((name,))
+        if why is not None:
+            raise SourceFailed(why)
+        value = getattr(self.snapshot, name)
+        if value is None:
+            raise SourceFailed(f"{name}: not read")
+        return value
 
     def memo(self, key: str, compute: Callable[[], Any]) -> Any:
         """The value of `compute()`, computed once per check."""
@@ -88,9 +101,7 @@ class Facts:
 
     def collector_config(self, name: str) -> Dict[str, Any]:
         """A collector's settings with its defaults applied, as the exporter would use them."""
-        from storpath.collectors import load_all
-
-        spec = load_all().get(name)
+        spec = collectors.load_all().get(name)
         settings = dict(spec.cls.config_defaults) if spec else {}
         section = self.config.get("collectors", {}).get(name, {})
         settings.update({k: v for k, v in section.items() if k != "enabled"})
@@ -98,25 +109,23 @@ class Facts:
 
     # ---- shared facts -------------------------------------------------------
     def pci_devices(self):
-        return self._reads.pci()
+        return self.part("pci")
 
     def pci_by_address(self):
         return self.memo("pci.by_address", lambda: {d.address: d for d in self.pci_devices()})
 
     def pcie_links(self):
-        from storpath.analysis.pcie import analyse
-
         return self.memo("pcie.links", lambda: analyse(self.pci_devices(), guest=self.host().virtual))
 
     def host(self):
         """DMI identity and whether this is a virtual machine (storpath.readers.host)."""
-        return self._reads.host()
+        return self.part("host")
 
     def block_devices(self):
-        return self._reads.blocks()
+        return self.part("blocks")
 
     def block_listing(self):
-        return self._reads.block_listing()
+        return self.part("block_listing")
 
     def blocks_at(self, address: str) -> List[str]:
         """Block devices whose nearest PCI function is `address`."""
@@ -175,6 +184,24 @@ class Facts:
 
 
 _PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+def take_snapshot(roots: Roots, timeout: float = 30.0) -> Snapshot:
+    """One snapshot of everything sysfs and procfs hold, for a one-shot command."""
+    snapshotter = Snapshotter(list(sysfs_sources(roots).values()))
+    try:
+        return snapshotter.take(timeout)
+    finally:
+        snapshotter.close()
+
+def take_snapshot(roots: Roots, timeout: float = 30.0) -> Snapshot:
+    """One snapshot of everything sysfs and procfs hold, for a one-shot command."""
+    snapshotter = Snapshotter(list(sysfs_sources(roots).values()))
+    try:
+        return snapshotter.take(timeout)
+    finally:
+        snapshotter.close()
+
 
 # PCI class codes (base class, subclass) in the words of lspci.
 _CLASS_NAMES = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from storpath.analysis.alignment import PHYSICAL_BLOCK, judge
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.alignment import read_alignment
 
 _REALIGN = ("A partition cannot be moved in place: move the data off (or rely on a redundant copy), delete "
             "and recreate the partition at a 1 MiB boundary (`sfdisk`, `parted -a optimal` and `gdisk` start at "
@@ -28,7 +27,7 @@ def _verdict_finding(subject: str, where: str, v, related) -> Finding:
 
 @register("alignment", collector="alignment", order=60)
 def check(facts: Facts, out: Outcome) -> None:
-    found = read_alignment(facts.roots)
+    found = facts.part("alignment")
     for p in sorted(found.partitions, key=lambda p: natural_key(p.device)):
         for v in judge(p.start_bytes, p.disk_limits, p.disk_alignment_offset):
             if v.misaligned:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from storpath.analysis.inventory import parse_expected, shortfalls, wide_ports
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, register
-from storpath.readers.inventory import InventoryReader, counts
+from storpath.readers.inventory import counts
 
 
 @register("inventory", collector="inventory", order=70)
 def check(facts: Facts, out: Outcome) -> None:
-    devices = InventoryReader(facts.roots).read(facts.pci_devices(), facts.block_devices(),
-                                                facts.block_listing())
+    devices = facts.part("inventory")
     present = counts(devices)
     expected, problems = parse_expected(facts.collector_config("inventory").get("expected", {}))
     for problem in problems:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from storpath.analysis.md import member_placement
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.md import read_md_arrays
 
 
 @register("md", collector="md", order=50)
 def check(facts: Facts, out: Outcome) -> None:
-    arrays = facts.memo("md.arrays", lambda: read_md_arrays(facts.roots))  # `storpath tree` draws them too
+    arrays = facts.part("md")
     disk_address = {b.name: b.pci_address for b in facts.block_devices()}
     address_node = {d.address: d.static.numa_node for d in facts.pci_devices()}
     placement = member_placement(arrays, disk_address, address_node)

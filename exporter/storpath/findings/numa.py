@@ -9,20 +9,21 @@ from typing import Dict, List
 
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.numa import node_bound, pci_numa, read_cpu_packages, read_nodes
+from storpath.readers.numa import pci_numa
 
 
 @register("numa", collector="numa", order=40)
 def check(facts: Facts, out: Outcome) -> None:
-    nodes = read_nodes(facts.roots)
-    pci = pci_numa(facts.pci_devices(), node_bound(facts.roots))
+    numa = facts.part("numa")
+    nodes = numa.nodes
+    pci = pci_numa(facts.pci_devices(), numa.bound)
     with_cpus = [n for n in nodes if n.cpus]
     # Placement is knowable on bare metal only: a vNUMA guest puts every device at -1 and the
     # host's placement is not visible from it (the host findings say so).
     if len(with_cpus) < 2 or facts.host().virtual:
         out.count(len(nodes), "NUMA nodes")
         return
-    per_socket = nodes_per_socket(nodes, read_cpu_packages(facts.roots))
+    per_socket = nodes_per_socket(nodes, numa.packages)
     for device in sorted((d for d in pci if d.is_storage and d.numa_node == -1), key=lambda d: d.address):
         blocks = facts.blocks_below(device.address)
         out.add(Finding(

@@ -14,7 +14,7 @@ from typing import Dict, List
 
 from storpath.analysis.nvme import judge
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.nvme import identify_namespace, read_controllers, read_namespaces
+from storpath.readers.nvme import identify_namespace
 
 _RP_NAMES = {0: "Best", 1: "Better", 2: "Good", 3: "Degraded"}
 
@@ -33,11 +33,11 @@ def _fmt(f) -> str:
 @register("nvme", collector="nvme", order=20)
 def check(facts: Facts, out: Outcome) -> None:
     settings = facts.collector_config("nvme")
-    controllers = {c.name: c for c in read_controllers(facts.roots)}
+    controllers = {c.name: c for c in facts.part("nvme_controllers")}
     for ctrl in controllers.values():
         if ctrl.address and ctrl.model:
             facts.add_label(ctrl.address, ctrl.model)
-    namespaces = sorted(read_namespaces(facts.roots), key=lambda n: natural_key(n.device))
+    namespaces = sorted(facts.part("nvme_namespaces"), key=lambda n: natural_key(n.device))
     unknown: Dict[str, List[str]] = {}
     judged = 0
     for ns in namespaces:

@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Set
 from storpath.analysis.pcie import LinkAnalysis
 from storpath.analysis.virtual import REASON_TEXT
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
+from storpath.readers.pci import PciDevice
+from storpath.analysis.topology import DOWNSTREAM_FACING
 from storpath.units import human_bytes_per_second, human_transfers
 
 _GENERATIONS = {2.5e9: 1, 5e9: 2, 8e9: 3, 16e9: 4, 32e9: 5, 64e9: 6}

@@ -15,7 +15,6 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath.analysis.sata import speed_limited
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.ata import AtaReader
 from storpath.readers.sas import SasPhy, SasReader
 
 
@@ -116,7 +115,7 @@ def phy_hw_min(phys: List[SasPhy]) -> Optional[float]:
 
 @register("sata", collector="sata", order=31)
 def check_sata(facts: Facts, out: Outcome) -> None:
-    links = AtaReader(facts.roots).read()
+    links = facts.part("ata_links")
     used = 0
     for link in sorted(links, key=lambda l: natural_key(l.name)):
         if link.speed is None:

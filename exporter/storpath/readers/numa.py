@@ -19,7 +19,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from storpath import log
 from storpath.roots import Roots
@@ -168,6 +168,19 @@ def pci_numa(devices, nodes: Optional[int] = None) -> List[PciNuma]:
     return [PciNuma(address=d.address, class_code=d.static.class_code,
                     numa_node=plausible_node(d.address, d.static.numa_node, nodes))
             for d in devices]
+
+
+@dataclass(frozen=True)
+class NumaTopology:
+    """The NUMA nodes with their CPUs, each online CPU's socket, and the node bound."""
+
+    nodes: Tuple[NumaNode, ...]
+    packages: Mapping[int, int]  # online CPU -> socket
+    bound: Optional[int]  # node_bound()
+
+
+def read_numa(roots: Roots) -> NumaTopology:
+    return NumaTopology(tuple(read_nodes(roots)), read_cpu_packages(roots), node_bound(roots))
 
 
 def read_pci_numa(roots: Roots) -> List[PciNuma]:

@@ -360,6 +360,13 @@ class NvmeReader:
         return result
 
 
+    def close(self) -> None:
+        """Let go of the held directories."""
+        with self._lock:
+            if self._dirs is not None:
+                self._dirs.close()
+
+
 def read_controllers(roots: Roots) -> List[NvmeController]:
     """One-shot read of every controller (commands that read a machine once)."""
     return NvmeReader(roots).controllers()

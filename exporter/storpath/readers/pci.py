@@ -19,15 +19,13 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from storpath import log
+from storpath.problems import Problem
 from storpath.roots import Roots
 from storpath.sysfs import (HeldDirs, InstanceCache, Spellings, link_name, list_entries, parse_int, parse_numa_node,
                             read_attr, read_attr_why, read_bytes)
 from storpath.units import parse_pcie_speed, parse_pcie_width
-
-LOG = log.get("pcie")
 
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
@@ -43,8 +41,6 @@ PORT_TYPES = {
     0x9: "rc_integrated_endpoint",
     0xA: "rc_event_collector",
 }
-# Ports whose link leads away from the root complex, to the device below them.
-DOWNSTREAM_FACING = frozenset({"root_port", "downstream_port", "pci_to_pcie_bridge"})
 
 # What this reader reads (storpath capture takes these; see commands/capture.py).
 CAPTURE_SYSFS = (
@@ -56,7 +52,6 @@ CAPTURE_SYSFS = (
 
 AER_FILES = (("correctable", "aer_dev_correctable"), ("nonfatal", "aer_dev_nonfatal"), ("fatal", "aer_dev_fatal"))
 
-PCI_CLASS_BRIDGE_PCI = 0x0604
 
 
 @dataclass(frozen=True)
@@ -86,7 +81,7 @@ class PciDevice:
     current_link_speed: Optional[float]
     current_link_width: Optional[int]
     aer_totals: Dict[str, int] = field(default_factory=dict)
-    port_type: Optional[str] = None  # filled in by resolve_port_types()
+    port_type: Optional[str] = None  # filled in by storpath.analysis.topology.resolve_port_types()
     address: str = ""
 
     def __post_init__(self) -> None:
@@ -218,11 +213,11 @@ class PciReader:
         self._speed = Spellings(_link_speed)
         self._width = Spellings(_link_width)
         self._aer_total = Spellings(_aer_total)
-        self._port_types = PortTypeCache()
+        self._problems: List[Problem] = []  # met during the current read
 
     def _warn(self, address: str, attr: str, reason: str) -> None:
-        log.once(LOG, log.logging.WARNING, ("pci", address, attr, reason),
-                 "PCI attribute not usable, leaving it out", address=address, attribute=attr, reason=reason)
+        self._problems.append(Problem("PCI attribute not usable, leaving it out",
+                                      (("address", address), ("attribute", attr), ("reason", reason))))
 
     def _read_static(self, address: str, path: str) -> PciStatic:
         """The reads behind a device instance's static record; parse_static makes it."""
@@ -237,10 +232,16 @@ class PciReader:
         return static
 
     def read(self) -> List[PciDevice]:
+        """Every PCI device (without port types: storpath.analysis.topology)."""
+        return self.read_with_problems()[0]
+
+    def read_with_problems(self) -> Tuple[List[PciDevice], List[Problem]]:
+        """Every PCI device, and the attributes that could not be used."""
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
         dirs = self._dirs
         with self._lock:
+            self._problems = []
             for address, path, static in self._statics.refresh(base, list_entries(base, self.roots.sysfs),
                                                                        self._read_static):
                 dir_fd = dirs.get(address, static, static.path) if dirs is not None else None
@@ -279,8 +280,8 @@ class PciReader:
                 devices.append(device)
             if dirs is not None:
                 dirs.keep_only(d.address for d in devices)
-            self._port_types.apply(devices)
-        return devices
+            problems, self._problems = self._problems, []
+        return devices, problems
 
     def _forget(self, address: str) -> None:
         self._statics.forget(address)
@@ -292,64 +293,3 @@ class PciReader:
         with self._lock:
             if self._dirs is not None:
                 self._dirs.close()
-
-
-MAX_DEPTH = 64  # deeper than any PCI tree: a guard against a loop in a broken one
-
-
-def path_to_root(device: Optional[PciDevice], by_address: Mapping[str, PciDevice]) -> Iterator[PciDevice]:
-    """`device` and every device above it (its bridge, that bridge's bridge...), nearest
-    first, up to the last one below a host bridge. The one walk up the PCI tree."""
-    node, hops = device, 0
-    while node is not None and hops < MAX_DEPTH:
-        yield node
-        hops += 1
-        parent = node.static.parent
-        node = by_address.get(parent) if parent else None
-
-
-def resolve_port_types(devices: List[PciDevice]) -> None:
-    """Port type from config space where it was readable, otherwise from the topology:
-    a bridge straight below a host bridge is a root port, a bridge below a
-    downstream-facing port is a switch's upstream port, and a bridge below an upstream
-    port is a switch's downstream port. Everything else is an endpoint."""
-    by_address = {d.address: d for d in devices}
-
-    def depth(d: PciDevice) -> int:
-        return sum(1 for _ in path_to_root(d, by_address))
-
-    for device in sorted(devices, key=depth):
-        static = device.static
-        if static.config_port_type:
-            device.port_type = static.config_port_type
-            continue
-        if static.class_code is not None and static.class_code >> 8 == PCI_CLASS_BRIDGE_PCI:
-            parent = by_address.get(static.parent) if static.parent else None
-            if parent is None:
-                device.port_type = "root_port"
-            elif parent.port_type in DOWNSTREAM_FACING:
-                device.port_type = "upstream_port"
-            elif parent.port_type == "upstream_port":
-                device.port_type = "downstream_port"
-            else:
-                device.port_type = "unknown"
-        else:
-            device.port_type = "endpoint"
-
-
-class PortTypeCache:
-    """Port types depend only on what cannot change while the devices exist: they are
-    resolved again only when the devices' static records differ (by value) from last time."""
-
-    def __init__(self) -> None:
-        self._statics: List[PciStatic] = []
-        self._types: List[Optional[str]] = []
-
-    def apply(self, devices: List[PciDevice]) -> None:
-        statics = [d.static for d in devices]
-        if statics == self._statics:
-            for device, port_type in zip(devices, self._types):
-                device.port_type = port_type
-            return
-        resolve_port_types(devices)
-        self._statics, self._types = statics, [d.port_type for d in devices]

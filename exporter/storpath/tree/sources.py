@@ -1,17 +1,18 @@
 """Where the tree's facts come from: a `storpath check` run (storpath.findings.Facts and
-its result), or the exporter's last scrape (storpath.facts.ScrapeFacts) for the landing
+its result), or the exporter's last snapshot (storpath.snapshot.Snapshot) for the landing
 page, which never reads the machine itself."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from storpath.analysis.pcie import analyse, judge
+from storpath.analysis.pcie import analyse
 from storpath.findings import CheckResult, Facts, run_checks
+from storpath.snapshot import Snapshot
 from storpath.tree.model import MD, ZPOOL, Array, TopologyFacts
 
-# The findings the landing page can derive from what a scrape kept, without reading
-# anything: the others need reads of their own (NVMe Identify, zpool, SAS PHYs, NUMA nodes).
+# The findings the landing page derives from the last snapshot (the others run privileged
+# commands in `storpath check`: NVMe Identify, the SMART log, zpool).
 SCRAPE_SUBSYSTEMS = ("pcie", "md")
 
 
@@ -51,45 +52,35 @@ def nvme_models(controllers) -> Dict[str, str]:
 
 
 def from_check(facts: Facts, result: CheckResult) -> TopologyFacts:
-    """The machine as `storpath check` read it: the arrays and pools its md and zfs
-    subsystems read (memoised, so nothing runs twice), the NVMe models from sysfs."""
-    from storpath.readers.nvme import read_controllers
-
+    """The machine as `storpath check` read it: its snapshot, the pools its zfs subsystem
+    read (memoised, so nothing runs twice)."""
+    snapshot = facts.snapshot
     arrays: List[Array] = []
     if "md" in result.ran:
-        arrays += md_arrays(facts.memo("md.arrays", lambda: []))
+        arrays += md_arrays(snapshot.md or [])
     if "zfs" in result.ran:
-        snapshot = facts.memo("zfs.snapshot", lambda: None)
-        arrays += zfs_pools(snapshot.pools if snapshot is not None else [])
-    models = nvme_models(read_controllers(facts.roots)) if "nvme" in result.ran else {}
+        zpool = facts.memo("zfs.snapshot", lambda: None)
+        arrays += zfs_pools(zpool.pools if zpool is not None else [])
+    models = nvme_models(snapshot.nvme_controllers or []) if "nvme" in result.ran else {}
     subjects = {f.subject for f in result.findings}
     return TopologyFacts(pci=facts.pci_devices(), links=facts.pcie_links(), blocks=facts.block_devices(),
                          models=models, arrays=arrays, findings=list(result.findings),
                          groups={s: facts.group_of(s) for s in subjects})
 
 
-def from_scrape(scrape, config: Optional[Dict[str, Any]] = None) -> TopologyFacts:
-    """The exporter's last scrape (storpath.facts.ScrapeFacts): the PCI tree and block
-    devices it read, the link expectations the pcie collector derived, and what the md,
-    zfs and nvme collectors kept. The findings are those SCRAPE_SUBSYSTEMS derive from
-    these records alone."""
-    from storpath.facts import FrozenReads
-
-    pci, blocks = scrape.pci or [], scrape.blocks or []
-    expected = scrape.kept.get("pcie.expectations")
-    if expected is not None:
-        links = {d.address: judge(d, expected[d.address]) for d in pci if d.address in expected}
-    else:
-        links = analyse(pci)
-    kept_md = scrape.kept.get("md.arrays")
-    arrays = md_arrays(kept_md or []) + zfs_pools(scrape.kept.get("zfs.pools") or [])
-    facts = Facts(roots=None, config=config or {}, reads=FrozenReads(pci, blocks))
+def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> TopologyFacts:
+    """The exporter's last scrape (storpath.snapshot.Snapshot): the PCI tree and block
+    devices it read, the md arrays, the pools and NVMe models of the background tasks'
+    latest results. The findings are those SCRAPE_SUBSYSTEMS derive from these records alone."""
+    pci, blocks = snapshot.pci or [], snapshot.blocks or []
+    links = analyse(pci, guest=snapshot.host.virtual if snapshot.host is not None else False)
+    zpool = snapshot.zpool.snapshot if snapshot.zpool is not None else None
+    arrays = md_arrays(snapshot.md or []) + zfs_pools(zpool.pools if zpool is not None else [])
+    facts = Facts(roots=None, config=config or {}, snapshot=snapshot)
     facts.memo("pcie.links", lambda: links)
-    if kept_md is not None:
-        facts.memo("md.arrays", lambda: kept_md)
-    only = [s for s in SCRAPE_SUBSYSTEMS if s != "md" or kept_md is not None]
+    only = [s for s in SCRAPE_SUBSYSTEMS if s != "md" or snapshot.md is not None]
     result = run_checks(facts, only=only)
     subjects = {f.subject for f in result.findings}
-    models = nvme_models(scrape.kept.get("nvme.controllers") or [])
+    models = nvme_models(snapshot.nvme_controllers or [])
     return TopologyFacts(pci=pci, links=links, blocks=blocks, models=models, arrays=arrays, findings=list(result.findings),
                          groups={s: facts.group_of(s) for s in subjects})
