@@ -164,7 +164,7 @@ class Writer:
     same object back while a family's rows do not change) is not encoded again: its piece
     from the last call is reused. A header is deflated once for all scrapes. One writer
     serves all scrapes of a server, one scrape at a time (the single flight in
-    storpath.scrape sees to that).
+    storpath.http.scrape sees to that).
     """
 
     def __init__(self) -> None:

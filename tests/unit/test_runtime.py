@@ -80,7 +80,8 @@ def test_unreadable_proc_leaves_the_process_families_out(tmp_path):
 
 SERVE_PATH = """
 import json, sys
-from storpath import cli, webconfig
+from storpath import cli
+from storpath.http import webconfig
 from storpath.commands import serve
 args = cli.build_parser().parse_args(["serve", "--path.sysfs", sys.argv[1], "--path.procfs", sys.argv[2]]
                                      + sys.argv[3:])

@@ -12,10 +12,11 @@ import pytest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from storpath import exposition, negotiation, webconfig
+from storpath import exposition
 from storpath.deadline import Guard
-from storpath.scrape import Scraper
-from storpath.server import scrape_timeout
+from storpath.http import negotiation, webconfig
+from storpath.http.scrape import Scraper
+from storpath.http.server import scrape_timeout
 from tests.conftest import require_tool
 from tests.tls import bcrypt_hash, make_certs
 

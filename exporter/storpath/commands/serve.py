@@ -17,14 +17,15 @@ import threading
 import time
 from typing import Dict, Iterable, List, Optional
 
-from storpath import __version__, log, runtime, webconfig
+from storpath import __version__, log, runtime
 from storpath.background import Scheduler
 from storpath.cli import resolve_config, roots_from
 from storpath.config import DEFAULT_PORT, ConfigError
 from storpath.exposition import SeriesFamily
 from storpath.exporter import StorpathExporter, build_collectors
-from storpath.scrape import Scraper
-from storpath.server import Server, Site
+from storpath.http import webconfig
+from storpath.http.scrape import Scraper
+from storpath.http.server import Server, Site
 from storpath.sysfs import raise_open_files_limit
 
 LOG = log.get("serve")
