@@ -22,6 +22,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+
 from storpath import __version__, exposition, log
 from storpath.config import DEFAULTS
 from storpath.http import negotiation
@@ -62,6 +64,16 @@ def _ipv6_available() -> bool:
         return True
     except OSError:
         return False
+
+
+def exporter_metrics() -> CollectorRegistry:
+    """The exporter's own process_* and python_* families (--web.disable-exporter-metrics leaves
+    them out), from prometheus_client's collectors. A registry of their own: the global one
+    would also serve whatever else registers there."""
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in (ProcessCollector, PlatformCollector, GCCollector):
+        collector(registry=registry)
+    return registry
 
 
 @dataclass
@@ -106,13 +118,10 @@ class App:
         method = environ.get("REQUEST_METHOD", "GET")
         headers = list(site.web.headers)
 
-        def answer(status: str, body, content_type: str = "text/plain; charset=utf-8", extra=()):
-            """`body`: bytes, or a list of bytes sent one after another."""
-            parts = body if isinstance(body, list) else [body]
-            length = sum(len(part) for part in parts)
-            out = headers + [("Content-Type", content_type), ("Content-Length", str(length))] + list(extra)
+        def answer(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8", extra=()):
+            out = headers + [("Content-Type", content_type), ("Content-Length", str(len(body)))] + list(extra)
             start_response(status, out)
-            return [b""] if method == "HEAD" else parts
+            return [b""] if method == "HEAD" else [body]
 
         path = environ.get("PATH_INFO", "/")
         if path in ("/-/healthy", "/-/ready") and path != site.telemetry_path:
