@@ -1,18 +1,17 @@
 """A lean writer of the Prometheus text format (0.0.4) and of OpenMetrics 1.0.
 
 prometheus_client's own writer validates and escapes every label name of every sample,
-which on a host with thousands of PCI devices costs more than reading sysfs; and merely
-importing prometheus_client costs 13 MB of resident memory (it imports its HTTP server,
-`ssl`, `email` and more: measured with VmRSS after `import prometheus_client.core`, 23 MB
-against 10 MB for the bare interpreter), a quarter of the exporter's 50 MB budget. So
-the serve path does not import it. storpath's label names are fixed in its family
-tables (storpath.families), so only label values need escaping here. The output is the
-same text prometheus_client writes (labels sorted, Go-style floats, counters with
-`_total`): tests compare the two, and `promtool check metrics` runs on every golden.
+which on a host with thousands of PCI devices costs more than reading sysfs (an order of
+magnitude slower than this writer for the 40 000 series of the 1024-drive benchmark host).
+storpath's label names are fixed in its family tables (storpath.families), so only label
+values need escaping here. The output is the same text prometheus_client writes (labels
+sorted, Go-style floats, counters with `_total`): tests compare the two, and
+`promtool check metrics` runs on every golden.
 
 A collector's families reach the writer as `SeriesFamily`: a family spec and its sample
-lines, rendered by storpath.families.FamilyTexts and kept deflated (storpath.deflate).
-Families of prometheus_client's own types (tests) are written from their samples.
+lines, rendered by storpath.families.FamilyTexts. Families of prometheus_client's own types
+(its process, platform and GC collectors on the serve path; tests) are written from their
+samples.
 
 OpenMetrics (what Prometheus asks for first) shares every sample line with the text
 format: only the family headers differ, so serving it costs no second rendering.
@@ -21,9 +20,7 @@ format: only the family headers differ, so serving it costs no second rendering.
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
-
-from storpath.deflate import Packed
+from typing import Dict, Iterable, List, Optional, Tuple
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -71,12 +68,6 @@ def value_text(value: float) -> str:
     return text
 
 
-def label_text(names, values) -> str:
-    """The label part of a sample line, `{a="1",b="2"}`: names sorted, values escaped."""
-    pairs = sorted(zip(names, values))
-    return "{" + ",".join(f'{name}="{escape_value(value)}"' for name, value in pairs) + "}"
-
-
 def header(sample_name: str, kind: str, documentation: str) -> str:
     """`# HELP` and `# TYPE` of a family; `sample_name` with a counter's `_total`."""
     if kind == "unknown":
@@ -85,14 +76,14 @@ def header(sample_name: str, kind: str, documentation: str) -> str:
 
 
 class SeriesFamily:
-    """A family of a collector's table (storpath.families.Family) and its sample lines,
-    deflated, as FamilyTexts rendered them. It offers what prometheus_client's registry and
-    writer read of a family (`name`, `type`, `documentation`, `samples`), so tests can
-    hand it to them; `samples` parses the text back."""
+    """A family of a collector's table (storpath.families.Family) and its sample lines, as
+    FamilyTexts rendered them. It offers what prometheus_client's registry and writer read
+    of a family (`name`, `type`, `documentation`, `samples`), so tests can hand it to them;
+    `samples` parses the text back."""
 
     __slots__ = ("spec", "body")
 
-    def __init__(self, spec, body: Packed):
+    def __init__(self, spec, body: bytes):
         self.spec = spec
         self.body = body
 
@@ -104,7 +95,7 @@ class SeriesFamily:
     @property
     def piece(self) -> bytes:
         """The family's whole text in the text format, header included."""
-        return self.spec.header.encode("utf-8") + self.body.text()
+        return self.spec.header.encode("utf-8") + self.body
 
     @property
     def samples(self) -> list:
@@ -115,93 +106,42 @@ class SeriesFamily:
         return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
 
-def generate(families: Iterable) -> bytes:
-    """The text format 0.0.4 of `families`."""
-    return text(Writer().pieces(families))
+def generate(families: Iterable, openmetrics: bool = False) -> bytes:
+    """The text format 0.0.4 of `families`, or OpenMetrics 1.0 with `openmetrics`."""
+    out: List[bytes] = []
+    for family in families:
+        if isinstance(family, SeriesFamily):
+            out.append(_headers(family.spec)[openmetrics])
+            out.append(family.body)
+        else:
+            kind = family.type
+            exposed = family.name + "_total" if kind == "counter" else family.name
+            if openmetrics:
+                out.append(_om_header(family.name, kind, family.documentation, _unit(family)))
+            else:
+                out.append(header(exposed, kind, family.documentation).encode("utf-8"))
+            out.append(_sample_text(family)[openmetrics])
+    if openmetrics:
+        out.append(b"# EOF\n")
+    return b"".join(out)
 
 
 def generate_openmetrics(families: Iterable) -> bytes:
     """OpenMetrics 1.0 text of `families`."""
-    return openmetrics(Writer().pieces(families))
+    return generate(families, openmetrics=True)
 
 
-class Piece(NamedTuple):
-    """One family in both formats, every part kept deflated: the headers of each format and
-    the sample lines. The lines are the same in both (same label escaping, same Go-style
-    floats, counters' samples end in `_total` in both); only the headers differ, and the
-    lines where a sample carries a timestamp (milliseconds in 0.0.4, seconds in OpenMetrics)."""
-
-    name: str
-    text_header: Packed
-    om_header: Packed
-    body: Packed
-    om_body: Packed
-
-    def parts(self, openmetrics: bool) -> Tuple[Packed, Packed]:
-        return (self.om_header, self.om_body) if openmetrics else (self.text_header, self.body)
+# A table family's headers in both formats, (text format, OpenMetrics), made once: the
+# families are declared once, at module level, so this holds a few hundred entries at most.
+_HEADERS: Dict[object, Tuple[bytes, bytes]] = {}
 
 
-EOF_PACKED = Packed(b"# EOF\n")  # OpenMetrics' last line
-
-
-def packed(pieces: Sequence[Piece], openmetrics: bool) -> List[Packed]:
-    """What an answer in one format is made of, in order (storpath.deflate.gzip_parts)."""
-    return [part for p in pieces for part in p.parts(openmetrics)] + ([EOF_PACKED] if openmetrics else [])
-
-
-def text(pieces: Sequence[Piece]) -> bytes:
-    return b"".join([part.text() for part in packed(pieces, False)])
-
-
-def openmetrics(pieces: Sequence[Piece]) -> bytes:
-    return b"".join([part.text() for part in packed(pieces, True)])
-
-
-class Writer:
-    """Writes families as pieces, one per family, for either format.
-
-    A SeriesFamily whose lines are the very object of the last call (FamilyTexts hands the
-    same object back while a family's rows do not change) is not encoded again: its piece
-    from the last call is reused. A header is deflated once for all scrapes. One writer
-    serves all scrapes of a server, one scrape at a time (the single flight in
-    storpath.scrape sees to that).
-    """
-
-    def __init__(self) -> None:
-        self._kept: Dict[str, Tuple[Packed, Piece]] = {}  # family -> (its lines, piece)
-        self._headers: Dict[bytes, Packed] = {}  # a family's header, either format -> deflated
-
-    def _header(self, text: bytes) -> Packed:
-        deflated = self._headers.get(text)
-        if deflated is None:
-            deflated = self._headers[text] = Packed(text)
-        return deflated
-
-    def pieces(self, families: Iterable) -> List[Piece]:
-        kept, keep = self._kept, {}
-        out: List[Piece] = []
-        for family in families:
-            if isinstance(family, SeriesFamily):
-                name, body = family.spec.name, family.body
-                previous = kept.get(name)
-                if previous is not None and previous[0] is body:
-                    piece = previous[1]
-                else:
-                    spec = family.spec
-                    piece = Piece(name, self._header(spec.header.encode("utf-8")),
-                                  self._header(_om_header(name, spec.type, spec.help, _unit(spec))), body, body)
-                keep[name] = (body, piece)
-            else:
-                kind = family.type
-                exposed = family.name + "_total" if kind == "counter" else family.name
-                body, om_body = _sample_text(family)
-                packed_body = Packed(body)
-                piece = Piece(family.name, self._header(header(exposed, kind, family.documentation).encode("utf-8")),
-                              self._header(_om_header(family.name, kind, family.documentation, _unit(family))),
-                              packed_body, packed_body if om_body is body else Packed(om_body))
-            out.append(piece)
-        self._kept = keep
-        return out
+def _headers(spec) -> Tuple[bytes, bytes]:
+    headers = _HEADERS.get(spec)
+    if headers is None:
+        headers = _HEADERS[spec] = (spec.header.encode("utf-8"), _om_header(spec.name, spec.type, spec.help,
+                                                                            _unit(spec)))
+    return headers
 
 
 # Units OpenMetrics can name from the project's metric suffixes (DESIGN.md's base units);

@@ -9,7 +9,7 @@ exposed, as node_exporter declares its descriptors once:
 
 and its `values()` returns `Rows`: per family, the label values and the value of each
 series. `FamilyTexts` turns those into text. It keeps, per family, the series it last
-rendered and their text (deflated: storpath.deflate), and renders a family again only when its series differ from
+rendered and their text, and renders a family again only when its series differ from
 those (compared by value): what a scrape serves is always what its rows say, so no
 collector needs caching code of its own, and none can serve stale values.
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
-from storpath.deflate import Packed
 from storpath.exposition import SeriesFamily, escape_value, header, value_text
 
 T = TypeVar("T")
@@ -164,7 +163,7 @@ class FamilyTexts:
     def __init__(self, table: Sequence[Family]):
         self.table = tuple(table)
         self._members = frozenset(self.table)
-        self._kept: Dict[Family, Tuple[Series, Packed]] = {}  # the lines kept deflated only
+        self._kept: Dict[Family, Tuple[Series, bytes]] = {}
 
     def families(self, rows: Mapping[Family, Series]) -> List[SeriesFamily]:
         unknown = [f.name for f in rows if f not in self._members]
@@ -178,7 +177,7 @@ class FamilyTexts:
                 series = _NONE
             last = kept.get(family)
             if last is None or last[0] != series:
-                last = kept[family] = (series, Packed(family.render(series)))
+                last = kept[family] = (series, family.render(series))
             out.append(SeriesFamily(family, last[1]))
         return out
 

@@ -1,6 +1,5 @@
 """A long-running exporter keeps a lot between scrapes: per-instance device records, held
-device directories, rendered lines per device, family texts behind tokens, the writer's
-pieces. None of it may hide a change: after every change of a
+device directories, rendered lines per device, family texts behind tokens. None of it may hide a change: after every change of a
 machine, the long-running exporter must serve exactly what a freshly started one serves
 on the same tree."""
 
@@ -23,7 +22,7 @@ _VOLATILE = re.compile(r"^(storpath_scrape_(?:collector|source)_duration_seconds
 
 
 class _Exporter:
-    """The serve command's pieces: collectors, registry, one writer for all scrapes."""
+    """The serve command's pieces: collectors and registry, kept for all scrapes."""
 
     def __init__(self, roots: Roots):
         # Background tasks (NVMe Identify, zpool, SAS error counters) run when told, as a
@@ -32,14 +31,13 @@ class _Exporter:
         self.collectors = build_collectors(roots, validate({}, {}), self.scheduler)
         self.scheduler.run_all_once()
         self.registry = make_registry(self.collectors)
-        self.writer = exposition.Writer()
 
     def scrape(self) -> str:
-        pieces = self.writer.pieces(self.registry.collect())
-        plain = exposition.text(pieces)
+        families = list(self.registry.collect())
+        plain = exposition.generate(families)
         # OpenMetrics shares the kept sample text: it must follow every change too.
         samples = [line for line in plain.decode().splitlines() if not line.startswith("#")]
-        om = exposition.openmetrics(pieces).decode().splitlines()
+        om = exposition.generate_openmetrics(families).decode().splitlines()
         assert om[-1] == "# EOF" and [line for line in om if not line.startswith("#")] == samples
         return _VOLATILE.sub(r"\1 X", plain.decode())
 

@@ -12,9 +12,10 @@ import pytest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from storpath import exposition, negotiation, webconfig
-from storpath.scrape import Scraper
-from storpath.server import scrape_timeout
+from storpath import exposition
+from storpath.http import negotiation, webconfig
+from storpath.http.scrape import Scraper
+from storpath.http.server import scrape_timeout
 from tests.conftest import require_tool
 from tests.tls import bcrypt_hash, make_certs
 
@@ -157,7 +158,7 @@ def test_single_flight_shares_one_scrape():
     for thread in threads:
         thread.join()
     assert len(calls) == 1 and len({id(f) for f in flights}) == 1
-    body = b"".join(flights[0].body(openmetrics=False, compressed=False))
+    body = flights[0].body(openmetrics=False, compressed=False)
     assert body == b"# HELP storpath_t T.\n# TYPE storpath_t gauge\nstorpath_t 1.0\n"
     assert flights[0].body(False, True) is flights[0].body(False, True)
     # A scrape that starts after the flight landed computes anew.
@@ -185,40 +186,31 @@ def test_openmetrics_counters_units_and_eof():
     assert parsed["storpath_t_size_bytes"].documentation == 'Size "as read".'
 
 
-def test_gzip_is_put_together_from_kept_lines_and_gzip_reads_every_body(monkeypatch):
-    """A family's lines are deflated when rendered and only then: an unchanged family is not
-    deflated again; every body, in both formats, is one gzip stream that GNU gzip decodes
-    to exactly the uncompressed exposition."""
+def test_gzip_answers_are_the_plain_answers_gzipped_once_per_flight():
+    """Every gzip body, in both formats, is one gzip stream that GNU gzip decodes to exactly
+    the uncompressed body of the same flight; each is made once and shared."""
     import subprocess
 
-    from storpath import deflate, families as families_module
     from storpath.families import GAUGE, Family, FamilyTexts, Rows
 
-    calls = []
-
-    class Counting(deflate.Packed):
-        def __init__(self, text, *args):
-            calls.append(bytes(text[:40]))
-            super().__init__(text, *args)
-
-    monkeypatch.setattr(families_module, "Packed", Counting)
     families = [Family(f"storpath_t{i}", GAUGE, f"T{i}.", ("device",)) for i in range(3)]
-    texts, writer = FamilyTexts(families), exposition.Writer()
-    for round_, value in enumerate((1, 1, 2)):
+    texts = FamilyTexts(families)
+    counter = CounterMetricFamily("storpath_t_errors", "Errors.", labels=["kind"])
+    counter.add_metric(["a"], 3)
+
+    def collect(timeout):
         rows = Rows()
         for i, family in enumerate(families):
-            rows.add(family, ("nvme0",), value if i == 0 else i)
-        calls.clear()
-        pieces = writer.pieces(texts.families(rows))
-        for openmetrics in (False, True):
-            body = b"".join(deflate.gzip_parts(exposition.packed(pieces, openmetrics)))
-            plain = (exposition.openmetrics if openmetrics else exposition.text)(pieces)
-            assert plain.count(b"# HELP") == 3 and plain.endswith(b"# EOF\n") == openmetrics
-            done = subprocess.run(["gzip", "-dc"], input=body, capture_output=True, timeout=30)
-            assert done.returncode == 0 and done.stdout == plain, done.stderr
-        if round_ == 0:
-            assert len(calls) == 3  # every family, once for both formats
-        elif round_ == 1:
-            assert calls == []  # nothing changed
-        else:
-            assert calls == [b'storpath_t0{device="nvme0"} 2.0\n']  # t0 changed
+            rows.add(family, (f"nvme{i}",), i)
+        return texts.families(rows) + [counter]
+
+    flight = Scraper(collect).scrape(5.0)
+    for openmetrics in (False, True):
+        plain = flight.body(openmetrics, False)
+        assert plain == exposition.generate(flight.families, openmetrics)
+        assert plain.count(b"# HELP") == 4 and plain.endswith(b"# EOF\n") == openmetrics
+        assert plain.count(b"# EOF") == int(openmetrics)
+        body = flight.body(openmetrics, True)
+        assert body is flight.body(openmetrics, True) and body != plain
+        done = subprocess.run(["gzip", "-dc"], input=body, capture_output=True, timeout=30)
+        assert done.returncode == 0 and done.stdout == plain, done.stderr

@@ -16,14 +16,15 @@ import threading
 import time
 from typing import Dict, Iterable, List, Optional
 
-from storpath import __version__, log, runtime, webconfig
+from storpath import __version__, log
 from storpath.background import Scheduler
 from storpath.cli import resolve_config, roots_from
 from storpath.config import DEFAULT_PORT, ConfigError
 from storpath.exposition import SeriesFamily
 from storpath.exporter import StorpathExporter, build_collectors
-from storpath.scrape import Scraper
-from storpath.server import Server, Site
+from storpath.http import webconfig
+from storpath.http.scrape import Scraper
+from storpath.http.server import Server, Site, exporter_metrics
 from storpath.sysfs import raise_open_files_limit
 
 LOG = log.get("serve")
@@ -62,7 +63,7 @@ class Built:
         self.collectors = build_collectors(self.roots, config, self.scheduler)
         self.names = [c.name for c in self.collectors]
         self.exporter = StorpathExporter(self.collectors, self.roots, hold_dirs=True)
-        self.runtime = None if config["web"]["disable_exporter_metrics"] else runtime.Runtime()
+        self.runtime = None if config["web"]["disable_exporter_metrics"] else exporter_metrics()
         self.scraper = Scraper(self.collect)
 
     def collect(self, timeout: Optional[float]) -> Iterable[SeriesFamily]:

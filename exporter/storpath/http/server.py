@@ -9,33 +9,27 @@ of worker threads, parks idle keep-alive connections in a selector (no thread), 
 HTTP/1.1 with keep-alive, and caps the header size. A scrape costs the same with either
 (benchmarks/scrape.py at 1024 drives).
 
-Two things are changed in cheroot: its TLS adapter does the handshake in the thread that
-accepts connections, so one client that connects and sends nothing would stop all accepting
-for the whole socket timeout; here the handshake is done on the first read, in the worker
-thread that serves the connection. And a new connection waits in the selector until it has
-sent something, instead of holding a worker while it waits (see _Server.process_conn).
+Where storpath changes how cheroot works, it does so in storpath.http.cheroot_patches, the
+one module that reaches into cheroot's internals.
 """
 
 from __future__ import annotations
 
-import _pyio
 import base64
 import logging
 import socket
-import ssl
 import threading
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
-from cheroot import errors as cheroot_errors
-from cheroot import wsgi
-from cheroot.makefile import StreamReader, StreamWriter
-from cheroot.ssl import Adapter
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
-from storpath import __version__, exposition, log, negotiation
+from storpath import __version__, exposition, log
 from storpath.config import DEFAULTS
-from storpath.scrape import Scraper
-from storpath.webconfig import Authenticator, WebConfig
+from storpath.http import negotiation
+from storpath.http.cheroot_patches import TLSAdapter, WSGIServer
+from storpath.http.scrape import Scraper
+from storpath.http.webconfig import Authenticator, WebConfig
 
 LOG = log.get("web")
 
@@ -47,7 +41,6 @@ KEEP_ALIVE_IDLE_MAX = 64  # idle keep-alive connections kept open; more are clos
 EXTRA_THREADS = 4  # workers beyond --web.max-requests, for health checks, 401s and 503s
 UNLIMITED_THREADS = 64  # workers when --web.max-requests is 0
 START_THREADS = 4  # workers started at once; more are started when a request finds none idle
-GROW_THREADS = 4  # started at a time, up to the maximum
 
 
 def parse_listen_address(text: str) -> Tuple[str, int]:
@@ -71,6 +64,16 @@ def _ipv6_available() -> bool:
         return True
     except OSError:
         return False
+
+
+def exporter_metrics() -> CollectorRegistry:
+    """The exporter's own process_* and python_* families (--web.disable-exporter-metrics leaves
+    them out), from prometheus_client's collectors. A registry of their own: the global one
+    would also serve whatever else registers there."""
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in (ProcessCollector, PlatformCollector, GCCollector):
+        collector(registry=registry)
+    return registry
 
 
 @dataclass
@@ -115,13 +118,10 @@ class App:
         method = environ.get("REQUEST_METHOD", "GET")
         headers = list(site.web.headers)
 
-        def answer(status: str, body, content_type: str = "text/plain; charset=utf-8", extra=()):
-            """`body`: bytes, or a list of bytes sent one after another."""
-            parts = body if isinstance(body, list) else [body]
-            length = sum(len(part) for part in parts)
-            out = headers + [("Content-Type", content_type), ("Content-Length", str(length))] + list(extra)
+        def answer(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8", extra=()):
+            out = headers + [("Content-Type", content_type), ("Content-Length", str(len(body)))] + list(extra)
             start_response(status, out)
-            return [b""] if method == "HEAD" else parts
+            return [b""] if method == "HEAD" else [body]
 
         path = environ.get("PATH_INFO", "/")
         if path in ("/-/healthy", "/-/ready") and path != site.telemetry_path:
@@ -181,96 +181,6 @@ class App:
                 site.slots.release()
 
 
-class _HandshakeIO(socket.SocketIO):
-    """Reads from a TLS socket whose handshake is done on the first read."""
-
-    def __init__(self, sock, mode):
-        super().__init__(sock, mode)
-        self._handshaken = False
-
-    def readinto(self, buffer):
-        if not self._handshaken:
-            self._handshake()
-        return super().readinto(buffer)
-
-    def _handshake(self) -> None:
-        sock = self._sock
-        try:
-            sock.do_handshake()
-        except ssl.SSLError as exc:
-            if "http request" in str(exc).lower():
-                # Plain HTTP on the TLS port: say so in plain HTTP (as Go's servers do), serve nothing.
-                message = b"Client sent an HTTP request to an HTTPS server.\n"
-                try:
-                    socket.socket.send(sock, b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\n"
-                                             b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
-                                       % (len(message), message))
-                except OSError:
-                    pass
-            LOG.debug("TLS handshake failed: %s", exc)
-            raise cheroot_errors.FatalSSLAlert(str(exc)) from None
-        except OSError as exc:  # reset, timeout
-            LOG.debug("TLS handshake failed: %s", exc)
-            raise cheroot_errors.FatalSSLAlert(str(exc)) from None
-        self._handshaken = True
-
-
-class _Reader(StreamReader):
-    def __init__(self, sock, mode="rb", bufsize=-1):
-        # StreamReader's own __init__ would read through a plain SocketIO.
-        _pyio.BufferedReader.__init__(self, _HandshakeIO(sock, mode), bufsize if bufsize > 0 else 8192)
-        self.bytes_read = 0
-
-
-class TLSAdapter(Adapter):
-    """cheroot's TLS adapter interface around an ssl.SSLContext from the web config; `context`
-    can be replaced on reload, and new connections use the new one."""
-
-    def __init__(self, context: ssl.SSLContext):
-        super().__init__("", "")
-        self.context = context
-
-    def bind(self, sock):
-        return sock
-
-    def wrap(self, sock):
-        wrapped = self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        return wrapped, {"wsgi.url_scheme": "https", "HTTPS": "on"}
-
-    def get_environ(self, sock=None):
-        return {"wsgi.url_scheme": "https", "HTTPS": "on"}
-
-    def makefile(self, sock, mode="r", bufsize=-1):
-        if "r" in mode:
-            return _Reader(sock, mode, bufsize)
-        return StreamWriter(sock, mode, bufsize if bufsize > 0 else 8192)
-
-
-class _Server(wsgi.Server):
-    def process_conn(self, conn):
-        # cheroot hands a connection to a worker as soon as it is accepted, and the worker then
-        # waits up to the socket timeout for a request: a few hundred connections that send
-        # nothing would hold every worker. A new connection waits in the selector instead,
-        # as an idle keep-alive connection does, and goes to a worker once it has sent
-        # something; the selector closes it after the timeout if it never does.
-        if not getattr(conn, "storpath_waited", False):
-            conn.storpath_waited = True
-            self._connections.put(conn)
-            return
-        # Workers are started as requests need them, up to the pool's maximum: an exporter
-        # scraped by one or two Prometheus servers does not hold the 44 a burst may take. A
-        # growth waits until the new workers run (cheroot polls every 0.1 s); it happens only
-        # when every worker is busy or already has a connection waiting for it.
-        pool = self.requests
-        if pool.idle <= pool.qsize and len(pool._threads) < pool.max:
-            pool.grow(GROW_THREADS)
-        super().process_conn(conn)
-
-    def error_log(self, msg="", level=20, traceback=False):
-        # cheroot reports client misbehaviour (resets, bad requests) here: not the operator's problem.
-        LOG.debug("http: %s", msg, exc_info=traceback)
-
-
 class Server:
     """The listening server; `app.site` is what a reload swaps."""
 
@@ -279,11 +189,11 @@ class Server:
         if host == "":
             host = "::" if _ipv6_available() else "0.0.0.0"
         self.app = App(site)
-        # START_THREADS workers at first, more as requests need them (_Server.process_conn), up to
+        # START_THREADS workers at first, more as requests need them (WSGIServer.process_conn), up to
         # `threads`; a request that finds all of those busy waits in the queue. One more worker
         # than --web.max-requests is what lets the limit answer 503 at all.
         self.threads = threads or (site.max_requests + EXTRA_THREADS if site.max_requests > 0 else UNLIMITED_THREADS)
-        self.http = _Server((host, port), self.app, numthreads=min(START_THREADS, self.threads), max=self.threads,
+        self.http = WSGIServer((host, port), self.app, numthreads=min(START_THREADS, self.threads), max=self.threads,
                             request_queue_size=socket.SOMAXCONN, timeout=SOCKET_TIMEOUT, shutdown_timeout=5,
                             server_name=f"storpath/{__version__}")
         self.http.max_request_header_size = MAX_HEADER_BYTES
