@@ -51,10 +51,10 @@ class StorpathExporter:
 
     DEFAULT_TIMEOUT = 10.0
 
-    def __init__(self, collectors: List[Collector], roots: Optional[Roots] = None, hold_dirs: bool = False):
+    def __init__(self, collectors: List[Collector], roots: Optional[Roots] = None):
         self.collectors = collectors
         roots = roots or (collectors[0].roots if collectors else Roots())
-        table = sysfs_sources(roots, hold_dirs=hold_dirs)
+        table = sysfs_sources(roots)
         for collector in collectors:
             table.update({s.name: s for s in collector.sources()})
         self.snapshotter = Snapshotter(needed(table, [name for c in collectors for name in c.reads]))

@@ -53,19 +53,7 @@ def go_float(value: float) -> str:
     return text
 
 
-# The same values (16 GT/s, x4, 1.0, 4096) recur thousands of times on every scrape:
-# each is formatted once. Bounded, since counters and timestamps keep taking new values.
-_VALUE_TEXT: Dict[float, str] = {}
-_VALUE_TEXT_MAX = 4096
-
-
-def value_text(value: float) -> str:
-    text = _VALUE_TEXT.get(value)
-    if text is None:
-        if len(_VALUE_TEXT) >= _VALUE_TEXT_MAX:
-            _VALUE_TEXT.clear()
-        text = _VALUE_TEXT[value] = go_float(value)
-    return text
+value_text = go_float
 
 
 def header(sample_name: str, kind: str, documentation: str) -> str:
@@ -173,11 +161,6 @@ def _om_header(name: str, kind: str, documentation: str, unit: str) -> bytes:
     return head.encode("utf-8")
 
 
-# Per label-key set (in the collector's order): the keys sorted, as the exposition lists
-# them, and a %-template of the label part. Label-key sets are fixed in code: few.
-_TEMPLATES: Dict[tuple, tuple] = {}
-
-
 def _sample_text(family) -> Tuple[bytes, bytes]:
     """A family of prometheus_client Samples as text: (0.0.4 body, OpenMetrics body).
     The two differ only where a sample has a timestamp."""
@@ -188,13 +171,8 @@ def _sample_text(family) -> Tuple[bytes, bytes]:
         text_value = value_text(sample.value)
         labels = sample.labels
         if labels:
-            keys = tuple(labels)
-            entry = _TEMPLATES.get(keys)
-            if entry is None:
-                ordered = tuple(sorted(keys))
-                entry = _TEMPLATES[keys] = (ordered, ",".join(f'{k}="%s"' for k in ordered))
-            values = tuple([escape_value(labels[k]) for k in entry[0]])
-            line = f"{sample.name}{{{entry[1] % values}}} {text_value}"
+            pairs = ",".join(f'{k}="{escape_value(labels[k])}"' for k in sorted(labels))
+            line = f"{sample.name}{{{pairs}}} {text_value}"
         else:
             line = f"{sample.name} {text_value}"
         if sample.timestamp is not None:

@@ -24,11 +24,10 @@ pcie collector's time with a tuple per series).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from storpath.exposition import SeriesFamily, escape_value, header, value_text
 
-T = TypeVar("T")
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -130,26 +129,6 @@ class Rows(dict):
         if series is None:
             series = self[family] = Series()
         return series
-
-
-class Derived:
-    """A value derived from inputs by a pure function, derived again only when the inputs
-    differ (by value: Python's equality, which checks identity first, so unchanged records
-    compare at almost no cost) from those of the last call. For derivations too costly to
-    repeat on every scrape of a large host; what is derived can never be older than its
-    inputs."""
-
-    _UNSET = object()
-
-    def __init__(self) -> None:
-        self._inputs: object = self._UNSET
-        self._value: object = None
-
-    def get(self, inputs: object, derive: Callable[[], T]) -> T:
-        if self._inputs is self._UNSET or inputs != self._inputs:
-            self._value = derive()
-            self._inputs = inputs
-        return self._value  # type: ignore[return-value]
 
 
 class FamilyTexts:

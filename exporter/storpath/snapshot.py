@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import log, sysfs
-from storpath.analysis.topology import PortTypeCache
+from storpath.analysis.topology import with_port_types
 from storpath.readers.alignment import AlignmentReader
 from storpath.readers.ata import AtaReader
 from storpath.readers.block import BlockReader
@@ -109,12 +109,11 @@ class Source:
             raise ValueError(f"source {self.name!r} is not a field of Snapshot")
 
 
-def sysfs_sources(roots: Roots, hold_dirs: bool = False) -> Dict[str, Source]:
+def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     """The sources every collector may need: what sysfs and procfs hold."""
-    pci = PciReader(roots, hold_dirs=hold_dirs)
-    port_types = PortTypeCache()
+    pci = PciReader(roots)
     block = BlockReader(roots)
-    nvme = NvmeReader(roots, hold_dirs=hold_dirs)
+    nvme = NvmeReader(roots)
     hwmon = HwmonReader(roots)
     sas = SasReader(roots)
     ata = AtaReader(roots)
@@ -122,10 +121,10 @@ def sysfs_sources(roots: Roots, hold_dirs: bool = False) -> Dict[str, Source]:
     inventory = InventoryReader(roots)
     table = (
         Source("host", lambda _: read_host(roots), once=True),
-        Source("pci", lambda _: port_types.applied(pci.read_with_problems()), with_problems=True, close=pci.close),
+        Source("pci", lambda _: with_port_types(pci.read_with_problems()), with_problems=True),
         Source("block_listing", lambda _: block.list()),
         Source("blocks", lambda got: block.read(got["block_listing"]), needs=("block_listing",)),
-        Source("nvme_controllers", lambda _: nvme.controllers(), close=nvme.close),
+        Source("nvme_controllers", lambda _: nvme.controllers()),
         Source("nvme_namespaces", lambda got: nvme.namespaces(got["block_listing"]), needs=("block_listing",)),
         Source("hwmon", lambda _: hwmon.read()),
         Source("sas_phys", lambda _: sas.read(errors=False)),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import resource
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -92,25 +91,6 @@ def read_int(path: str, base: int = 10) -> Optional[int]:
         return int(text, base)
     except ValueError:
         return None
-
-
-class Spellings(dict):
-    """A parse of raw attribute bytes, remembered per spelling: `spellings[raw]`. Across
-    thousands of devices and every scrape the same few texts recur ("16.0 GT/s PCIe", "4",
-    "512"), so each is parsed once (a hit costs one dict lookup). `parse` takes the bytes as
-    read, or None for a file that could not be read. Bounded: counters keep taking new
-    values, so at `limit` spellings it starts over."""
-
-    def __init__(self, parse: Callable[[Optional[bytes]], object], limit: int = 4096):
-        super().__init__()
-        self._parse = parse
-        self._limit = limit
-
-    def __missing__(self, raw: Optional[bytes]):
-        if len(self) >= self._limit:
-            self.clear()
-        parsed = self[raw] = self._parse(raw)
-        return parsed
 
 
 # Longest decimal a sysfs attribute prints (a 64-bit counter has 20 digits); longer is garbage.
@@ -246,87 +226,3 @@ class InstanceCache:
 
     def forget(self, name: str) -> None:
         self._entries.pop(name, None)
-
-
-def raise_open_files_limit() -> Tuple[int, int]:
-    """Raise the soft limit of open files to the hard limit (as Go programs such as
-    node_exporter do at start): a long-running reader of thousands of devices holds a
-    directory open per device. Returns the (old, new) soft limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or (hard != resource.RLIM_INFINITY and soft >= hard):
-        return soft, soft
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    except (ValueError, OSError):
-        return soft, soft
-    return soft, hard
-
-
-class HeldDirs:
-    """Open directories of device instances, to read their attributes relative to them.
-
-    Reading `current_link_speed` relative to an open device directory spares the kernel
-    the walk down a long path on every read. A directory is held for one device
-    instance (`owner`, the record the instance cache hands out) and let go when the
-    instance goes. All HeldDirs of the process together stop short of the open-files
-    limit, leaving `RESERVE` descriptors for everything else (sockets, probes); a device
-    beyond that is read by path. `budget` caps one instance. Not thread-safe per
-    instance: the reader calls it under its own lock.
-    """
-
-    RESERVE = 256
-    _total = 0  # directories held by all instances
-    _total_lock = threading.Lock()
-
-    def __init__(self, budget: Optional[int] = None):
-        self.budget = budget
-        self._held: Dict[str, Tuple[object, int]] = {}
-
-    def get(self, key: str, owner: object, path: str) -> Optional[int]:
-        held = self._held.get(key)
-        if held is not None:
-            if held[0] is owner:
-                return held[1]
-            self.drop(key)
-        if self.budget is not None and len(self._held) >= self.budget:
-            return None
-        with HeldDirs._total_lock:
-            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-            if soft != resource.RLIM_INFINITY and HeldDirs._total >= soft - self.RESERVE:
-                return None
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            except OSError:
-                return None
-            HeldDirs._total += 1
-        self._held[key] = (owner, fd)
-        return fd
-
-    def drop(self, key: str) -> None:
-        held = self._held.pop(key, None)
-        if held is not None:
-            self._close(held[1])
-
-    def keep_only(self, keys: Iterable[str]) -> None:
-        for gone in set(self._held) - set(keys):
-            self.drop(gone)
-
-    def close(self) -> None:
-        self.keep_only(())
-
-    @staticmethod
-    def _close(fd: int) -> None:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-        with HeldDirs._total_lock:
-            HeldDirs._total -= 1
-
-    def __del__(self) -> None:
-        for _, fd in self._held.values():
-            self._close(fd)
-        self._held.clear()
-
-    def __len__(self) -> int:
-        return len(self._held)

@@ -121,64 +121,26 @@ def _open_fds():
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_held_directories_read_the_same_and_are_let_go(tmp_path):
+def test_a_long_lived_reader_follows_changes_and_removal_and_holds_no_file(tmp_path):
     b = _tree(tmp_path)
     roots = Roots(sysfs=str(tmp_path / "sys"))
-    by_path = PciReader(roots)
+    kept = PciReader(roots)
     fds_before = _open_fds()
-    held = PciReader(roots, hold_dirs=True)
 
     def facts(reader):
-        return [(d.address, d.driver, d.current_link_speed, d.current_link_width, d.aer_totals, d.port_type)
+        return [(d.address, d.driver, d.current_link_speed, d.current_link_width, d.aer_totals)
                 for d in reader.read()]
 
-    assert facts(held) == facts(by_path)
-    count = len(held._dirs)
-    assert count == len(facts(by_path)) and _open_fds() == fds_before + count
+    assert facts(kept) == facts(PciReader(roots))
     b.set_link("0000:01:00.0", cur_width=1)
     b.set_aer("0000:01:00.0", "fatal", 2)
-    assert facts(held) == facts(by_path)
-    # Hot removal: the device's directory is let go with it.
+    changed = facts(kept)
+    assert changed == facts(PciReader(roots)) and ("0000:01:00.0", 1) in [(f[0], f[3]) for f in changed]
+    # Hot removal: the device goes from the read, and with it its static record.
     shutil.rmtree(os.path.join(b.sys, b.nodes["0000:01:00.0"].path))
     os.unlink(os.path.join(b.sys, "bus", "pci", "devices", "0000:01:00.0"))
-    assert facts(held) == facts(by_path)
-    assert len(held._dirs) == count - 1 and _open_fds() == fds_before + count - 1
-    held.close()
+    assert facts(kept) == facts(PciReader(roots)) and "0000:01:00.0" not in [f[0] for f in facts(kept)]
     assert _open_fds() == fds_before
-
-
-def test_beyond_the_open_files_budget_devices_are_read_by_path(tmp_path):
-    _tree(tmp_path)
-    roots = Roots(sysfs=str(tmp_path / "sys"))
-    held = PciReader(roots, hold_dirs=True)
-    held._dirs.budget = 1
-    expected = [(d.address, d.current_link_speed, d.current_link_width, d.aer_totals) for d in PciReader(roots).read()]
-    assert [(d.address, d.current_link_speed, d.current_link_width, d.aer_totals) for d in held.read()] == expected
-    assert len(held._dirs) == 1 and len(expected) > 1
-
-
-def test_all_held_directories_together_stay_below_the_open_files_limit(tmp_path):
-    import resource
-
-    from storpath.sysfs import HeldDirs
-
-    _tree(tmp_path)
-    roots = Roots(sysfs=str(tmp_path / "sys"))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    # Room for exactly two more held directories besides the reserve left for everything else.
-    resource.setrlimit(resource.RLIMIT_NOFILE, (HeldDirs._total + HeldDirs.RESERVE + 2, hard))
-    try:
-        first, second = PciReader(roots, hold_dirs=True), PciReader(roots, hold_dirs=True)
-        expected = [(d.address, d.current_link_width, d.aer_totals) for d in PciReader(roots).read()]
-        for reader in (first, second):
-            assert [(d.address, d.current_link_width, d.aer_totals) for d in reader.read()] == expected
-        assert len(first._dirs) == 2 and len(second._dirs) == 0
-        first.close()
-        second.read()
-        assert len(second._dirs) == 2
-        second.close()
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_parse_static_needs_no_filesystem():
@@ -194,11 +156,3 @@ def test_parse_static_needs_no_filesystem():
     assert static.numa_node is None and problems == [("numa_node", "unparsable 'bogus'")]
 
 
-def test_spellings_parse_each_spelling_once_and_start_over_at_their_limit():
-    from storpath.sysfs import Spellings
-
-    calls = []
-    spellings = Spellings(lambda raw: calls.append(raw) or (len(raw) if raw is not None else None), limit=2)
-    assert spellings[b"16\n"] == 3 and spellings[b"16\n"] == 3 and calls == [b"16\n"]
-    assert spellings[None] is None and calls == [b"16\n", None]  # an unreadable file is a spelling too
-    assert spellings[b"8\n"] == 2 and len(spellings) == 1  # at the limit: started over

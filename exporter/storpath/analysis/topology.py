@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator, List, Mapping, Optional, Tuple
 
-from storpath.readers.pci import PciDevice, PciReader, PciStatic
+from storpath.readers.pci import PciDevice, PciReader
 
 # Ports whose link leads away from the root complex, to the device below them.
 DOWNSTREAM_FACING = frozenset({"root_port", "downstream_port", "pci_to_pcie_bridge"})
@@ -58,27 +58,10 @@ def resolve_port_types(devices: List[PciDevice]) -> None:
             device.port_type = "endpoint"
 
 
-class PortTypeCache:
-    """Port types depend only on what cannot change while the devices exist (the static
-    records): resolved again only when those differ (by value) from last time."""
-
-    def __init__(self) -> None:
-        self._statics: List[PciStatic] = []
-        self._types: List[Optional[str]] = []
-
-    def applied(self, read: Tuple[List[PciDevice], list]) -> Tuple[List[PciDevice], list]:
-        """A PCI read (devices, problems) with the devices' port types filled in."""
-        self.apply(read[0])
-        return read
-
-    def apply(self, devices: List[PciDevice]) -> None:
-        statics = [d.static for d in devices]
-        if statics == self._statics:
-            for device, port_type in zip(devices, self._types):
-                device.port_type = port_type
-            return
-        resolve_port_types(devices)
-        self._statics, self._types = statics, [d.port_type for d in devices]
+def with_port_types(read: Tuple[List[PciDevice], list]) -> Tuple[List[PciDevice], list]:
+    """A PCI read (devices, problems) with the devices' port types filled in."""
+    resolve_port_types(read[0])
+    return read
 
 
 def read_pci_tree(roots) -> List[PciDevice]:

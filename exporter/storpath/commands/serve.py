@@ -25,7 +25,6 @@ from storpath.exporter import StorpathExporter, build_collectors
 from storpath.http import webconfig
 from storpath.http.scrape import Scraper
 from storpath.http.server import Server, Site, exporter_metrics
-from storpath.sysfs import raise_open_files_limit
 
 LOG = log.get("serve")
 
@@ -62,7 +61,7 @@ class Built:
         self.scheduler = Scheduler()
         self.collectors = build_collectors(self.roots, config, self.scheduler)
         self.names = [c.name for c in self.collectors]
-        self.exporter = StorpathExporter(self.collectors, self.roots, hold_dirs=True)
+        self.exporter = StorpathExporter(self.collectors, self.roots)
         self.runtime = None if config["web"]["disable_exporter_metrics"] else exporter_metrics()
         self.scraper = Scraper(self.collect)
 
@@ -152,11 +151,6 @@ def run(args, config) -> int:
         log.kv(LOG, logging.ERROR, "invalid web configuration", err=str(exc))
         print(f"storpath: {exc}", file=sys.stderr)
         return 2
-    # Each PCI device's directory is held open (see PciReader): up to the hard limit,
-    # as node_exporter (Go) raises its own limit at start.
-    before, after = raise_open_files_limit()
-    if after != before:
-        log.kv(LOG, logging.DEBUG, "raised the open files limit", soft=before, to=after)
     built = Built(config)
     listen = config["web"]["listen_address"]
     try:

@@ -55,8 +55,7 @@ from storpath.command import run_command
 from storpath.readers.block import physical_block_size
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import (HeldDirs, InstanceCache, Spellings, list_dir, list_entries, parse_int, read_attr, read_bytes,
-                            read_int)
+from storpath.sysfs import InstanceCache, list_dir, list_entries, parse_int, read_attr, read_bytes, read_int
 
 IDENTIFY_BYTES = 4096
 OPCODE_IDENTIFY = 0x06
@@ -296,15 +295,12 @@ class NvmeReader:
     (an `nvme format` changes it); its size, physical block size and optimal I/O size
     are read again when the LBA size changes, and for a new namespace instance."""
 
-    def __init__(self, roots: Roots, hold_dirs: bool = False):
+    def __init__(self, roots: Roots):
         self.roots = roots
-        # A long-running exporter holds each namespace's directory open (see PciReader).
-        self._dirs = HeldDirs() if hold_dirs else None
         self._controllers = InstanceCache()
         self._namespaces = InstanceCache()
         self._lock = threading.Lock()
         self._previous: Dict[str, Tuple[object, NvmeNamespace]] = {}  # device -> (instance, record)
-        self._size = Spellings(parse_int)  # logical_block_size as read: the same few spellings recur
 
     def controllers(self) -> List[NvmeController]:
         """Every /sys/class/nvme/nvmeX; an empty list without the class (no nvme driver)."""
@@ -316,37 +312,27 @@ class NvmeReader:
 
     def namespaces(self, listing: Optional[List[Tuple[str, int]]] = None) -> List[NvmeNamespace]:
         """Every NVMe namespace block device; one sysfs read each while nothing changes.
-        `listing`: a listing of /sys/class/block made this scrape (SharedReads), else one
-        is made."""
+        `listing`: a listing of /sys/class/block made this scrape, else one is made."""
         base = self.roots.sys("class", "block")
         if listing is None:
             listing = list_entries(base, self.roots.sysfs)
         entries = [e for e in listing if _NAMESPACE_DISK.match(e[0])]
         result: List[NvmeNamespace] = []
-        dirs = self._dirs
         with self._lock:
             found = self._namespaces.refresh(base, entries, _namespace_place)
-            # (name, place, held directory): relative to it, or by path beyond the fd budget.
-            places = [(name, place, dirs.get(name, place, place[2]) if dirs is not None else None)
-                      for name, _, place in found if place is not None]
             previous, self._previous = self._previous, {}
-            instances = None
-            for name, place, dir_fd in places:
+            instances = dict(entries)
+            for name, _, place in found:
+                if place is None:
+                    continue
                 controller, nsid, real = place
-                raw = read_bytes("queue/logical_block_size" if dir_fd is not None
-                                 else real + "/queue/logical_block_size", 64, dir_fd)
-                if raw is None and dir_fd is not None:  # the held directory went: by path
-                    dirs.drop(name)
-                    raw = read_bytes(real + "/queue/logical_block_size", 64)
-                lba = self._size[raw]
+                lba = parse_int(read_attr(real + "/queue/logical_block_size"))
                 instance, before = previous.get(name, (None, None))
                 if instance is place and before.logical_block_size == lba:
-                    ns = before  # unchanged: the same record, so consumers can tell by identity
+                    ns = before  # the same instance and format: size and I/O sizes as read then
                 else:
                     if lba is None and not os.path.isdir(real):
                         continue  # removed since the listing
-                    if instances is None:
-                        instances = dict(entries)
                     sectors = read_int(real + "/size")
                     ns = NvmeNamespace(
                         device=name, controller=controller, nsid=nsid, instance=instances.get(name),
@@ -355,16 +341,7 @@ class NvmeReader:
                         optimal_io_size=read_int(real + "/queue/optimal_io_size"))
                 self._previous[name] = (place, ns)
                 result.append(ns)
-            if dirs is not None:
-                dirs.keep_only(self._previous)
         return result
-
-
-    def close(self) -> None:
-        """Let go of the held directories."""
-        with self._lock:
-            if self._dirs is not None:
-                self._dirs.close()
 
 
 def read_controllers(roots: Roots) -> List[NvmeController]:

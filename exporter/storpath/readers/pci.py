@@ -23,8 +23,8 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath.problems import Problem
 from storpath.roots import Roots
-from storpath.sysfs import (HeldDirs, InstanceCache, Spellings, link_name, list_entries, parse_int, parse_numa_node,
-                            read_attr, read_attr_why, read_bytes)
+from storpath.sysfs import (InstanceCache, link_name, list_entries, parse_int, parse_numa_node, read_attr, read_attr_why,
+                            read_bytes)
 from storpath.units import parse_pcie_speed, parse_pcie_width
 
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -98,19 +98,6 @@ def parse_aer_total(text: Optional[str]) -> Optional[int]:
     _, _, rest = text[start:].partition(" ")
     return parse_int(rest.split("\n", 1)[0], minimum=0, maximum=(1 << 64) - 1)
 
-
-def _link_speed(raw: Optional[bytes]) -> Tuple[Optional[float], Optional[str]]:
-    """current_link_speed as read: (transfers per second, why not usable)."""
-    return (None, "missing") if raw is None else parse_pcie_speed(raw.decode("utf-8", "replace").strip())
-
-
-def _link_width(raw: Optional[bytes]) -> Tuple[Optional[int], Optional[str]]:
-    return (None, "missing") if raw is None else parse_pcie_width(raw.decode("utf-8", "replace").strip(),
-                                                                  allow_zero=True)
-
-
-def _aer_total(raw: Optional[bytes]) -> Optional[int]:
-    return None if raw is None else parse_aer_total(raw.decode("ascii", "replace"))
 
 
 def parse_port_type(config: Optional[bytes]) -> Optional[str]:
@@ -199,20 +186,13 @@ def _hex_id(text: Optional[str]) -> Optional[str]:
 
 
 class PciReader:
-    """Reads every PCI device; keeps the per-instance cache between calls. Thread-safe.
+    """Reads every PCI device; keeps each device instance's static record between calls.
+    Thread-safe."""
 
-    With `hold_dirs` (a long-running exporter) each device's directory is kept open and
-    the attributes read on every call are read relative to it."""
-
-    def __init__(self, roots: Roots, hold_dirs: bool = False):
+    def __init__(self, roots: Roots):
         self.roots = roots
-        self._dirs = HeldDirs() if hold_dirs else None
         self._statics = InstanceCache()  # address -> PciStatic of the device instance there
         self._lock = threading.Lock()
-        # The same few spellings recur on every device and scrape: each is parsed once.
-        self._speed = Spellings(_link_speed)
-        self._width = Spellings(_link_width)
-        self._aer_total = Spellings(_aer_total)
         self._problems: List[Problem] = []  # met during the current read
 
     def _warn(self, address: str, attr: str, reason: str) -> None:
@@ -239,57 +219,41 @@ class PciReader:
         """Every PCI device, and the attributes that could not be used."""
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
-        dirs = self._dirs
         with self._lock:
             self._problems = []
-            for address, path, static in self._statics.refresh(base, list_entries(base, self.roots.sysfs),
-                                                                       self._read_static):
-                dir_fd = dirs.get(address, static, static.path) if dirs is not None else None
-                # Attributes relative to the held directory, or by path beyond the fd budget.
-                at = "" if dir_fd is not None else static.path + "/"
-                driver = link_name(at + "driver", dir_fd)
-                speed = width = None
-                if static.has_link:
-                    speed_raw = read_bytes(at + "current_link_speed", 64, dir_fd)
-                    width_raw = read_bytes(at + "current_link_width", 64, dir_fd)
-                    if speed_raw is None and width_raw is None:
-                        if dir_fd is not None:
-                            # The held directory went (a device is removed with its symlink,
-                            # so this is a removal caught mid-scrape): try by path.
-                            dirs.drop(address)
-                            dir_fd, at = None, static.path + "/"
-                            speed_raw = read_bytes(at + "current_link_speed", 64)
-                            width_raw = read_bytes(at + "current_link_width", 64)
-                        if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
-                            self._forget(address)
-                            continue  # vanished mid-read
-                    speed, why = self._speed[speed_raw]
-                    if why and static.max_link_width is not None:  # (no link capability: Unknown is right)
-                        self._warn(address, "current_link_speed", why)
-                    width, why = self._width[width_raw]
-                    if why:
-                        self._warn(address, "current_link_width", why)
-                elif driver is None and not os.path.isdir(static.path):
-                    self._forget(address)
-                    continue  # removed since the listing
-                device = PciDevice(static=static, driver=driver, current_link_speed=speed, current_link_width=width)
-                for severity, name in static.aer_files:
-                    total = self._aer_total[read_bytes(at + name, 4096, dir_fd)]
-                    if total is not None:
-                        device.aer_totals[severity] = total
+            for address, _, static in self._statics.refresh(base, list_entries(base, self.roots.sysfs),
+                                                             self._read_static):
+                device = self._read_device(static)
+                if device is None:  # removed since the listing
+                    self._statics.forget(address)
+                    continue
                 devices.append(device)
-            if dirs is not None:
-                dirs.keep_only(d.address for d in devices)
             problems, self._problems = self._problems, []
         return devices, problems
 
-    def _forget(self, address: str) -> None:
-        self._statics.forget(address)
-        if self._dirs is not None:
-            self._dirs.drop(address)
-
-    def close(self) -> None:
-        """Let go of the held directories."""
-        with self._lock:
-            if self._dirs is not None:
-                self._dirs.close()
+    def _read_device(self, static: PciStatic) -> Optional[PciDevice]:
+        """What changes while the device exists: its driver, its link as trained, its AER
+        counters. None when the device is gone."""
+        at = static.path + "/"
+        driver = link_name(at + "driver")
+        speed = width = None
+        if static.has_link:
+            speed_text = read_attr(at + "current_link_speed")
+            width_text = read_attr(at + "current_link_width")
+            if speed_text is None and width_text is None and not os.path.isdir(static.path):
+                return None
+            speed, why = parse_pcie_speed(speed_text) if speed_text is not None else (None, "missing")
+            if why and static.max_link_width is not None:  # (no link capability: Unknown is right)
+                self._warn(static.address, "current_link_speed", why)
+            width, why = (parse_pcie_width(width_text, allow_zero=True) if width_text is not None
+                          else (None, "missing"))
+            if why:
+                self._warn(static.address, "current_link_width", why)
+        elif driver is None and not os.path.isdir(static.path):
+            return None
+        device = PciDevice(static=static, driver=driver, current_link_speed=speed, current_link_width=width)
+        for severity, name in static.aer_files:
+            total = parse_aer_total(read_attr(at + name))
+            if total is not None:
+                device.aer_totals[severity] = total
+        return device
