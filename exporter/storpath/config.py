@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import yaml
 
+from storpath.log import FORMATS, LEVELS
 from storpath.units import parse_duration, parse_size
 
 DEFAULT_PORT = 9866
@@ -149,8 +150,6 @@ def validate(raw: Optional[Dict[str, Any]], collector_defaults: Dict[str, Dict[s
             if key not in DEFAULTS[section]:
                 raise ConfigError(f"unknown key {section}.{key} (known: {', '.join(DEFAULTS[section])})")
             config[section][key] = _check_type(f"{section}.{key}", item, DEFAULTS[section][key])
-    from storpath.log import FORMATS, LEVELS
-
     if config["log"]["level"] not in LEVELS:
         raise ConfigError(f"log.level: {config['log']['level']!r} is not one of {', '.join(LEVELS)}")
     if config["log"]["format"] not in FORMATS:

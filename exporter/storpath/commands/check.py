@@ -21,8 +21,11 @@ from typing import Any, Dict, List, Optional, TextIO
 
 from storpath import __version__
 from storpath.cli import roots_from
+from storpath.findings import _probes
 from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
                                run_checks, severity_rank, worst)
+from storpath.tree import model, sources
+from storpath.tree import text as tree_text
 
 EXIT_UNREADABLE = 3
 
@@ -37,10 +40,9 @@ def add_parser(sub, common):
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="Colour the report: auto (default) colours only on a terminal and honours NO_COLOR.")
     add_tree_arguments(parser, flag=True)
-    if _probes_available():
-        parser.add_argument("--probe", action="store_true",
-                            help="Also run the configured read-only fio probes now and include their results "
-                                 "(takes the probes' runtime; progress goes to stderr).")
+    parser.add_argument("--probe", action="store_true",
+                        help="Also run the configured read-only fio probes now and include their results "
+                             "(takes the probes' runtime; progress goes to stderr).")
     parser.set_defaults(run=run, config_error_status=3)
 
 
@@ -54,12 +56,6 @@ def add_tree_arguments(parser, flag: bool) -> None:
     parser.add_argument("--ascii", action="store_true", help="Draw the tree with plain ASCII instead of box drawing.")
 
 
-def _probes_available() -> bool:
-    try:
-        from storpath.findings import _probes
-    except ImportError:
-        return False
-    return _probes.available()
 
 
 class _NoteCollector(logging.Handler):
@@ -93,8 +89,6 @@ def run(args, config) -> int:
     result = run_checks(facts)
     probes = None
     if getattr(args, "probe", False):
-        from storpath.findings import _probes
-
         probes = _probes.run_probes(facts, config, result, progress=sys.stderr)
         result.findings.sort(key=lambda f: (severity_rank(f.severity), natural_key(f.subject), f.kind))
     notes = collector.notes if collector else []
@@ -109,14 +103,12 @@ def run(args, config) -> int:
             json.dump(data, sys.stdout, indent=2)
             sys.stdout.write("\n")
         elif getattr(args, "tree", False):
-            from storpath.tree import model, sources, text
-
             stream = sys.stdout
             colour = use_colour(args.color, stream)
             width = report_width(stream)
             topology = model.build(sources.from_check(facts, result))
             stream.write("\n".join(_wrap(host, width, "", "  ")) + "\n\n")
-            stream.write(text.render(topology, width=width, ascii=args.ascii, colour=colour)
+            stream.write(tree_text.render(topology, width=width, ascii=args.ascii, colour=colour)
                          + "\n".join(_summary(result, width, colour)) + "\n")
         else:
             stream = sys.stdout
@@ -286,8 +278,6 @@ def _summary(result: CheckResult, width: int, colour: bool) -> List[str]:
 
 
 def _render_probes(probes: List[Dict[str, Any]], width: int) -> List[str]:
-    from storpath.findings import _probes
-
     return _probes.render(probes, width)
 
 

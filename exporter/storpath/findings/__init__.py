@@ -323,9 +323,7 @@ class CheckResult:
 
 
 def collector_enabled(config: Dict[str, Any], name: str) -> bool:
-    from storpath.collectors import load_all as load_collectors
-
-    specs = load_collectors()
+    specs = collectors.load_all()
     if name not in specs:
         return True  # the collector is not there yet; the findings module decides for itself
     section = config.get("collectors", {}).get(name, {})

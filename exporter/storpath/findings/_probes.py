@@ -11,26 +11,16 @@ import time
 from typing import Any, Dict, List, TextIO
 
 from storpath.findings import INFO, WARNING, CheckResult, Facts, Finding
+from storpath.probes import config as probes_config
+from storpath.probes.engine import ProbeEngine
+from storpath.progress import Progress
 from storpath.units import human_bytes_per_second
 
 # As rules/config/thresholds.yml `probes.throughput_ratio_threshold`.
 RATIO_THRESHOLD = 0.70
 
 
-def available() -> bool:
-    try:
-        import storpath.probes.engine  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def run_probes(facts: Facts, config: Dict[str, Any], result: CheckResult, progress: TextIO) -> List[Dict[str, Any]]:
-    from storpath.probes import config as probes_config
-    from storpath.probes.engine import ProbeEngine
-
-    from storpath.progress import Progress
-
     logging.getLogger("storpath.probes").setLevel(logging.WARNING)
     probes = probes_config.from_full_config(config)
     if not probes.targets:

@@ -15,10 +15,11 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Set
 
 from storpath.analysis.pcie import LinkAnalysis
-from storpath.analysis.virtual import REASON_TEXT
-from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.pci import PciDevice
+from storpath.analysis.throughput import path_hops, shared_tree_bandwidth
 from storpath.analysis.topology import DOWNSTREAM_FACING
+from storpath.analysis.virtual import REASON_TEXT
+from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, pci_kind, register
+from storpath.readers.pci import PciDevice
 from storpath.units import human_bytes_per_second, human_transfers
 
 _GENERATIONS = {2.5e9: 1, 5e9: 2, 8e9: 3, 16e9: 4, 32e9: 5, 64e9: 6}
@@ -220,8 +221,6 @@ def _shared_uplinks(facts: Facts, out: Outcome, links: Dict[str, LinkAnalysis], 
     reaches its own link speed, but not all at once. Normal for a switch (that is what
     it is for), so info only: it says what the drives together can deliver, computed
     with the analysis the probes use for their expectation (analysis.throughput)."""
-    from storpath.analysis.throughput import path_hops, shared_tree_bandwidth
-
     for address in sorted(devices, key=natural_key):
         if devices[address].port_type != "upstream_port" or address not in links:
             continue
@@ -250,8 +249,6 @@ def _shared_uplinks(facts: Facts, out: Outcome, links: Dict[str, LinkAnalysis], 
 
 
 def _describe_port(device: Optional[PciDevice]) -> str:
-    from storpath.findings import pci_kind
-
     return pci_kind(device) if device else "unknown"
 
 
