@@ -122,7 +122,11 @@ class Rows(dict):
     """A scrape's series, family by family, as a collector fills them in."""
 
     def add(self, family: Family, labels: Tuple[str, ...], value: Optional[float]) -> None:
-        self.series(family).add(labels, value)
+        series = self.get(family)
+        if series is None:
+            series = self[family] = Series()
+        series.labels.append(labels)
+        series.values.append(value)
 
     def series(self, family: Family) -> Series:
         series = self.get(family)

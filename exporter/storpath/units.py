@@ -26,10 +26,21 @@ PCIE_WIDTHS = frozenset({1, 2, 4, 8, 12, 16, 32})
 PCIE_SPEEDS = frozenset({2.5e9, 5e9, 8e9, 16e9, 32e9, 64e9, 128e9})
 
 
+# What current_link_speed and max_link_speed print (drivers/pci/pci-sysfs.c,
+# pci_speed_string() since 4.17: "16.0 GT/s PCIe"; before it "16 GT/s"), looked up first:
+# a host of thousands of devices reads a few of these spellings on every scrape.
+_PCIE_SPEED_TEXT = {f"{rate:g} GT/s": rate * 1e9 for rate in (2.5, 5, 8, 16, 32, 64, 128)}
+_PCIE_SPEED_TEXT.update({f"{rate:.1f} GT/s PCIe": rate * 1e9 for rate in (2.5, 5, 8, 16, 32, 64, 128)})
+_PCIE_WIDTH_TEXT = {str(width): width for width in PCIE_WIDTHS}
+
+
 def parse_pcie_speed(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
     """'16.0 GT/s PCIe' -> (1.6e10, None); 'Unknown' -> (None, 'reason')."""
     if text is None:
         return None, "missing"
+    known = _PCIE_SPEED_TEXT.get(text)
+    if known is not None:
+        return known, None
     match = _GTS.match(text)
     if not match:
         return None, f"unrecognised link speed {text!r}"
@@ -44,6 +55,9 @@ def parse_pcie_width(text: Optional[str], allow_zero: bool) -> Tuple[Optional[in
     only); 255 is what a read of an all-ones config space (a vanished device) gives."""
     if text is None:
         return None, "missing"
+    known = _PCIE_WIDTH_TEXT.get(text)
+    if known is not None:
+        return known, None
     stripped = text.strip()
     value = parse_int(stripped[1:] if stripped.startswith("x") else stripped)
     if value is None:
