@@ -128,10 +128,13 @@ class Scheduler:
         for task in self.tasks.values():
             task.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 2.0) -> None:
+        """Stop every task; wait at most `wait` seconds in all for those running to finish
+        (a task blocked in a read is left behind: its thread is a daemon)."""
         tasks: List[Task] = list(self.tasks.values())
         for task in tasks:
             task._stop.set()
             task._wake.set()
+        end = time.monotonic() + wait
         for task in tasks:
-            task.stop()
+            task.stop(max(0.0, end - time.monotonic()))

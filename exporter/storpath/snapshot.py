@@ -102,7 +102,6 @@ class Source:
     needs: Tuple[str, ...] = ()
     once: bool = False
     with_problems: bool = False
-    close: Optional[Callable[[], None]] = None
 
     def __post_init__(self) -> None:
         if self.name not in SOURCE_NAMES:
@@ -111,9 +110,11 @@ class Source:
 
 def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     """The sources every collector may need: what sysfs and procfs hold."""
+    # One reader per source: a source whose read blocks holds its reader, and must not hold
+    # another source's.
     pci = PciReader(roots)
     block = BlockReader(roots)
-    nvme = NvmeReader(roots)
+    nvme_controllers, nvme_namespaces = NvmeReader(roots), NvmeReader(roots)
     hwmon = HwmonReader(roots)
     sas = SasReader(roots)
     ata = AtaReader(roots)
@@ -124,8 +125,9 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
         Source("pci", lambda _: with_port_types(pci.read_with_problems()), with_problems=True),
         Source("block_listing", lambda _: block.list()),
         Source("blocks", lambda got: block.read(got["block_listing"]), needs=("block_listing",)),
-        Source("nvme_controllers", lambda _: nvme.controllers()),
-        Source("nvme_namespaces", lambda got: nvme.namespaces(got["block_listing"]), needs=("block_listing",)),
+        Source("nvme_controllers", lambda _: nvme_controllers.controllers()),
+        Source("nvme_namespaces", lambda got: nvme_namespaces.namespaces(got["block_listing"]),
+               needs=("block_listing",)),
         Source("hwmon", lambda _: hwmon.read()),
         Source("sas_phys", lambda _: sas.read(errors=False)),
         Source("ata_links", lambda _: ata.read()),
@@ -173,6 +175,7 @@ class _Job:
         self.value: Any = None
         self.error: Optional[BaseException] = None
         self.abandoned = False
+        self.reason = ""  # why the snapshot gave up on it
         self.thread_id: Optional[int] = None
 
     def run(self) -> None:
@@ -234,8 +237,10 @@ class Snapshotter:
             if not job.done.wait(share):
                 job.abandoned = True
                 self._lane = None  # it ends once the read returns
+                # The same reason on every scrape until the read returns: logged once.
+                job.reason = f"blocked reading {job.where()}; not started again until that read returns"
                 self._blocked[name] = job
-                failed[name] = f"blocked reading {job.where()} for over {share:.2f} s"
+                failed[name] = job.reason
                 seconds[name] = time.monotonic() - job.started
                 continue
             seconds[name] = self._last_seconds[name] = time.monotonic() - job.started
@@ -262,8 +267,7 @@ class Snapshotter:
         blocked = self._blocked.get(source.name)
         if blocked is not None:
             if not blocked.done.is_set():
-                age = time.monotonic() - blocked.started
-                return f"still blocked reading {blocked.where()} since {age:.0f} s ago; not started again"
+                return blocked.reason
             del self._blocked[source.name]
             log.kv(LOG, logging.INFO, "blocked read returned", source=source.name,
                    seconds=round(time.monotonic() - blocked.started, 1))
@@ -282,14 +286,10 @@ class Snapshotter:
         return {name: now - job.started for name, job in self._blocked.items() if not job.done.is_set()}
 
     def close(self) -> None:
-        """Stop the reading thread (a blocked one is left to return on its own) and let
-        the readers go."""
+        """Stop the reading thread (a blocked one is left to return on its own)."""
         if self._lane is not None:
             self._lane.stop()
             self._lane = None
-        for source in self.sources:
-            if source.close is not None and source.name not in self._blocked:
-                source.close()
 
 
 def _describe(exc: BaseException) -> str:

@@ -148,7 +148,7 @@ def _field(line: str, key: str) -> str:
 
 def _named_files(text: str) -> Set[str]:
     """The files a log line or reason says a read blocks on, resolved."""
-    return {os.path.realpath(path) for path in re.findall(r"blocked reading (\S+) ", text)}
+    return {os.path.realpath(path) for path in re.findall(r"blocked reading ([^;\s]+)", text)}
 
 def _threads_opening_a_fifo(pid: int) -> Optional[int]:
     """How many threads of the process wait in open() of a FIFO for a writer (the kernel's
