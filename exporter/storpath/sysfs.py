@@ -44,13 +44,18 @@ def reading_clear() -> None:
 _GONE = {errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.ENXIO}
 
 
-def read_attr(path: str) -> Optional[str]:
+# A sysfs attribute is at most a page (Documentation/filesystems/sysfs.rst: show() fills a
+# PAGE_SIZE buffer); procfs files such as /proc/mdstat are read whole with a larger limit.
+ATTRIBUTE_BYTES = 4096
+
+
+def read_attr(path: str, limit: int = ATTRIBUTE_BYTES) -> Optional[str]:
     """The stripped text of a sysfs attribute, or None if it cannot be read."""
-    value, _ = read_attr_why(path)
+    value, _ = read_attr_why(path, limit)
     return value
 
 
-def read_attr_why(path: str) -> Tuple[Optional[str], Optional[str]]:
+def read_attr_why(path: str, limit: int = ATTRIBUTE_BYTES) -> Tuple[Optional[str], Optional[str]]:
     """Like read_attr, but also says why a read failed (None reason when the file is absent)."""
     _note(path)
     try:
@@ -58,7 +63,7 @@ def read_attr_why(path: str) -> Tuple[Optional[str], Optional[str]]:
     except OSError as exc:
         return None, (None if exc.errno in _GONE else os.strerror(exc.errno or 0))
     try:
-        data = os.read(fd, 65536)
+        data = os.read(fd, limit)
     except OSError as exc:
         return None, (None if exc.errno in _GONE else os.strerror(exc.errno or 0))
     finally:

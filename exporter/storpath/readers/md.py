@@ -329,7 +329,7 @@ def read_md_arrays(roots: Roots) -> List[MdArray]:
     directory in sysfs. No md driver loaded means an empty list, not an error."""
     mdstat_path = roots.proc("mdstat")
     stats: Dict[str, MdstatArray] = {}
-    text, why = read_attr_why(mdstat_path)
+    text, why = read_attr_why(mdstat_path, 1 << 20)
     if text is not None:
         stats = parse_mdstat(text)
     elif why is not None:
