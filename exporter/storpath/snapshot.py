@@ -32,13 +32,13 @@ from storpath.readers.ata import AtaReader
 from storpath.readers.block import BlockReader
 from storpath.readers.host import read_host
 from storpath.readers.inventory import InventoryReader
-from storpath.readers.md import read_md_arrays
-from storpath.readers.numa import read_numa
+from storpath.readers.md import read_md_arrays_with_problems
+from storpath.readers.numa import read_numa_with_problems
 from storpath.readers.nvme import NvmeReader
 from storpath.readers.nvme_health import HwmonReader
 from storpath.readers.pci import PciReader
 from storpath.readers.sas import SasReader
-from storpath.readers.zfs import read_kstat_states
+from storpath.readers.zfs import read_kstat_states_with_problems
 from storpath.problems import Problem
 from storpath.roots import Roots
 
@@ -65,7 +65,7 @@ class Snapshot:
     alignment: Any = None  # readers.alignment.BlockAlignment
     inventory: Any = None  # [readers.inventory.InventoryDevice]
     md: Any = None  # [readers.md.MdArray]
-    numa: Any = None  # readers.numa.NumaTopology
+    numa: Any = None  # readers.numa.NumaTopology, with the PCI functions' nodes
     zfs_kstat: Any = None  # pool -> state, from /proc/spl/kstat/zfs
     # The latest results of background tasks (slow or privileged work on its own schedule).
     nvme_identify: Any = None  # collectors.nvme.IdentifyPass
@@ -129,14 +129,14 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
         Source("nvme_namespaces", lambda got: nvme_namespaces.namespaces(got["block_listing"]),
                needs=("block_listing",)),
         Source("hwmon", lambda _: hwmon.read()),
-        Source("sas_phys", lambda _: sas.read(errors=False)),
-        Source("ata_links", lambda _: ata.read()),
+        Source("sas_phys", lambda _: sas.read_with_problems(errors=False), with_problems=True),
+        Source("ata_links", lambda _: ata.read_with_problems(), with_problems=True),
         Source("alignment", lambda got: alignment.read(got["block_listing"]), needs=("block_listing",)),
         Source("inventory", lambda got: inventory.read(got["pci"], got["blocks"], got["block_listing"]),
                needs=("pci", "blocks", "block_listing")),
-        Source("md", lambda _: read_md_arrays(roots)),
-        Source("numa", lambda _: read_numa(roots)),
-        Source("zfs_kstat", lambda _: read_kstat_states(roots)),
+        Source("md", lambda _: read_md_arrays_with_problems(roots), with_problems=True),
+        Source("numa", lambda got: read_numa_with_problems(roots, got["pci"]), needs=("pci",), with_problems=True),
+        Source("zfs_kstat", lambda _: read_kstat_states_with_problems(roots), with_problems=True),
     )
     return {source.name: source for source in table}
 

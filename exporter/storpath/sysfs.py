@@ -45,8 +45,10 @@ _GONE = {errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.ENXIO}
 
 
 # A sysfs attribute is at most a page (Documentation/filesystems/sysfs.rst: show() fills a
-# PAGE_SIZE buffer); procfs files such as /proc/mdstat are read whole with a larger limit.
+# PAGE_SIZE buffer). Other files (procfs tables such as /proc/mdstat and /proc/diskstats,
+# captured command output) are read with WHOLE_FILE.
 ATTRIBUTE_BYTES = 4096
+WHOLE_FILE = 1 << 24
 
 
 def read_attr(path: str, limit: int = ATTRIBUTE_BYTES) -> Optional[str]:

@@ -15,6 +15,7 @@ from storpath.collectors import Context
 from storpath.collectors.sata import SataCollector
 from storpath.readers.ata import AtaLink, AtaReader, parse_link_name, parse_link_speed
 from storpath.roots import Roots
+from storpath.snapshot import Snapshotter, sysfs_sources
 from tests.conftest import log_records
 from tests.fixtures.builders_sas import ata_port
 from tests.fixtures.sysfs_builder import MachineBuilder
@@ -119,13 +120,21 @@ def test_broken_values_are_left_out_and_logged_once(tmp_path):
         handle.write("6 Gb/s\n")
     os.remove(os.path.join(attrs, "sata_spd_limit"))
     log.forget_once_keys()
-    reader = AtaReader(Roots(sysfs=str(tmp_path / "sys")))
-    with log_records("storpath.sata") as records:
-        link = {x.name: x for x in reader.read()}["link1"]
-        reader.read()
+    roots = Roots(sysfs=str(tmp_path / "sys"))
+    links, problems = AtaReader(roots).read_with_problems()
+    link = {x.name: x for x in links}["link1"]
     assert link.speed is None and link.limit is None and link.block_devices == ("sda",)
+    assert [dict(p.fields)["attribute"] for p in problems] == ["sata_spd"]  # a missing limit is no problem
+    # The reader only reports; the snapshot step logs, once over two scrapes.
+    snapshotter = Snapshotter([sysfs_sources(roots)["ata_links"]])
+    with log_records("storpath") as records:
+        snapshotter.take()
+        snapshotter.take()
+    snapshotter.close()
     bad = [r for r in records if getattr(r, "fields", {}).get("attribute") == "sata_spd"]
-    assert len(bad) == 1
+    assert [(r.name, r.getMessage(), r.fields) for r in bad] == [
+        ("storpath.snapshot", "ATA link attribute not usable, leaving it out",
+         {"link": "link1", "attribute": "sata_spd", "reason": "unrecognised SATA speed '6 Gb/s'"})]
     assert not [r for r in records if getattr(r, "fields", {}).get("attribute") == "sata_spd_limit"]
 
 

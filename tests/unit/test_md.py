@@ -17,7 +17,7 @@ from storpath.collectors.md import MdCollector
 from storpath.collectors.base import Context
 from storpath.exporter import make_registry
 from storpath.readers.md import (parse_first_int, parse_mdstat, parse_member_state, parse_slot, parse_sync_completed,
-                                 read_md_arrays)
+                                 read_md_arrays, read_md_arrays_with_problems)
 from storpath.roots import Roots
 from tests.conftest import require_root, require_tool
 from tests.fixtures import machines
@@ -183,8 +183,12 @@ def test_reader_survives_broken_values_and_missing_sysfs(capture, tmp_path):
         with open(os.path.join(md, name), "w") as handle:
             handle.write(text)
     shutil.rmtree(os.path.join(roots.sysfs, "block", "md3"))  # md3 only in mdstat now
-    arrays = {a.name: a for a in read_md_arrays(roots)}
+    found, problems = read_md_arrays_with_problems(roots)
+    arrays = {a.name: a for a in found}
     md2 = arrays["md2"]
+    # What could not be read is reported beside the arrays (the snapshot step logs it).
+    assert [(p.message, p.fields) for p in problems] == [
+        ("md attribute unreadable", (("device", "md2"), ("err", error))) for error in md2.errors]
     assert md2.array_state is None and md2.raid_disks == 2  # raid_disks back-filled from mdstat
     assert md2.sync_action == "recover"  # from mdstat's progress line
     assert md2.sync_completed == (4096, 129024)  # mdstat counts 1 KiB blocks

@@ -16,6 +16,7 @@ from storpath.readers.block import BlockDevice
 from storpath.readers.numa import (NumaNode, PciNuma, parse_cpulist, parse_numa_node, read_cpu_packages, read_nodes,
                                    read_pci_numa)
 from storpath.roots import Roots
+from storpath.snapshot import Snapshotter, needed, sysfs_sources
 from tests.conftest import log_records
 from tests.fixtures import machines
 from tests.fixtures.sysfs_builder import MachineBuilder
@@ -211,11 +212,18 @@ def test_a_cpulist_beyond_the_possible_cpus_is_left_out_with_one_warning(tmp_pat
     builder.write("devices/system/node/node1/cpulist", "1,3,7")
     sys_root = os.path.join(str(tmp_path), "sys")
     log.forget_once_keys()
+    problems = []
+    assert read_nodes(Roots(sysfs=sys_root), problems) == []
+    assert sorted(dict(p.fields)["value"] for p in problems) == ["0-30000000", "1,3,7"]
+    # The reader only reports; the snapshot step logs, once over two scrapes.
+    snapshotter = Snapshotter(needed(sysfs_sources(Roots(sysfs=sys_root)), ["numa"]))
     with log_records("storpath") as records:
-        assert read_nodes(Roots(sysfs=sys_root)) == []
-        assert read_nodes(Roots(sysfs=sys_root)) == []
+        assert snapshotter.take().numa.nodes == ()
+        snapshotter.take()
+    snapshotter.close()
     warnings = [r for r in records if r.levelno == logging.WARNING]
     assert sorted(r.fields["value"] for r in warnings) == ["0-30000000", "1,3,7"]
+    assert {r.name for r in warnings} == {"storpath.snapshot"}
     assert all(r.fields["cpus_possible"] == 4 for r in warnings)
     builder.write("devices/system/node/node1/cpulist", "1,3")
     assert [n.cpus for n in read_nodes(Roots(sysfs=sys_root))] == [(1, 3)]

@@ -2,6 +2,7 @@
 (direct-attached disks, empty PHYs, an expander behind a wide port, broken and vanishing
 PHYs), and the collector's series."""
 
+import logging
 import os
 import shutil
 
@@ -181,11 +182,21 @@ def test_broken_attributes_are_left_out_logged_once_and_hide_nothing_else(tmp_pa
     os.remove(os.path.join(attrs, "running_disparity_error_count"))  # an older driver without it
     log.forget_once_keys()
     reader = SasReader(Roots(sysfs=str(tmp_path / "sys")))
-    with log_records("storpath.sas") as records:
-        first = {p.name: p for p in reader.read()}
-        reader.read()
-        errors = reader.read_errors()
-        reader.read_errors()
+    phys, problems = reader.read_with_problems()
+    first = {p.name: p for p in phys}
+    errors, error_problems = reader.read_errors_with_problems()
+    assert sorted(dict(p.fields)["attribute"] for p in problems) == [
+        "invalid_dword_count", "loss_of_dword_sync_count", "maximum_linkrate_hw"]
+    assert sorted(dict(p.fields)["attribute"] for p in error_problems) == [
+        "invalid_dword_count", "loss_of_dword_sync_count"]
+    # The reader only reports: a scrape's snapshot step logs the rates, the background
+    # task the counters, once each however often they run.
+    ctx = Context(roots=Roots(sysfs=str(tmp_path / "sys")))
+    collector = SasCollector(ctx)
+    with log_records("storpath") as records:
+        for _ in range(2):
+            ctx.scheduler.run_all_once()
+            collector.collect()
     phy = first["phy-0:0"]
     assert phy.hardware_maximum_rate is None and phy.negotiated_rate == 12e9 and phy.maximum_rate == 12e9
     assert errors["phy-0:0"] == SasPhyErrors(invalid_dwords=None, running_disparity_errors=None,
@@ -193,9 +204,10 @@ def test_broken_attributes_are_left_out_logged_once_and_hide_nothing_else(tmp_pa
     assert errors["phy-0:1"].loss_of_dword_sync == 21
     assert phy.attached.block_devices == ("sda",)
     assert first["phy-0:1"].hardware_maximum_rate == 12e9
-    assert len(_logged(records, "maximum_linkrate_hw")) == 1  # once, not per read
-    assert len(_logged(records, "loss_of_dword_sync_count")) == 1
-    assert len(_logged(records, "invalid_dword_count")) == 1
+    assert [r.name for r in _logged(records, "maximum_linkrate_hw")] == ["storpath.snapshot"]  # once, not per read
+    assert [r.name for r in _logged(records, "loss_of_dword_sync_count")] == ["storpath.sas"]
+    refused = _logged(records, "invalid_dword_count")
+    assert [(r.name, r.levelno) for r in refused] == [("storpath.sas", logging.INFO)]  # not worth a warning
     assert _logged(records, "running_disparity_error_count") == []  # absent is not an error
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Collector, register
 from storpath.families import GAUGE, Family, Rows
-from storpath.readers.numa import pci_numa
 
 NODE_INFO = Family(
     "storpath_numa_node_info", GAUGE,
@@ -46,7 +45,7 @@ class NumaCollector(Collector):
         for node in numa.nodes:
             rows.add(NODE_INFO, (str(node.node), node.cpulist), 1)
         rows.add(NODES_PER_SOCKET, (), nodes_per_socket(numa.nodes, numa.packages))
-        pci = pci_numa(snapshot.pci, numa.bound)
+        pci = numa.pci
         for device in pci:
             if device.is_storage:
                 rows.add(CONTROLLER_NODE, (device.address,), device.numa_node)

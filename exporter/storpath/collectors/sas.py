@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Dict, Optional, Tuple
 
+from storpath import log
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
@@ -130,9 +131,12 @@ class SasCollector(Collector):
         self.task = ctx.scheduler.add(TASK, self.read_errors, interval=interval, jitter=min(5.0, interval / 10))
 
     def read_errors(self) -> None:
-        """The background task: one read of every PHY's link error counters."""
+        """The background task: one read of every PHY's link error counters. What could not
+        be read is logged here, once each (the task runs outside the snapshot step)."""
         try:
-            errors = self.reader.read_errors()
+            errors, problems = self.reader.read_errors_with_problems()
+            for problem in problems:
+                log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
             with self._lock:
                 self._errors = errors
                 self._errors_read_at = time.time()

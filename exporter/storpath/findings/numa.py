@@ -9,14 +9,13 @@ from typing import Dict, List
 
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.numa import pci_numa
 
 
 @register("numa", collector="numa", order=40)
 def check(facts: Facts, out: Outcome) -> None:
     numa = facts.part("numa")
     nodes = numa.nodes
-    pci = pci_numa(facts.pci_devices(), numa.bound)
+    pci = numa.pci
     with_cpus = [n for n in nodes if n.cpus]
     # Placement is knowable on bare metal only: a vNUMA guest puts every device at -1 and the
     # host's placement is not visible from it (the host findings say so).

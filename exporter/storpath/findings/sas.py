@@ -11,11 +11,14 @@ together: eight identical paragraphs help nobody.
 
 from __future__ import annotations
 
+import time
 from typing import Dict, List, Optional, Tuple
 
 from storpath.analysis.sata import speed_limited
+from storpath.collectors.base import SourceFailed
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.sas import SasPhy, SasReader
+from storpath.readers.sas import NO_ERRORS_READ, SasPhy, SasPhyErrors, SasReader
+from storpath.snapshot import Snapshotter, Source
 
 
 def gbit(rate: Optional[float]) -> str:
@@ -41,16 +44,41 @@ def _controller_of(facts: Facts, disks: Tuple[str, ...]) -> Optional[str]:
     return None
 
 
+def link_errors(facts: Facts) -> Dict[str, SasPhyErrors]:
+    """PHY -> its link error counters: the exporter's last background read when the
+    snapshot is a scrape's, else read now (a one-shot check can wait for the HBA) by a
+    snapshot step of its own, which logs what could not be read as a scrape does."""
+    if facts.snapshot.sas_errors is not None:
+        return facts.snapshot.sas_errors[0]
+    reader = SasReader(facts.roots)
+    snapshotter = Snapshotter([Source("sas_errors", lambda _: _read_now(reader), with_problems=True)])
+    try:
+        snapshot = snapshotter.take(30.0)
+    finally:
+        snapshotter.close()
+    if snapshot.sas_errors is None:
+        raise SourceFailed(snapshot.why_missing(("sas_errors",)) or "sas_errors: not read")
+    return snapshot.sas_errors[0]
+
+
+def _read_now(reader: SasReader):
+    """((PHY -> error counters, when read), problems): the sas_errors part, and what could not be read."""
+    errors, problems = reader.read_errors_with_problems()
+    return (errors, time.time()), problems
+
+
 @register("sas", collector="sas", order=30)
 def check_sas(facts: Facts, out: Outcome) -> None:
-    phys = SasReader(facts.roots).read()
+    phys = facts.part("sas_phys")
+    link_error_counts = link_errors(facts) if phys else {}
     groups: Dict[tuple, List[SasPhy]] = {}
     errors: Dict[Optional[str], List[Tuple[SasPhy, int]]] = {}
     for phy in phys:
         disks = phy.attached.block_devices if phy.attached else ()
         controller = _controller_of(facts, disks)
-        counted = [c for c in (phy.invalid_dwords, phy.running_disparity_errors, phy.loss_of_dword_sync,
-                               phy.phy_reset_problems) if c]
+        counts = link_error_counts.get(phy.name, NO_ERRORS_READ)
+        counted = [c for c in (counts.invalid_dwords, counts.running_disparity_errors, counts.loss_of_dword_sync,
+                               counts.phy_reset_problems) if c]
         if counted and phy.attached is not None:
             errors.setdefault(controller, []).append((phy, sum(counted)))
         if phy.attached is None or phy.negotiated_rate is None or phy.hardware_maximum_rate is None:

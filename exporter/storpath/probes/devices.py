@@ -26,7 +26,7 @@ from storpath.analysis.throughput import MdShape
 from storpath.probes.targets import pseudo_filesystem_problem
 from storpath.readers import md as md_reader
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, parse_int, read_attr
+from storpath.sysfs import WHOLE_FILE, list_dir, parse_int, read_attr
 
 LOG = log.get("probes")
 
@@ -56,7 +56,7 @@ def parse_diskstats(text: str) -> Dict[str, DiskStat]:
 
 
 def read_diskstats(roots: Roots) -> Optional[Dict[str, DiskStat]]:
-    text = read_attr(roots.proc("diskstats"))
+    text = read_attr(roots.proc("diskstats"), WHOLE_FILE)
     return parse_diskstats(text) if text is not None else None
 
 

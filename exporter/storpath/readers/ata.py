@@ -29,13 +29,11 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from storpath import log
+from storpath.problems import Problem
 from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr_why
 from storpath.units import parse_sata_rate
-
-LOG = log.get("sata")
 
 UNKNOWN = "<unknown>"
 SPEED_ATTRIBUTES = ("sata_spd", "hw_sata_spd_limit", "sata_spd_limit")
@@ -90,24 +88,27 @@ class AtaReader:
     def __init__(self, roots: Roots):
         self.roots = roots
 
-    def _problem(self, link: str, attribute: str, reason: str) -> None:
-        log.once(LOG, logging.WARNING, ("sata", link, attribute, reason),
-                 "ATA link attribute not usable, leaving it out", link=link, attribute=attribute, reason=reason)
-
     def read(self) -> List[AtaLink]:
+        """Every ATA link (what could not be used is left out unsaid: read_with_problems)."""
+        return self.read_with_problems()[0]
+
+    def read_with_problems(self) -> Tuple[List[AtaLink], List[Problem]]:
+        """Every ATA link, and the attributes that could not be used."""
         base = self.roots.sys("class", "ata_link")
         links: List[AtaLink] = []
+        problems: List[Problem] = []
         for name in list_dir(base, self.roots.sysfs):
             try:
-                link = self._read_link(name, os.path.join(base, name))
+                link = self._read_link(name, os.path.join(base, name), problems)
             except OSError as exc:
-                log.kv(LOG, logging.DEBUG, "ATA link vanished while reading it", link=name, err=str(exc))
+                problems.append(Problem("ATA link vanished while reading it", (("link", name), ("err", str(exc))),
+                                        logging.DEBUG))
                 continue
             if link is not None:
                 links.append(link)
-        return links
+        return links, problems
 
-    def _read_link(self, name: str, class_link: str) -> Optional[AtaLink]:
+    def _read_link(self, name: str, class_link: str, problems: List[Problem]) -> Optional[AtaLink]:
         attrs = os.path.realpath(class_link)
         if not os.path.isdir(attrs):
             return None
@@ -115,10 +116,10 @@ class AtaReader:
         for attr in SPEED_ATTRIBUTES:
             text, why = read_attr_why(os.path.join(attrs, attr))
             if why is not None:
-                self._problem(name, attr, why)
+                problems.append(_problem(name, attr, why))
             values[attr], problem = parse_link_speed(text)
             if problem:
-                self._problem(name, attr, problem)
+                problems.append(_problem(name, attr, problem))
         # linkP/ata_link/linkP -> the link device linkP, whose parent is the port ataP.
         port_dir = os.path.dirname(os.path.dirname(os.path.dirname(attrs)))
         port = os.path.basename(port_dir)
@@ -129,6 +130,11 @@ class AtaReader:
         if not os.path.isdir(attrs):
             return None
         return link
+
+
+def _problem(link: str, attribute: str, reason: str) -> Problem:
+    return Problem("ATA link attribute not usable, leaving it out",
+                   (("link", link), ("attribute", attribute), ("reason", reason)))
 
 
 def disks_of_link(link: str, port_dir: str) -> List[str]:

@@ -36,17 +36,14 @@ Member flags in mdstat: (F) faulty, (S) spare, (W) write-mostly, (R) replacement
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from storpath import log
+from storpath.problems import Problem
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, parse_int, read_attr_why
-
-LOG = log.get("md")
+from storpath.sysfs import WHOLE_FILE, list_dir, parse_int, read_attr_why
 
 # array_state values, md.c array_states[].
 ARRAY_STATES = ("clear", "inactive", "suspended", "readonly", "read-auto", "clean", "active",
@@ -325,15 +322,23 @@ def merge_mdstat(array: MdArray, stat: MdstatArray) -> None:
 
 
 def read_md_arrays(roots: Roots) -> List[MdArray]:
+    """Every md array the kernel knows (what could not be read is left out unsaid:
+    read_md_arrays_with_problems)."""
+    return read_md_arrays_with_problems(roots)[0]
+
+
+def read_md_arrays_with_problems(roots: Roots) -> Tuple[List[MdArray], List[Problem]]:
     """Every md array the kernel knows: those in /proc/mdstat and those with an md
-    directory in sysfs. No md driver loaded means an empty list, not an error."""
+    directory in sysfs, and what could not be read. No md driver loaded means an empty
+    list, not an error."""
     mdstat_path = roots.proc("mdstat")
     stats: Dict[str, MdstatArray] = {}
-    text, why = read_attr_why(mdstat_path, 1 << 20)
+    problems: List[Problem] = []
+    text, why = read_attr_why(mdstat_path, WHOLE_FILE)
     if text is not None:
         stats = parse_mdstat(text)
     elif why is not None:
-        log.once(LOG, logging.WARNING, ("mdstat", why), "cannot read /proc/mdstat", path=mdstat_path, err=why)
+        problems.append(Problem("cannot read /proc/mdstat", (("path", mdstat_path), ("err", why))))
     names = set(stats)
     for name in list_dir(roots.sys("block"), roots.sysfs):
         if _MD_NAME.match(name) and os.path.isdir(roots.sys("block", name, "md")):
@@ -344,9 +349,9 @@ def read_md_arrays(roots: Roots) -> List[MdArray]:
         if name in stats:
             merge_mdstat(array, stats[name])
         for error in array.errors:
-            log.once(LOG, logging.WARNING, ("md", name, error), "md attribute unreadable", device=name, err=error)
+            problems.append(Problem("md attribute unreadable", (("device", name), ("err", error))))
         arrays.append(array)
-    return arrays
+    return arrays, problems
 
 
 def _natural(name: str):

@@ -15,17 +15,14 @@ sysfs-devices-system-cpu, Documentation/ABI/testing/sysfs-bus-pci):
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from storpath import log
+from storpath.problems import Problem
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, parse_int, parse_numa_node, read_attr  # noqa: F401 (parse_numa_node re-exported)
-
-LOG = log.get("numa")
 
 # What this reader reads (storpath capture takes these). The online lists tell the numa
 # collector when to read the topology again; numa_node and class come through the PCI reader.
@@ -83,8 +80,10 @@ def parse_cpulist(text: Optional[str], cpus_possible: int = MAX_CPUS) -> Optiona
     return tuple(sorted(set(cpus)))
 
 
-def _once(key: tuple, msg: str, **fields) -> None:
-    log.once(LOG, logging.WARNING, ("numa",) + key, msg, **fields)
+def _note(problems: Optional[List[Problem]], msg: str, **fields) -> None:
+    """A problem met, for the caller that keeps them (`problems` None: left out unsaid)."""
+    if problems is not None:
+        problems.append(Problem(msg, tuple(fields.items())))
 
 
 def read_online(roots: Roots) -> Tuple[Optional[str], Optional[str]]:
@@ -107,7 +106,7 @@ def node_bound(roots: Roots) -> Optional[int]:
     return max(nodes) + 1 if nodes else None
 
 
-def read_nodes(roots: Roots) -> List[NumaNode]:
+def read_nodes(roots: Roots, problems: Optional[List[Problem]] = None) -> List[NumaNode]:
     base = roots.sys("devices", "system", "node")
     nodes = []
     possible = None
@@ -121,14 +120,14 @@ def read_nodes(roots: Roots) -> List[NumaNode]:
         cpus = parse_cpulist(text, possible)
         if cpus is None:
             if text is not None:
-                _once((entry, "cpulist"), "NUMA node cpulist not usable (malformed or naming CPUs beyond "
-                      "cpu/possible), leaving the node out", node=entry, value=text, cpus_possible=possible)
+                _note(problems, "NUMA node cpulist not usable (malformed or naming CPUs beyond cpu/possible), "
+                      "leaving the node out", node=entry, value=text, cpus_possible=possible)
             continue
         nodes.append(NumaNode(node=int(match.group(1)), cpulist=text.strip(), cpus=cpus))
     return sorted(nodes, key=lambda n: n.node)
 
 
-def read_cpu_packages(roots: Roots) -> Dict[int, int]:
+def read_cpu_packages(roots: Roots, problems: Optional[List[Problem]] = None) -> Dict[int, int]:
     """Online CPU -> its socket (physical_package_id)."""
     base = roots.sys("devices", "system", "cpu")
     packages = {}
@@ -142,45 +141,58 @@ def read_cpu_packages(roots: Roots) -> Dict[int, int]:
         try:
             package = int(text, 10)
         except ValueError:
-            _once((entry, "physical_package_id"), "CPU socket id not usable, leaving the CPU out", cpu=entry,
-                  value=text)
+            _note(problems, "CPU socket id not usable, leaving the CPU out", cpu=entry, value=text)
             continue
         if package >= 0:
             packages[int(match.group(1))] = package
     return packages
 
 
-def plausible_node(address: str, node: Optional[int], nodes: Optional[int]) -> Optional[int]:
+def plausible_node(address: str, node: Optional[int], nodes: Optional[int],
+                   problems: Optional[List[Problem]] = None) -> Optional[int]:
     """A device's numa_node if it names a node present (below `nodes`, from node_bound);
-    -1 (the firmware did not say) as it is; a node beyond those present None, warned once.
-    Without a node count (a kernel without NUMA) the value is taken as read."""
+    -1 (the firmware did not say) as it is; a node beyond those present None, with a
+    problem. Without a node count (a kernel without NUMA) the value is taken as read."""
     if node is None or nodes is None or node < nodes:
         return node
-    _once((address, "numa_node", node), "PCI numa_node names a NUMA node that is not present, leaving it out",
+    _note(problems, "PCI numa_node names a NUMA node that is not present, leaving it out",
           device=address, value=node, nodes=nodes)
     return None
 
 
-def pci_numa(devices, nodes: Optional[int] = None) -> List[PciNuma]:
+def pci_numa(devices, nodes: Optional[int] = None, problems: Optional[List[Problem]] = None) -> List[PciNuma]:
     """NUMA node and class of every PCI function, from the PCI reader's records (which
-    read `numa_node` and `class` once per device instance and log a bad value once);
+    read `numa_node` and `class` once per device instance and report a bad value);
     with `nodes` (node_bound) a node beyond those present is left out (plausible_node)."""
     return [PciNuma(address=d.address, class_code=d.static.class_code,
-                    numa_node=plausible_node(d.address, d.static.numa_node, nodes))
+                    numa_node=plausible_node(d.address, d.static.numa_node, nodes, problems))
             for d in devices]
 
 
 @dataclass(frozen=True)
 class NumaTopology:
-    """The NUMA nodes with their CPUs, each online CPU's socket, and the node bound."""
+    """The NUMA nodes with their CPUs, each online CPU's socket, the node bound, and the
+    node of every PCI function (given the PCI reader's records)."""
 
     nodes: Tuple[NumaNode, ...]
     packages: Mapping[int, int]  # online CPU -> socket
     bound: Optional[int]  # node_bound()
+    pci: Tuple[PciNuma, ...] = ()  # pci_numa(), with numa_node checked against `bound`
 
 
-def read_numa(roots: Roots) -> NumaTopology:
-    return NumaTopology(tuple(read_nodes(roots)), read_cpu_packages(roots), node_bound(roots))
+def read_numa(roots: Roots, pci_devices=()) -> NumaTopology:
+    """The topology (what could not be used is left out unsaid: read_numa_with_problems)."""
+    return read_numa_with_problems(roots, pci_devices)[0]
+
+
+def read_numa_with_problems(roots: Roots, pci_devices=()) -> Tuple[NumaTopology, List[Problem]]:
+    """The topology, with the NUMA node of each of `pci_devices` (readers.pci.PciDevice),
+    and what could not be used."""
+    problems: List[Problem] = []
+    nodes = tuple(read_nodes(roots, problems))
+    packages = read_cpu_packages(roots, problems)
+    bound = node_bound(roots)
+    return NumaTopology(nodes, packages, bound, tuple(pci_numa(pci_devices, bound, problems))), problems
 
 
 def read_pci_numa(roots: Roots) -> List[PciNuma]:

@@ -32,13 +32,11 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath import log
+from storpath.problems import Problem
 from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, parse_int, read_attr_why
 from storpath.units import parse_sas_rate
-
-LOG = log.get("sas")
 
 # The kernel's names of link states that carry no rate (sas_linkspeed_names). The empty
 # string is what the kernel prints for a state it has no name for.
@@ -179,86 +177,102 @@ def _text(text: Optional[str]) -> Optional[str]:
     return text or None
 
 
+def _problem(phy: str, attribute: str, reason: str, level: int = logging.WARNING) -> Problem:
+    return Problem("SAS PHY attribute not usable, leaving it out",
+                   (("phy", phy), ("attribute", attribute), ("reason", reason)), level)
+
+
 class SasReader:
     """Reads every SAS PHY. Holds no state; one broken PHY never hides the others."""
 
     def __init__(self, roots: Roots):
         self.roots = roots
 
-    def _problem(self, phy: str, attribute: str, reason: str, level: int = logging.WARNING) -> None:
-        log.once(LOG, level, ("sas", phy, attribute, reason), "SAS PHY attribute not usable, leaving it out",
-                 phy=phy, attribute=attribute, reason=reason)
-
-    def _attr(self, phy: str, directory: str, name: str) -> Optional[str]:
+    @staticmethod
+    def _attr(phy: str, directory: str, name: str, problems: List[Problem]) -> Optional[str]:
         value, why = read_attr_why(os.path.join(directory, name))
         if why is not None:
             # Link error counters are fetched from the HBA on each read; drivers refuse
             # (EINVAL, EIO...) for PHYs they cannot ask, which is not worth a warning.
             level = logging.INFO if name in ERROR_COUNTERS else logging.WARNING
-            self._problem(phy, name, why, level)
+            problems.append(_problem(phy, name, why, level))
         return value
 
     def read_errors(self) -> Dict[str, SasPhyErrors]:
-        """The link error counters of every PHY. Each read of a counter makes the driver
-        ask the HBA (a config page) or, for an expander's PHY, send an SMP request over
-        the SAS link: slow enough to belong in a background task, not in a scrape."""
+        """The link error counters of every PHY (what could not be read is left out
+        unsaid: read_errors_with_problems)."""
+        return self.read_errors_with_problems()[0]
+
+    def read_errors_with_problems(self) -> Tuple[Dict[str, SasPhyErrors], List[Problem]]:
+        """The link error counters of every PHY, and the counters that could not be read.
+        Each read of a counter makes the driver ask the HBA (a config page) or, for an
+        expander's PHY, send an SMP request over the SAS link: slow enough to belong in a
+        background task, not in a scrape."""
         base = self.roots.sys("class", "sas_phy")
         errors: Dict[str, SasPhyErrors] = {}
+        problems: List[Problem] = []
         for name in list_dir(base, self.roots.sysfs):
             attrs = os.path.realpath(os.path.join(base, name))
             if not os.path.isdir(attrs):
                 continue
-            phy_errors = self._errors(name, attrs)
+            phy_errors = self._errors(name, attrs, problems)
             if os.path.isdir(attrs):
                 errors[name] = phy_errors
-        return errors
+        return errors, problems
 
-    def _errors(self, name: str, attrs: str) -> SasPhyErrors:
+    def _errors(self, name: str, attrs: str, problems: List[Problem]) -> SasPhyErrors:
         counters = {}
         for attr in ERROR_COUNTERS:
-            text = self._attr(name, attrs, attr)
+            text = self._attr(name, attrs, attr, problems)
             counters[attr] = parse_counter(text)
             if text is not None and counters[attr] is None:
-                self._problem(name, attr, f"not a counter: {text!r}")
+                problems.append(_problem(name, attr, f"not a counter: {text!r}"))
         return SasPhyErrors(invalid_dwords=counters["invalid_dword_count"],
                             running_disparity_errors=counters["running_disparity_error_count"],
                             loss_of_dword_sync=counters["loss_of_dword_sync_count"],
                             phy_reset_problems=counters["phy_reset_problem_count"])
 
     def read(self, errors: bool = True) -> List[SasPhy]:
+        """Every PHY (what could not be used is left out unsaid: read_with_problems)."""
+        return self.read_with_problems(errors)[0]
+
+    def read_with_problems(self, errors: bool = True) -> Tuple[List[SasPhy], List[Problem]]:
         """Every PHY with its rates, port and attached device (cheap: the kernel answers
         these from what the driver stored) and, unless `errors` is False, its link error
-        counters (slow: see read_errors; the exporter reads them in the background)."""
+        counters (slow: see read_errors; the exporter reads them in the background); and
+        the attributes that could not be used."""
         base = self.roots.sys("class", "sas_phy")
         phys: List[SasPhy] = []
+        problems: List[Problem] = []
         for name in list_dir(base, self.roots.sysfs):
             try:
-                phy = self._read_phy(name, os.path.join(base, name), errors)
+                phy = self._read_phy(name, os.path.join(base, name), errors, problems)
             except OSError as exc:  # a PHY removed while it was read
-                log.kv(LOG, logging.DEBUG, "SAS PHY vanished while reading it", phy=name, err=str(exc))
+                problems.append(Problem("SAS PHY vanished while reading it", (("phy", name), ("err", str(exc))),
+                                        logging.DEBUG))
                 continue
             if phy is not None:
                 phys.append(phy)
-        return phys
+        return phys, problems
 
-    def _read_phy(self, name: str, class_link: str, errors: bool) -> Optional[SasPhy]:
+    def _read_phy(self, name: str, class_link: str, errors: bool, problems: List[Problem]) -> Optional[SasPhy]:
         attrs = os.path.realpath(class_link)
         if not os.path.isdir(attrs):
             return None  # removed between listing and reading
-        read = lambda attr: self._attr(name, attrs, attr)  # noqa: E731
+        read = lambda attr: self._attr(name, attrs, attr, problems)  # noqa: E731
         rates = {}
         negotiated_state = None
         for attr in RATE_ATTRIBUTES:
             rate, state, problem = parse_link_rate(read(attr))
             if problem:
-                self._problem(name, attr, problem)
+                problems.append(_problem(name, attr, problem))
             rates[attr] = rate
             if attr == "negotiated_linkrate":
                 negotiated_state = state
         sas_address_text = read("sas_address")
         sas_address = parse_sas_address(sas_address_text)
         if sas_address_text is not None and sas_address is None:
-            self._problem(name, "sas_address", f"unrecognised {sas_address_text!r}")
+            problems.append(_problem(name, "sas_address", f"unrecognised {sas_address_text!r}"))
         # The PHY's device is two levels above its attribute folder (phy-H:N/sas_phy/phy-H:N).
         device_dir = os.path.dirname(os.path.dirname(attrs))
         port_dir = None
@@ -281,26 +295,26 @@ class SasReader:
             hardware_maximum_rate=rates["maximum_linkrate_hw"],
             enabled=parse_enable(read("enable")),
             port=os.path.basename(port_dir) if port_dir else None,
-            attached=self._remote(name, port_dir) if port_dir else None,
-            errors=self._errors(name, attrs) if errors else NO_ERRORS_READ,
+            attached=self._remote(name, port_dir, problems) if port_dir else None,
+            errors=self._errors(name, attrs, problems) if errors else NO_ERRORS_READ,
         )
         if not os.path.isdir(attrs):
             return None  # vanished mid-read: what was read may be half of it
         return phy
 
-    def _remote(self, phy: str, port_dir: str) -> Optional[SasRemote]:
+    def _remote(self, phy: str, port_dir: str, problems: List[Problem]) -> Optional[SasRemote]:
         remotes = [entry for entry in list_dir(port_dir) if _REMOTE.match(entry)]
         if not remotes:
             return None
         remote = remotes[0]
         remote_dir = os.path.join(port_dir, remote)
         attrs = os.path.join(remote_dir, "sas_device", remote)
-        address_text = self._attr(phy, attrs, "sas_address")
+        address_text = self._attr(phy, attrs, "sas_address", problems)
         return SasRemote(
             name=remote,
-            device_type=_text(self._attr(phy, attrs, "device_type")),
+            device_type=_text(self._attr(phy, attrs, "device_type", problems)),
             sas_address=parse_sas_address(address_text),
-            target_port_protocols=_text(self._attr(phy, attrs, "target_port_protocols")),
+            target_port_protocols=_text(self._attr(phy, attrs, "target_port_protocols", problems)),
             block_devices=tuple(block_devices_below(remote_dir)) if remote.startswith("end_device") else (),
         )
 

@@ -42,10 +42,11 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.command import run_command
+from storpath.problems import Problem
 # The parsers and records of zpool's output (re-exported: the readers' records live here).
 from storpath.readers.zpool_output import (ERROR_TYPES, POOL_STATES, SCAN_FUNCTIONS, SCAN_STATES,  # noqa: F401
                                            VDEV_STATES, ScanStatus, Vdev, ZfsPool, ZpoolOutputError, apply_creation,
@@ -53,9 +54,9 @@ from storpath.readers.zpool_output import (ERROR_TYPES, POOL_STATES, SCAN_FUNCTI
                                            parse_scan_line, parse_status_json, parse_status_text, pool_state,
                                            vdev_state)
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr, read_attr_why
+from storpath.sysfs import WHOLE_FILE, list_dir, read_attr, read_attr_why
 
-LOG = log.get("zfs")
+LOG = log.get("zfs")  # ZpoolReader's (it runs in a background task and in `storpath check`, not in the snapshot)
 
 # What this reader reads (storpath capture takes these, and capture_commands' output).
 # The leaves' physical block sizes come through the block reader.
@@ -73,24 +74,32 @@ CAPTURED_FILES = {"status_json": ("zpool", "status.json"), "status_text": ("zpoo
 # ---- /proc/spl/kstat/zfs -----------------------------------------------------
 
 def read_kstat_states(roots: Roots) -> Dict[str, str]:
-    """Pool name -> state word from /proc/spl/kstat/zfs/<pool>/state. Pool names may
-    contain '/'-free characters only, and every pool directory has a `state` file;
-    the other entries there (arcstats, dbufstats...) are files."""
+    """Pool name -> state word (what could not be read is left out unsaid:
+    read_kstat_states_with_problems)."""
+    return read_kstat_states_with_problems(roots)[0]
+
+
+def read_kstat_states_with_problems(roots: Roots) -> Tuple[Dict[str, str], List[Problem]]:
+    """Pool name -> state word from /proc/spl/kstat/zfs/<pool>/state, and the pools whose
+    state could not be read. Pool names may contain '/'-free characters only, and every
+    pool directory has a `state` file; the other entries there (arcstats, dbufstats...)
+    are files."""
     base = roots.proc("spl", "kstat", "zfs")
     states = {}
+    problems: List[Problem] = []
     for name in list_dir(base, roots.procfs):
         path = os.path.join(base, name, "state")
         text, why = read_attr_why(path)
         if text is None:
             if why:
-                log.once(LOG, logging.WARNING, ("kstat", name, why), "cannot read pool state", zpool=name, err=why)
+                problems.append(Problem("cannot read pool state", (("zpool", name), ("err", why))))
             continue
         state = pool_state(text)
         if state is None:
-            log.once(LOG, logging.WARNING, ("kstat", name, text), "unknown pool state in kstat", zpool=name, value=text)
+            problems.append(Problem("unknown pool state in kstat", (("zpool", name), ("value", text))))
             continue
         states[name] = state
-    return states
+    return states, problems
 
 
 def zfs_present(roots: Roots) -> bool:
@@ -245,8 +254,8 @@ class ZpoolReader:
 
     def _read_captured(self) -> ZpoolSnapshot:
         paths = {key: self.roots.captured_path(*parts) for key, parts in CAPTURED_FILES.items()}
-        json_text = read_attr(paths["status_json"])
-        text = read_attr(paths["status_text"]) if json_text is None else None
+        json_text = read_attr(paths["status_json"], WHOLE_FILE)
+        text = read_attr(paths["status_text"], WHOLE_FILE) if json_text is None else None
         if json_text is None and text is None:
             return ZpoolSnapshot(pools=[], ok=True, reason="no captured zpool output", finished_at=time.time(),
                                  source="none")
@@ -255,10 +264,10 @@ class ZpoolReader:
                 pools, source = parse_status_json(json_text), "captured-json"
             else:
                 pools, source = parse_status_text(text or ""), "captured-text"
-            listing = read_attr(paths["list"])
+            listing = read_attr(paths["list"], WHOLE_FILE)
             if listing is not None:
                 apply_list(pools, parse_list(listing))
-            creation = read_attr(paths["creation"])
+            creation = read_attr(paths["creation"], WHOLE_FILE)
             if creation is not None:
                 apply_creation(pools, parse_creation(creation))
         except ZpoolOutputError as exc:
@@ -308,5 +317,5 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
 
 
 __all__ = ["ZfsPool", "Vdev", "ScanStatus", "ZpoolReader", "ZpoolSnapshot", "ZpoolOutputError", "read_kstat_states",
-           "zfs_present", "parse_status_json", "parse_status_text", "parse_list", "parse_scan_line", "parse_ctime",
-           "parse_creation", "find_zpool", "find_zfs", "run_zpool"]
+           "read_kstat_states_with_problems", "zfs_present", "parse_status_json", "parse_status_text", "parse_list",
+           "parse_scan_line", "parse_ctime", "parse_creation", "find_zpool", "find_zfs", "run_zpool"]
