@@ -9,8 +9,8 @@ from typing import Dict, List, Optional
 from storpath import buildinfo, log
 from storpath.background import Scheduler
 from storpath.collectors import Collector, Context, load_all
-from storpath.exposition import SeriesFamily
-from storpath.families import GAUGE, Family, FamilyTexts, Rows
+from storpath.exposition import FamilyTexts, SeriesFamily
+from storpath.families import GAUGE, Family, Rows
 from storpath.roots import Roots
 from storpath.snapshot import Snapshot, Snapshotter, needed, sysfs_sources
 

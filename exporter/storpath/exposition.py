@@ -9,7 +9,7 @@ sorted, Go-style floats, counters with `_total`): tests compare the two, and
 `promtool check metrics` runs on every golden.
 
 A collector's families reach the writer as `SeriesFamily`: a family spec and its sample
-lines, rendered by storpath.families.FamilyTexts. Families of prometheus_client's own types
+lines, rendered by FamilyTexts below. Families of prometheus_client's own types
 (its process, platform and GC collectors on the serve path; tests) are written from their
 samples.
 
@@ -20,7 +20,9 @@ format: only the family headers differ, so serving it costs no second rendering.
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from storpath.families import Family, Series
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -83,7 +85,7 @@ class SeriesFamily:
     @property
     def piece(self) -> bytes:
         """The family's whole text in the text format, header included."""
-        return self.spec.header.encode("utf-8") + self.body
+        return _headers(self.spec)[0] + self.body
 
     @property
     def samples(self) -> list:
@@ -119,6 +121,73 @@ def generate_openmetrics(families: Iterable) -> bytes:
     return generate(families, openmetrics=True)
 
 
+def sample_lines(family: Family, series: Series) -> bytes:
+    """A table family's sample lines: one per series with a value, in order (the header
+    is `_headers(family)`)."""
+    lines: List[str] = []
+    append = lines.append
+    rows = zip(series.labels, series.values)
+    if not family.labels:
+        for _, value in rows:
+            if value is not None:
+                append(f"{family.sample_name} {value_text(value)}\n")
+    elif len(family.labels) == 1:
+        prefix = f'{family.sample_name}{{{family.labels[0]}="'
+        for (label,), value in rows:
+            if value is not None:
+                append(f'{prefix}{escape_value(label)}"}} {value_text(value)}\n')
+    else:
+        # On a host of thousands of devices this runs for every series of a family whose
+        # values all move (AER counters): plain string building, escaping only when needed.
+        order = tuple(sorted(range(len(family.labels)), key=lambda i: family.labels[i]))
+        template = family.sample_name + "{" + ",".join(f'{family.labels[i]}="%s"' for i in order) + "} "
+        in_order = order == tuple(range(len(order)))
+        for labels, value in rows:
+            if value is None:
+                continue
+            if not in_order:
+                labels = tuple([labels[i] for i in order])
+            joined = "".join(labels)
+            if "\\" in joined or "\n" in joined or '"' in joined:
+                labels = tuple([escape_value(label) for label in labels])
+            append(template % labels + value_text(value) + "\n")
+    return "".join(lines).encode("utf-8")
+
+
+class FamilyTexts:
+    """The text of each family of a table, rendered again only when its rows change.
+
+    Keyed on the series themselves: a family whose label values and values equal those
+    of the last call (Python's list equality checks identity first, so series built from
+    the same objects compare at almost no cost) is served from the text kept for it.
+    Used by one collector, one scrape at a time."""
+
+    def __init__(self, table: Sequence[Family]):
+        self.table = tuple(table)
+        self._members = frozenset(self.table)
+        self._kept: Dict[Family, Tuple[Series, bytes]] = {}
+
+    def families(self, rows: Mapping[Family, Series]) -> List[SeriesFamily]:
+        unknown = [f.name for f in rows if f not in self._members]
+        if unknown:
+            raise KeyError(f"families not in the collector's table: {', '.join(unknown)}")
+        out = []
+        kept = self._kept
+        for family in self.table:
+            series = rows.get(family)
+            if series is None:
+                series = _NONE
+            last = kept.get(family)
+            if last is None or last[0] != series:
+                last = kept[family] = (series, sample_lines(family, series))
+            out.append(SeriesFamily(family, last[1]))
+        return out
+
+
+
+_NONE = Series()  # a family without series; never filled
+
+
 # A table family's headers in both formats, (text format, OpenMetrics), made once: the
 # families are declared once, at module level, so this holds a few hundred entries at most.
 _HEADERS: Dict[object, Tuple[bytes, bytes]] = {}
@@ -127,7 +196,7 @@ _HEADERS: Dict[object, Tuple[bytes, bytes]] = {}
 def _headers(spec) -> Tuple[bytes, bytes]:
     headers = _HEADERS.get(spec)
     if headers is None:
-        headers = _HEADERS[spec] = (spec.header.encode("utf-8"), _om_header(spec.name, spec.type, spec.help,
+        headers = _HEADERS[spec] = (header(spec.sample_name, spec.type, spec.help).encode("utf-8"), _om_header(spec.name, spec.type, spec.help,
                                                                             _unit(spec)))
     return headers
 

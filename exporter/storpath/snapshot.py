@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from storpath import log, sysfs
 from storpath.analysis.topology import with_port_types
+from storpath.problems import Problem
 from storpath.readers.alignment import AlignmentReader
 from storpath.readers.ata import AtaReader
 from storpath.readers.block import BlockReader
@@ -39,7 +40,6 @@ from storpath.readers.nvme_health import HwmonReader
 from storpath.readers.pci import PciReader
 from storpath.readers.sas import SasReader
 from storpath.readers.zfs import read_kstat_states_with_problems
-from storpath.problems import Problem
 from storpath.roots import Roots
 
 LOG = log.get("snapshot")

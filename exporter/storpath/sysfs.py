@@ -11,7 +11,9 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
+
+from storpath.parse import parse_int
 
 # The file each reading thread opened last, by thread: when a read blocks, the snapshot
 # (storpath.snapshot) says which file it blocks on. (directory fd or None, path).
@@ -100,40 +102,6 @@ def read_int(path: str, base: int = 10) -> Optional[int]:
         return None
 
 
-# Longest decimal a sysfs attribute prints (a 64-bit counter has 20 digits); longer is garbage.
-_INT_DIGITS = 20
-
-
-def parse_int(text, minimum: Optional[int] = None, maximum: Optional[int] = None) -> Optional[int]:
-    """A decimal integer attribute (str or the raw bytes of a read, whitespace around it
-    allowed) within [minimum, maximum]; None when absent, unparsable or out of range.
-
-    Strict where Python's int() is lenient: ASCII digits only (no '1_6', no '+4', no
-    Unicode digits), at most 20 of them, and a leading '-' only when `minimum` is
-    negative (the caller expects negative values, such as numa_node's -1)."""
-    if text is None:
-        return None
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("ascii", "replace")
-    text = text.strip()
-    digits = text[1:] if text[:1] == "-" and minimum is not None and minimum < 0 else text
-    if not 0 < len(digits) <= _INT_DIGITS or not digits.isascii() or not digits.isdigit():
-        return None
-    value = int(text, 10)
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        return None
-    return value
-
-
-# The most NUMA nodes a Linux kernel supports (1 << CONFIG_NODES_SHIFT, at most 10).
-MAX_NUMA_NODES = 1024
-
-
-def parse_numa_node(text: Optional[str]) -> Optional[int]:
-    """A device's numa_node: a node number or -1; anything else None."""
-    return parse_int(text, minimum=-1, maximum=MAX_NUMA_NODES - 1)
-
-
 class RootUnreadable(Exception):
     """A reader cannot read the directory it finds its devices in: what it would report
     is unknown, not empty. The collector fails this scrape (storpath_scrape_collector_success
@@ -199,37 +167,3 @@ def list_entries(path: str, root: Optional[str] = None) -> List[Tuple[str, int]]
     return entries
 
 
-class InstanceCache:
-    """What a reader derives once per device instance and keeps while it exists.
-
-    Devices are listed with `list_entries` from a bus or class directory. The kernel
-    creates a device's symlink there when the device is added and removes it with the
-    device, and every sysfs node gets a fresh inode number: the inode tells a
-    replacement apart from the device that was there, so facts that cannot change
-    while a device exists (its place in the tree, its identity) are derived once and
-    derived again only for a new instance. Checking costs nothing beyond the listing.
-    Not thread-safe: readers call it under their own lock.
-    """
-
-    def __init__(self) -> None:
-        self._entries: Dict[str, Tuple[int, object]] = {}
-
-    def refresh(self, base: str, entries: Iterable[Tuple[str, int]],
-                derive: Callable[[str, str], object]) -> List[tuple]:
-        """(name, path, derived value) for every listed (name, inode); entries of devices
-        no longer listed are forgotten."""
-        out, seen, cache = [], set(), self._entries
-        for name, inode in entries:
-            entry = cache.get(name)
-            path = base + "/" + name
-            if entry is None or entry[0] != inode:
-                entry = cache[name] = (inode, derive(name, path))
-            seen.add(name)
-            out.append((name, path, entry[1]))
-        if len(seen) != len(cache):
-            for gone in set(cache) - seen:
-                del cache[gone]
-        return out
-
-    def forget(self, name: str) -> None:
-        self._entries.pop(name, None)

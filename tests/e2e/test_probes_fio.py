@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from storpath.probes import devices
 from storpath.config import ConfigError
+from storpath.probes import devices
 from storpath.probes.config import check
 from storpath.probes.engine import ProbeEngine
 from storpath.roots import Roots

@@ -8,7 +8,8 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 
 from storpath import metricsdoc
 from storpath.exposition import generate
-from storpath.families import COUNTER, GAUGE, Family, FamilyTexts, Rows
+from storpath.exposition import FamilyTexts
+from storpath.families import COUNTER, GAUGE, Family, Rows
 
 SPEED = Family("storpath_t_speed_transfers_per_second", GAUGE, "Speed.", ("address",), "transfers_per_second")
 ERRORS = Family("storpath_t_errors", COUNTER, "Errors.", ("severity", "address"))

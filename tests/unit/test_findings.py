@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from storpath.commands.check import render, report_width, use_colour
 from storpath.commands.capture import Redactor, expand_braces
+from storpath.commands.check import render, report_width, use_colour
 from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, load_all,
                                register, run_checks, REGISTRY)
 from storpath.roots import Roots

@@ -7,27 +7,27 @@ import json
 
 import pytest
 
-from storpath import sysfs, units
+from storpath import parse, units
 from storpath.readers import ata, md, numa, nvme, pci, sas, zfs
 
 
 @pytest.mark.parametrize("text", ["1_6", "+4", "\u0661\u0666", "\uff11\uff16"])
 def test_a_link_width_is_ascii_digits(text):
     """int() took '1_6' as width 16, '+4' as 4, and other scripts' digits."""
-    assert units.parse_pcie_width(text, False)[0] is None
+    assert parse.parse_pcie_width(text, False)[0] is None
 
 
 @pytest.mark.parametrize("text", ["100000000000000000000000000000000 GT/s", "3.0 GT/s PCIe", "\u0661\u0666.0 GT/s PCIe"])
 def test_a_link_speed_is_a_pcie_generation(text):
     """A link speed of 1e32 was exported."""
-    assert units.parse_pcie_speed(text)[0] is None
+    assert parse.parse_pcie_speed(text)[0] is None
 
 
 def test_numa_node_beyond_the_kernels_limit_is_left_out():
     """numa_node 99999999999999999999 was exported."""
-    assert sysfs.parse_numa_node("99999999999999999999") is None
-    assert sysfs.parse_numa_node("1024") is None
-    assert sysfs.parse_numa_node("-1") == -1 and sysfs.parse_numa_node("3") == 3
+    assert parse.parse_numa_node("99999999999999999999") is None
+    assert parse.parse_numa_node("1024") is None
+    assert parse.parse_numa_node("-1") == -1 and parse.parse_numa_node("3") == 3
 
 
 def test_a_negative_aer_total_is_left_out():

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import generate_latest
 
 from storpath.background import Scheduler
-from storpath.collectors.md import MdCollector
 from storpath.collectors.base import Context
+from storpath.collectors.md import MdCollector
 from storpath.exporter import make_registry
 from storpath.readers.md import (parse_first_int, parse_mdstat, parse_member_state, parse_slot, parse_sync_completed,
                                  read_md_arrays, read_md_arrays_with_problems)

@@ -12,7 +12,7 @@ import re
 
 from hypothesis import example, given, strategies as st
 
-from storpath import sysfs
+from storpath import parse
 from storpath.readers import ata, md, numa, pci, sas
 from tests.fixtures.builders_md import MdArraySpec, MdMemberSpec, mdstat_text
 from tests.fixtures.sysfs_builder import _cpulist
@@ -56,8 +56,8 @@ def test_cpulist_round_trips(cpus):
 @example("99999999999999999999")
 @example("-2")
 def test_numa_node_is_minus_one_or_a_node_the_kernel_can_have(text):
-    node = sysfs.parse_numa_node(text)
-    assert node is None or -1 <= node < sysfs.MAX_NUMA_NODES
+    node = parse.parse_numa_node(text)
+    assert node is None or -1 <= node < parse.MAX_NUMA_NODES
 
 
 # ---- AER -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import math
 import pytest
 from hypothesis import example, given, strategies as st
 
-from storpath import sysfs, units
+from storpath import parse, units
 
 # Text as sysfs or a config file might hold it: any characters, with the ones parsers look
 # for (digits of every script, signs, separators, the units) made likely.
@@ -27,7 +27,7 @@ TEXT = st.one_of(st.text(max_size=40), st.lists(_PIECES, max_size=8).map("".join
 @example("\u0661\u0666")
 @example("99999999999999999999999")
 def test_parse_int_takes_ascii_decimal_digits_only(text):
-    value = sysfs.parse_int(text)
+    value = parse.parse_int(text)
     if value is not None:
         assert text.strip().isascii() and text.strip().isdigit() and len(text.strip()) <= 20
         assert 0 <= value < 10 ** 20
@@ -35,15 +35,15 @@ def test_parse_int_takes_ascii_decimal_digits_only(text):
 
 @given(st.integers(min_value=-(10 ** 19), max_value=10 ** 19), st.sampled_from(["", " ", "\n"]))
 def test_parse_int_round_trips_what_the_kernel_prints(number, padding):
-    negative_ok = sysfs.parse_int(f"{number}{padding}", minimum=-(10 ** 19))
+    negative_ok = parse.parse_int(f"{number}{padding}", minimum=-(10 ** 19))
     assert negative_ok == number
-    assert sysfs.parse_int(f"{number}{padding}") == (number if number >= 0 else None)
-    assert sysfs.parse_int(f"{number}".encode()) == (number if number >= 0 else None)
+    assert parse.parse_int(f"{number}{padding}") == (number if number >= 0 else None)
+    assert parse.parse_int(f"{number}".encode()) == (number if number >= 0 else None)
 
 
 @pytest.mark.parametrize("text", ["1_6", "+4", "\u0661\u0666", " 4 2", "0x10", "4.0", "-0", "--1", ""])
 def test_parse_int_refuses_what_int_would_take(text):
-    assert sysfs.parse_int(text) is None
+    assert parse.parse_int(text) is None
 
 
 @given(st.one_of(st.none(), TEXT))
@@ -51,17 +51,17 @@ def test_parse_int_refuses_what_int_would_take(text):
 @example("100000000000000000000000000000000 GT/s")
 @example("3.0 GT/s")
 def test_pcie_speed_is_a_pcie_generation_or_nothing(text):
-    value, why = units.parse_pcie_speed(text)
+    value, why = parse.parse_pcie_speed(text)
     assert (value is None) != (why is None)
     if value is not None:
-        assert value in units.PCIE_SPEEDS
+        assert value in parse.PCIE_SPEEDS
 
 
-@given(st.sampled_from(sorted(units.PCIE_SPEEDS)), st.booleans())
+@given(st.sampled_from(sorted(parse.PCIE_SPEEDS)), st.booleans())
 def test_pcie_speed_round_trips_both_kernel_spellings(speed, modern):
     text = f"{speed / 1e9:.1f} GT/s PCIe" if modern else f"{speed / 1e9:g} GT/s"
-    assert units.parse_pcie_speed(text) == (speed, None)
-    assert units.parse_pcie_speed(units.human_transfers(speed)) == (speed, None)
+    assert parse.parse_pcie_speed(text) == (speed, None)
+    assert parse.parse_pcie_speed(units.human_transfers(speed)) == (speed, None)
 
 
 @given(st.one_of(st.none(), TEXT), st.booleans())
@@ -69,23 +69,23 @@ def test_pcie_speed_round_trips_both_kernel_spellings(speed, modern):
 @example("+4", False)
 @example("\u0661\u0666", False)
 def test_pcie_width_is_a_valid_width(text, allow_zero):
-    value, why = units.parse_pcie_width(text, allow_zero)
+    value, why = parse.parse_pcie_width(text, allow_zero)
     assert (value is None) != (why is None)
     if value is not None:
-        assert value in units.PCIE_WIDTHS or (allow_zero and value == 0)
+        assert value in parse.PCIE_WIDTHS or (allow_zero and value == 0)
 
 
-@given(st.sampled_from(sorted(units.PCIE_WIDTHS)), st.sampled_from(["", "x"]), st.sampled_from(["", "\n"]))
+@given(st.sampled_from(sorted(parse.PCIE_WIDTHS)), st.sampled_from(["", "x"]), st.sampled_from(["", "\n"]))
 def test_pcie_width_round_trips(width, prefix, suffix):
-    assert units.parse_pcie_width(f"{prefix}{width}{suffix}", False) == (width, None)
+    assert parse.parse_pcie_width(f"{prefix}{width}{suffix}", False) == (width, None)
 
 
 @given(st.one_of(st.none(), TEXT))
 @example("1e32 Gbit")
 @example("\u0666.0 Gbit")
 def test_sas_and_sata_rates_are_bounded(text):
-    for parse in (units.parse_sas_rate, units.parse_sata_rate):
-        value, why = parse(text)
+    for parse_rate in (parse.parse_sas_rate, parse.parse_sata_rate):
+        value, why = parse_rate(text)
         assert (value is None) != (why is None)
         if value is not None:
             assert 0 <= value < 1e12

@@ -168,7 +168,8 @@ def test_single_flight_shares_one_scrape():
 def test_openmetrics_counters_units_and_eof():
     counter = CounterMetricFamily("storpath_t_errors", "Errors.", labels=["kind"])
     counter.add_metric(["a"], 3)
-    from storpath.families import COUNTER, Family, FamilyTexts, Rows
+    from storpath.exposition import FamilyTexts
+    from storpath.families import COUNTER, Family, Rows
 
     resets = Family("storpath_t_resets", COUNTER, "Resets.", ("phy",))
     rows = Rows()
@@ -191,7 +192,8 @@ def test_gzip_answers_are_the_plain_answers_gzipped_once_per_flight():
     the uncompressed body of the same flight; each is made once and shared."""
     import subprocess
 
-    from storpath.families import GAUGE, Family, FamilyTexts, Rows
+    from storpath.exposition import FamilyTexts
+    from storpath.families import GAUGE, Family, Rows
 
     families = [Family(f"storpath_t{i}", GAUGE, f"T{i}.", ("device",)) for i in range(3)]
     texts = FamilyTexts(families)

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 from storpath import landing
 from storpath.analysis.pcie import analyse
-from storpath.snapshot import Snapshot
+from storpath.analysis.topology import resolve_port_types
 from storpath.findings import CRITICAL, INFO, WARNING, Finding
 from storpath.readers.block import BlockDevice
 from storpath.readers.pci import PciDevice, PciStatic
-from storpath.analysis.topology import resolve_port_types
+from storpath.snapshot import Snapshot
 from storpath.tree import model, text
 from storpath.tree.model import Array, TopologyFacts
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from storpath.analysis.pcie import analyse
-from storpath.readers.host import identify, parse_cpuinfo_hypervisor, read_host
 from storpath.analysis.topology import read_pci_tree
+from storpath.readers.host import identify, parse_cpuinfo_hypervisor, read_host
 from storpath.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, fields
 from typing import Dict, List, Optional
 
 from storpath.analysis import virtual
-from storpath.readers.pci import PciDevice
 from storpath.analysis.topology import DOWNSTREAM_FACING, path_to_root
+from storpath.readers.pci import PciDevice
 from storpath.units import pcie_link_bytes_per_second
 
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from storpath.readers.pci import PciDevice
 from storpath.analysis.topology import DOWNSTREAM_FACING
+from storpath.readers.pci import PciDevice
 
 # PCI vendor ids that belong to a hypervisor's emulated hardware: nothing with these ids is
 # silicon on a PCIe link. Red Hat's QEMU range (1b36: pcie-root-port 000c, pcie-pci-bridge 000e,

@@ -18,8 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from storpath import log
 from storpath.background import Scheduler
-from storpath.exposition import SeriesFamily
-from storpath.families import Family, FamilyTexts, Rows
+from storpath.exposition import FamilyTexts, SeriesFamily
+from storpath.families import Family, Rows
 from storpath.roots import Roots
 from storpath.snapshot import Snapshot, Snapshotter, Source, needed, sysfs_sources
 

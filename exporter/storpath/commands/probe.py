@@ -17,12 +17,12 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from storpath.probes import config as probes_config
-from storpath.probes.engine import Outcome, ProbeEngine
-from storpath.units import human_bytes_per_second, parse_duration
 from storpath.cli import roots_from
 from storpath.config import ConfigError
+from storpath.probes import config as probes_config
+from storpath.probes.engine import Outcome, ProbeEngine
 from storpath.progress import Progress
+from storpath.units import human_bytes_per_second, parse_duration
 
 
 def add_parser(sub, common):

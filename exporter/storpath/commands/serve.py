@@ -20,8 +20,8 @@ from storpath import __version__, log
 from storpath.background import Scheduler
 from storpath.cli import resolve_config, roots_from
 from storpath.config import DEFAULT_PORT, ConfigError
-from storpath.exposition import SeriesFamily
 from storpath.exporter import StorpathExporter, build_collectors
+from storpath.exposition import SeriesFamily
 from storpath.http import webconfig
 from storpath.http.scrape import Scraper
 from storpath.http.server import Server, Site, exporter_metrics

@@ -23,10 +23,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from storpath import log
 from storpath.analysis.throughput import MdShape
+from storpath.parse import parse_int
 from storpath.probes.targets import pseudo_filesystem_problem
 from storpath.readers import md as md_reader
 from storpath.roots import Roots
-from storpath.sysfs import WHOLE_FILE, list_dir, parse_int, read_attr
+from storpath.sysfs import WHOLE_FILE, list_dir, read_attr
 
 LOG = log.get("probes")
 

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from storpath.command import kill_group, run_command  # noqa: F401 (kill_group: the engine stops runs)
+from storpath.subprocesses import kill_group, run_command  # noqa: F401 (kill_group: the engine stops runs)
 from storpath.probes.profiles import Profile
 
 # fio's io_size when no budget limits it: runtime ends the probe long before this.
@@ -141,7 +141,7 @@ def find_fio(name: str) -> Optional[str]:
 
 def run(cmd: List[str], timeout: float, tick: Optional[Callable[[float], None]] = None,
         started: Optional[Callable[[subprocess.Popen], None]] = None) -> Tuple[FioResult, float]:
-    """Run fio (storpath.command.run_command: its process group is killed at the deadline
+    """Run fio (storpath.subprocesses.run_command: its process group is killed at the deadline
     and never waited for beyond it); returns (result, wall seconds). Raises FioError with
     reason fio_missing, timeout (hung: the process group was killed), crashed (killed by
     a signal), fio_error (non-zero exit) or bad_output. `tick(elapsed)` is called about

@@ -29,11 +29,11 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from storpath.parse import parse_sata_rate
 from storpath.problems import Problem
 from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr_why
-from storpath.units import parse_sata_rate
 
 UNKNOWN = "<unknown>"
 SPEED_ATTRIBUTES = ("sata_spd", "hw_sata_spd_limit", "sata_spd_limit")

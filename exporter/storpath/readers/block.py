@@ -23,9 +23,11 @@ from typing import List, Optional, Tuple
 
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, list_dir, list_entries, parse_int, read_attr
+from storpath.sysfs import list_dir, list_entries, read_attr
 
 # What this reader reads (storpath capture takes these; see commands/capture.py).
+from storpath.parse import parse_int
+from storpath.readers.instances import InstanceCache
 CAPTURE_SYSFS = (
     "class/block/*",
     "class/block/*/partition",

@@ -22,9 +22,10 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from storpath.problems import Problem
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, parse_int, parse_numa_node, read_attr  # noqa: F401 (parse_numa_node re-exported)
+from storpath.sysfs import list_dir, read_attr  # noqa: F401 (parse_numa_node re-exported
 
 # What this reader reads (storpath capture takes these). The online lists tell the numa
+from storpath.parse import parse_int, parse_numa_node
 # collector when to read the topology again; numa_node and class come through the PCI reader.
 CAPTURE_SYSFS = (
     "devices/system/node/node*/cpulist",

@@ -52,8 +52,10 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath.readers.nvme import (CAPTURED_DIR, OPCODE_IDENTIFY, IdentifyError, admin_command, identify_nvme_cli,
                                    json_object, read_controllers)
+from storpath.parse import parse_int
+from storpath.readers.instances import InstanceCache
 from storpath.roots import Roots
-from storpath.sysfs import InstanceCache, list_dir, list_entries, parse_int, read_attr
+from storpath.sysfs import list_dir, list_entries, read_attr
 
 SMART_LOG_BYTES = 512
 OPCODE_GET_LOG_PAGE = 0x02

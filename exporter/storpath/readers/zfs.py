@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from storpath import log
-from storpath.command import run_command
+from storpath.subprocesses import run_command
 from storpath.problems import Problem
 # The parsers and records of zpool's output (re-exported: the readers' records live here).
 from storpath.readers.zpool_output import (ERROR_TYPES, POOL_STATES, SCAN_FUNCTIONS, SCAN_STATES,  # noqa: F401
@@ -139,7 +139,7 @@ def find_zfs(configured: str, zpool: str) -> str:
 
 
 def run_zpool(zpool: str, args: List[str], timeout: float) -> CommandResult:
-    """Run zpool (or zfs) with a deadline (storpath.command: a zpool stuck in the kernel is
+    """Run zpool (or zfs) with a deadline (storpath.subprocesses: a zpool stuck in the kernel is
     left behind as `stuck` rather than waited for)."""
     env = dict(os.environ, LC_ALL="C", LANG="C", TZ="UTC")
     env.pop("ZFS_COLOR", None)  # colour codes only when asked for

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from storpath.sysfs import parse_int
+from storpath.parse import parse_int
 
 POOL_STATES = ("online", "degraded", "faulted", "offline", "removed", "unavail", "suspended")
 VDEV_STATES = ("online", "degraded", "faulted", "offline", "removed", "unavail")

@@ -33,9 +33,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from storpath.analysis.topology import DOWNSTREAM_FACING
 from storpath.findings import Finding, natural_key, pci_kind, severity_rank, worst
 from storpath.readers.pci import PciDevice
-from storpath.analysis.topology import DOWNSTREAM_FACING
 from storpath.units import human_transfers, pcie_link_bytes_per_second
 
 HEALTHY = "healthy"

@@ -1,0 +1,129 @@
+"""Parsing what the kernel prints: integers as sysfs attributes spell them, PCIe link
+speeds and widths, SAS and SATA link rates. Strict: an implausible value is None with the
+reason, never a guess.
+
+Kernel sources of the spellings: drivers/pci/pci-sysfs.c (current_link_speed,
+max_link_speed: "2.5 GT/s PCIe", older kernels "5 GT/s" or "8 GT/s", "Unknown" or
+"Unknown speed" when the field is reserved), drivers/scsi/scsi_transport_sas.c
+("1.5 Gbit" ... "22.5 Gbit", or a status such as "Link Rate failed"), and
+drivers/ata/libata-transport.c ("1.5 Gbps", "3.0 Gbps", "6.0 Gbps", "<unknown>").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Tuple
+
+
+# Longest decimal a sysfs attribute prints (a 64-bit counter has 20 digits); longer is garbage.
+_INT_DIGITS = 20
+
+
+def parse_int(text, minimum: Optional[int] = None, maximum: Optional[int] = None) -> Optional[int]:
+    """A decimal integer attribute (str or the raw bytes of a read, whitespace around it
+    allowed) within [minimum, maximum]; None when absent, unparsable or out of range.
+
+    Strict where Python's int() is lenient: ASCII digits only (no '1_6', no '+4', no
+    Unicode digits), at most 20 of them, and a leading '-' only when `minimum` is
+    negative (the caller expects negative values, such as numa_node's -1)."""
+    if text is None:
+        return None
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("ascii", "replace")
+    text = text.strip()
+    digits = text[1:] if text[:1] == "-" and minimum is not None and minimum < 0 else text
+    if not 0 < len(digits) <= _INT_DIGITS or not digits.isascii() or not digits.isdigit():
+        return None
+    value = int(text, 10)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        return None
+    return value
+
+
+# The most NUMA nodes a Linux kernel supports (1 << CONFIG_NODES_SHIFT, at most 10).
+MAX_NUMA_NODES = 1024
+
+
+def parse_numa_node(text: Optional[str]) -> Optional[int]:
+    """A device's numa_node: a node number or -1; anything else None."""
+    return parse_int(text, minimum=-1, maximum=MAX_NUMA_NODES - 1)
+
+
+# [0-9], not \d: \d also matches other scripts' digits, which float() reads as numbers.
+_GTS = re.compile(r"^\s*([0-9]{1,3}(?:\.[0-9]{1,3})?)\s*GT/s\b")
+_GBIT = re.compile(r"^\s*([0-9]{1,3}(?:\.[0-9]{1,3})?)\s*Gbit\b")
+_GBPS = re.compile(r"^\s*([0-9]{1,3}(?:\.[0-9]{1,3})?)\s*Gbps\b")
+
+
+# The valid PCIe link widths; anything else (0 for "no link" excepted) is a broken read.
+PCIE_WIDTHS = frozenset({1, 2, 4, 8, 12, 16, 32})
+
+
+# Transfer rates of the PCIe generations 1 to 7, the only values the kernel prints.
+PCIE_SPEEDS = frozenset({2.5e9, 5e9, 8e9, 16e9, 32e9, 64e9, 128e9})
+
+
+# What current_link_speed and max_link_speed print (drivers/pci/pci-sysfs.c,
+# pci_speed_string() since 4.17: "16.0 GT/s PCIe"; before it "16 GT/s"), looked up first:
+# a host of thousands of devices reads a few of these spellings on every scrape.
+_PCIE_SPEED_TEXT = {f"{rate:g} GT/s": rate * 1e9 for rate in (2.5, 5, 8, 16, 32, 64, 128)}
+_PCIE_SPEED_TEXT.update({f"{rate:.1f} GT/s PCIe": rate * 1e9 for rate in (2.5, 5, 8, 16, 32, 64, 128)})
+
+
+_PCIE_WIDTH_TEXT = {str(width): width for width in PCIE_WIDTHS}
+
+
+def parse_pcie_speed(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
+    """'16.0 GT/s PCIe' -> (1.6e10, None); 'Unknown' -> (None, 'reason')."""
+    if text is None:
+        return None, "missing"
+    known = _PCIE_SPEED_TEXT.get(text)
+    if known is not None:
+        return known, None
+    match = _GTS.match(text)
+    if not match:
+        return None, f"unrecognised link speed {text!r}"
+    value = float(match.group(1)) * 1e9
+    if value not in PCIE_SPEEDS:
+        return None, f"implausible link speed {text!r} (not a PCIe generation's rate)"
+    return value, None
+
+
+def parse_pcie_width(text: Optional[str], allow_zero: bool) -> Tuple[Optional[int], Optional[str]]:
+    """Link width in lanes. 0 means the link is down (allowed for the current width
+    only); 255 is what a read of an all-ones config space (a vanished device) gives."""
+    if text is None:
+        return None, "missing"
+    known = _PCIE_WIDTH_TEXT.get(text)
+    if known is not None:
+        return known, None
+    stripped = text.strip()
+    value = parse_int(stripped[1:] if stripped.startswith("x") else stripped)
+    if value is None:
+        return None, f"unrecognised link width {text!r}"
+    if value == 0 and allow_zero:
+        return 0, None
+    if value not in PCIE_WIDTHS:
+        return None, f"implausible link width {value}"
+    return value, None
+
+
+def parse_sas_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
+    """'6.0 Gbit' -> (6e9, None). Statuses ('Unknown', 'Phy disabled', 'Link Rate failed',
+    'Spin-up hold') carry no rate: (None, status)."""
+    if text is None:
+        return None, "missing"
+    match = _GBIT.match(text)
+    if not match:
+        return None, text.strip() or "empty"
+    return float(match.group(1)) * 1e9, None
+
+
+def parse_sata_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
+    """'3.0 Gbps' -> (3e9, None); '<unknown>' -> (None, '<unknown>')."""
+    if text is None:
+        return None, "missing"
+    match = _GBPS.match(text)
+    if not match:
+        return None, text.strip() or "empty"
+    return float(match.group(1)) * 1e9, None
