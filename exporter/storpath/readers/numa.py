@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from storpath.problems import Problem
+from storpath.readers.pci import PciReader
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr  # noqa: F401 (parse_numa_node re-exported
 
@@ -198,6 +199,4 @@ def read_numa_with_problems(roots: Roots, pci_devices=()) -> Tuple[NumaTopology,
 
 def read_pci_numa(roots: Roots) -> List[PciNuma]:
     """One-shot read, for callers without a PCI read at hand."""
-    from storpath.readers.pci import PciReader
-
     return pci_numa(PciReader(roots).read(), node_bound(roots))
