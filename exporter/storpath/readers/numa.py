@@ -20,13 +20,13 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from storpath.parse import parse_int, parse_numa_node  # noqa: F401 (parse_numa_node re-exported)
 from storpath.problems import Problem
 from storpath.readers.pci import PciReader
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr  # noqa: F401 (parse_numa_node re-exported
+from storpath.sysfs import list_dir, read_attr
 
 # What this reader reads (storpath capture takes these). The online lists tell the numa
-from storpath.parse import parse_int, parse_numa_node
 # collector when to read the topology again; numa_node and class come through the PCI reader.
 CAPTURE_SYSFS = (
     "devices/system/node/node*/cpulist",
