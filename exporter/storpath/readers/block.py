@@ -21,13 +21,13 @@ import threading
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from storpath.parse import parse_int
+from storpath.readers.instances import InstanceCache
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, list_entries, read_attr
 
 # What this reader reads (storpath capture takes these; see commands/capture.py).
-from storpath.parse import parse_int
-from storpath.readers.instances import InstanceCache
 CAPTURE_SYSFS = (
     "class/block/*",
     "class/block/*/partition",

@@ -41,12 +41,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from storpath.parse import parse_int
 from storpath.problems import Problem
 from storpath.roots import Roots
 from storpath.sysfs import WHOLE_FILE, list_dir, read_attr_why
 
 # array_state values, md.c array_states[].
-from storpath.parse import parse_int
 ARRAY_STATES = ("clear", "inactive", "suspended", "readonly", "read-auto", "clean", "active",
                 "write-pending", "active-idle", "broken")
 # sync_action values, md.c action_name[].
