@@ -32,12 +32,13 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath.parse import parse_int
-from storpath.parse import parse_sas_rate
+from storpath.parse import parse_int, parse_sas_rate
 from storpath.problems import Problem
 from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr_why
+
+# The kernel's names of link states that carry no rate (sas_linkspeed_names). The empty
 # string is what the kernel prints for a state it has no name for.
 LINK_STATES = frozenset({"Unknown", "Phy disabled", "Link Rate failed", "Spin-up hold", ""})
 
