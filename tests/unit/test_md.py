@@ -116,8 +116,10 @@ def test_mdstat_pending_resync_and_bitmap_line():
             "      bitmap: 0/8 pages [0KB], 65536KB chunk\n\n"
             "unused devices: <none>\n")
     md = parse_mdstat(text)["md127"]
-    assert (md.read_only, md.level, md.raid_disks, md.sync_action, md.sync_done) == (
-        "auto-read-only", "raid5", 3, "resync", None)
+    # status_resync: `if (mddev->recovery_cp < MaxSector) { seq_printf(seq, "\tresync=PENDING"); return 1; }`
+    # with no sync running: a waiting sync, not an action (sysfs sync_action reads idle then).
+    assert (md.read_only, md.level, md.raid_disks, md.sync_action, md.sync_waiting, md.sync_done) == (
+        "auto-read-only", "raid5", 3, None, "PENDING", None)
 
 
 # ---- sysfs values ----------------------------------------------------------------
@@ -178,7 +180,8 @@ def test_reader_faulty_member_still_attached(capture, tmp_path):
 def test_reader_survives_broken_values_and_missing_sysfs(capture, tmp_path):
     roots = materialise(capture[2], str(tmp_path))
     md = os.path.join(roots.sysfs, "block", "md2", "md")
-    for name, text in (("array_state", "exploded\n"), ("sync_completed", "lots\n"), ("raid_disks", "\n"),
+    # (raid_disks "" is not broken: raid_disks_show prints nothing for 0; see the container test)
+    for name, text in (("array_state", "exploded\n"), ("sync_completed", "lots\n"), ("raid_disks", "many\n"),
                        ("sync_action", "dance\n")):
         with open(os.path.join(md, name), "w") as handle:
             handle.write(text)
@@ -342,3 +345,204 @@ def test_live_md_array_on_loop_devices(tmp_path):
         for loop in loops:
             subprocess.run(["mdadm", "--zero-superblock", loop], capture_output=True, timeout=60)
             subprocess.run(["losetup", "-d", loop], capture_output=True, timeout=60)
+
+
+# ---- sysfs is authoritative; containers, waiting syncs, members without a slot file ------
+
+def _tree(root, mdstat, arrays):
+    """A sysfs/procfs tree: arrays = {name: {attribute: text, "dev-<m>/<attr>": text}}."""
+    os.makedirs(os.path.join(root, "sys", "block"), exist_ok=True)
+    for name, attrs in arrays.items():
+        for attr, text in attrs.items():
+            path = os.path.join(root, "sys", "block", name, "md", attr)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as handle:
+                handle.write(text + "\n")
+    os.makedirs(os.path.join(root, "proc"), exist_ok=True)
+    with open(os.path.join(root, "proc", "mdstat"), "w") as handle:
+        handle.write(mdstat)
+    return Roots(sysfs=os.path.join(root, "sys"), procfs=os.path.join(root, "proc"))
+
+
+def _read(roots):
+    arrays, problems = read_md_arrays_with_problems(roots)
+    return {a.name: a for a in arrays}, problems
+
+
+def _findings(arrays):
+    from storpath.findings import Outcome
+    from storpath.findings.md import check
+
+    class Facts:
+        def part(self, name):
+            return arrays
+
+        def block_devices(self):
+            return []
+
+        def pci_devices(self):
+            return []
+
+    out = Outcome("md")
+    check(Facts(), out)
+    return {(f.subject, f.kind): f for f in out.findings}
+
+
+def _rows(arrays):
+    from types import SimpleNamespace
+    collector = MdCollector.__new__(MdCollector)
+    rows = collector.values(SimpleNamespace(md=arrays, blocks=[], pci=[]))
+    return {(family.name, labels): value for family, series in rows.items()
+            for labels, value in zip(series.labels, series.values) if value is not None}
+
+
+def test_sysfs_sync_completed_none_is_not_replaced_by_mdstat(tmp_path):
+    # drivers/md/md.c, sync_completed_show:
+    #     if (!test_bit(MD_RECOVERY_RUNNING, &mddev->recovery))
+    #         return sprintf(page, "none\n");
+    # while /proc/mdstat (md_seq_show -> status_resync) still prints a progress line
+    # computed from curr_resync / resync_max_sectors: sysfs is the array's word.
+    mdstat = ("Personalities : [raid6] [raid5] [raid4]\n"
+              "md5 : active raid5 sde[4] sdd[2] sdc[1] sdb[0]\n"
+              "      3906764800 blocks super 1.2 level 5, 512k chunk, algorithm 2 [4/4] [UUUU]\n"
+              "      [=>...................]  reshape =  8.6% (168037376/1953382400) finish=301.2min "
+              "speed=98765K/sec\n\nunused devices: <none>\n")
+    roots = _tree(str(tmp_path), mdstat, {"md5": {
+        "array_state": "clean", "level": "raid5", "raid_disks": "4 (3)", "degraded": "0", "chunk_size": "524288",
+        "sync_action": "reshape", "sync_completed": "none", "mismatch_cnt": "0",
+        **{f"dev-sd{c}/{a}": v for i, c in enumerate("bcde") for a, v in (("slot", str(i)), ("state", "in_sync"))}}})
+    arrays, problems = _read(roots)
+    md5 = arrays["md5"]
+    assert problems == []
+    assert (md5.sync_action, md5.sync_completed, md5.sync_waiting, md5.raid_disks) == ("reshape", None, None, 4)
+    finding = _findings([md5])[("md5", "md.sync_running")]
+    assert finding.title == "reshape in progress" and "done" not in finding.title
+    assert ("storpath_md_sync_completed_ratio", ("md5",)) not in _rows([md5])
+
+
+def test_unreadable_sysfs_sync_completed_is_filled_from_mdstat(tmp_path):
+    mdstat = ("md5 : active raid1 sdc[1] sdb[0]\n      1000 blocks super 1.2 [2/2] [UU]\n"
+              "      [==>..................]  resync = 10.0% (100/1000) finish=1.0min speed=100K/sec\n\n")
+    roots = _tree(str(tmp_path), mdstat, {"md5": {"array_state": "active", "level": "raid1", "raid_disks": "2",
+                                                  "degraded": "0", "sync_action": "resync"}})
+    arrays, _ = _read(roots)  # no sync_completed file: mdstat gives the numbers
+    assert arrays["md5"].sync_completed == (200, 2000)
+
+
+# An IMSM container as mdadm assembles it: level "container" (level_show prints
+# mddev->clevel when no personality runs), array_state "inactive", raid_disks empty
+# (raid_disks_show: `if (mddev->raid_disks == 0) return 0;`), members with slot "none"
+# (slot_show: `if (rdev->raid_disk < 0) return sprintf(page, "none\n");`) and state
+# "spare"; no degraded/sync_* files (md_redundancy_group needs a personality). In
+# /proc/mdstat, md_seq_show prints it "inactive" with its members as (S) and the
+# metadata as " super external:imsm".
+CONTAINER_MDSTAT = ("Personalities : [raid1]\n"
+                    "md126 : active raid1 sda[1] sdb[0]\n"
+                    "      468851712 blocks super external:/md127/0 [2/1] [U_]\n\n"
+                    "md127 : inactive sdb[1](S) sda[0](S)\n"
+                    "      10402 blocks super external:imsm\n\n"
+                    "unused devices: <none>\n")
+CONTAINER = {"array_state": "inactive", "level": "container", "raid_disks": "", "chunk_size": "0",
+             "metadata_version": "external:imsm",
+             "dev-sda/slot": "none", "dev-sda/state": "spare", "dev-sdb/slot": "none", "dev-sdb/state": "spare"}
+
+
+def test_imsm_container_is_neither_degraded_nor_unreadable(tmp_path):
+    degraded_volume = {"array_state": "active", "level": "raid1", "raid_disks": "2", "degraded": "1",
+                       "chunk_size": "0", "sync_action": "idle", "sync_completed": "none", "mismatch_cnt": "0",
+                       "metadata_version": "external:/md127/0", "dev-sdb/slot": "0", "dev-sdb/state": "in_sync"}
+    roots = _tree(str(tmp_path), CONTAINER_MDSTAT, {"md127": CONTAINER, "md126": degraded_volume})
+    arrays, problems = _read(roots)
+    md127 = arrays["md127"]
+    assert problems == []  # an empty raid_disks is the kernel's 0, not an unreadable value
+    assert (md127.container, md127.level, md127.array_state, md127.raid_disks, md127.degraded) == (
+        True, "container", "inactive", 0, None)
+    assert [(m.name, m.slot, m.slot_known) for m in md127.members] == [("sda", None, True), ("sdb", None, True)]
+    findings = _findings(list(arrays.values()))
+    assert not [key for key in findings if key[0] == "md127"]
+    # The volume inside it still is judged: a real degraded array stays critical.
+    assert findings[("md126", "md.degraded")].title == "raid1 array degraded: 1 of 2 members missing"
+    rows = _rows(list(arrays.values()))
+    assert ("storpath_md_degraded_disks", ("md127",)) not in rows
+    assert rows[("storpath_md_degraded_disks", ("md126",))] == 1
+    assert rows[("storpath_md_raid_disks", ("md127",))] == 0
+    assert rows[("storpath_md_level_info", ("md127", "container"))] == 1
+    assert not [key for key in rows if key[0] in ("storpath_md_sync_action", "storpath_md_sync_waiting")
+                and key[1][0] == "md127"]
+
+
+def test_container_known_only_from_mdstat_is_not_degraded(tmp_path):
+    roots = _tree(str(tmp_path), CONTAINER_MDSTAT, {})
+    arrays, _ = _read(roots)
+    assert (arrays["md127"].array_state, arrays["md127"].degraded) == ("inactive", None)
+    assert arrays["md126"].degraded == 1  # from [2/1]
+
+
+def test_sync_delayed_is_waiting_not_running(tmp_path):
+    # md_do_sync sets curr_resync = MD_RESYNC_DELAYED while another array on the same
+    # disks syncs; sync_completed_show then prints "delayed\n" and status_resync
+    # `if (resync < MD_RESYNC_ACTIVE) { seq_printf(seq, "\tresync=DELAYED"); return 1; }`.
+    # action_show still says "resync" (MD_RECOVERY_RUNNING and MD_RECOVERY_SYNC are set).
+    mdstat = ("Personalities : [raid1]\n"
+              "md2 : active raid1 sdb2[1] sda2[0]\n"
+              "      104857600 blocks super 1.2 [2/2] [UU]\n"
+              "      \tresync=DELAYED\n\n"
+              "md1 : active raid1 sdb1[1] sda1[0]\n"
+              "      52428800 blocks super 1.2 [2/2] [UU]\n"
+              "      [====>................]  resync = 21.3% (11167744/52428800) finish=3.4min "
+              "speed=200000K/sec\n\nunused devices: <none>\n")
+    base = {"array_state": "active", "level": "raid1", "raid_disks": "2", "degraded": "0", "chunk_size": "0",
+            "sync_action": "resync", "mismatch_cnt": "0"}
+    roots = _tree(str(tmp_path), mdstat, {"md1": dict(base, sync_completed="22335488 / 104857600"),
+                                          "md2": dict(base, sync_completed="delayed")})
+    arrays, problems = _read(roots)
+    assert problems == []
+    assert (arrays["md2"].sync_waiting, arrays["md2"].sync_completed) == ("DELAYED", None)
+    assert arrays["md1"].sync_waiting is None
+    findings = _findings(list(arrays.values()))
+    waiting = findings[("md2", "md.sync_waiting")]
+    assert waiting.title == "resync waiting for another array on the same disks"
+    assert "throughput is shared" not in waiting.impact
+    assert ("md2", "md.sync_running") not in findings
+    assert findings[("md1", "md.sync_running")].title == "resync in progress, 21.3% done"
+    rows = _rows(list(arrays.values()))
+    assert rows[("storpath_md_sync_waiting", ("md2",))] == 1 and rows[("storpath_md_sync_waiting", ("md1",))] == 0
+    assert ("storpath_md_sync_completed_ratio", ("md2",)) not in rows
+
+
+def test_sync_delayed_from_mdstat_alone(tmp_path):
+    mdstat = "md2 : active raid1 sdb2[1] sda2[0]\n      1000 blocks super 1.2 [2/2] [UU]\n      \tresync=DELAYED\n\n"
+    arrays, _ = _read(_tree(str(tmp_path), mdstat, {}))
+    assert (arrays["md2"].sync_waiting, arrays["md2"].sync_action) == ("DELAYED", None)
+    assert set(_findings([arrays["md2"]])) == {("md2", "md.sync_waiting")}
+
+
+def test_sync_pending_is_waiting(tmp_path):
+    # An auto-read-only array not yet written: no sync runs (sysfs sync_action "idle",
+    # sync_completed "none"), status_resync prints "\tresync=PENDING" as recovery_cp < MaxSector.
+    mdstat = ("md127 : active (auto-read-only) raid5 sdd1[3] sdc1[1] sdb1[0]\n"
+              "      1953260544 blocks super 1.2 level 5, 512k chunk, algorithm 2 [3/3] [UUU]\n"
+              "        resync=PENDING\n\n")
+    roots = _tree(str(tmp_path), mdstat, {"md127": {
+        "array_state": "read-auto", "level": "raid5", "raid_disks": "3", "degraded": "0", "chunk_size": "524288",
+        "sync_action": "idle", "sync_completed": "none", "mismatch_cnt": "0"}})
+    arrays, _ = _read(roots)
+    md127 = arrays["md127"]
+    assert (md127.sync_action, md127.sync_waiting) == ("idle", "PENDING")
+    finding = _findings([md127])[("md127", "md.sync_waiting")]
+    assert finding.title == "resync pending, not started" and "read-auto" in finding.evidence
+    assert _rows([md127])[("storpath_md_sync_waiting", ("md127",))] == 1
+
+
+def test_member_without_slot_file_has_empty_slot(tmp_path):
+    # slot_show prints "none" itself for spares and failed members (raid_disk < 0); a
+    # member directory without the file says nothing about its role.
+    roots = _tree(str(tmp_path), "", {"md0": {
+        "array_state": "clean", "level": "raid1", "raid_disks": "2", "degraded": "0", "sync_action": "idle",
+        "sync_completed": "none", "dev-sda/slot": "0", "dev-sda/state": "in_sync", "dev-sdb/state": "in_sync",
+        "dev-sdc/slot": "none", "dev-sdc/state": "spare"}})
+    arrays, problems = _read(roots)
+    assert problems == []
+    rows = _rows(list(arrays.values()))
+    slots = {labels[1]: labels[3] for (name, labels) in rows if name == "storpath_md_member_info"}
+    assert slots == {"sda": "0", "sdb": "", "sdc": "none"}

@@ -36,6 +36,14 @@ SYNC_COMPLETED = Family(
     "runs.", ("device",), "ratio",
     doc="fraction done of the running sync (`sync_completed` done/total sectors); absent when none runs or it "
         "waits (`delayed`)")
+SYNC_WAITING = Family(
+    "storpath_md_sync_waiting", GAUGE,
+    "1 while the array's sync waits instead of running: sync_completed reads delayed, or /proc/mdstat shows "
+    "resync=DELAYED or resync=PENDING; else 0. Absent for levels without a sync thread.", ("device",),
+    doc="1 while a sync waits rather than runs: `sync_completed` reads `delayed` or /proc/mdstat shows "
+        "`resync=DELAYED` (another array on the same disks syncs first) or `resync=PENDING` (not started, e.g. "
+        "auto-read-only); `sync_action` then still reads what the kernel says (`resync` while delayed), so read "
+        "it together with this; 0 otherwise")
 MISMATCH_SECTORS = Family(
     "storpath_md_mismatch_sectors", GAUGE,
     "512-byte sectors found inconsistent by the last check or repair (mismatch_cnt).", ("device",),
@@ -48,11 +56,12 @@ CHUNK_SIZE = Family(
 MEMBER_INFO = Family(
     "storpath_md_member_info", GAUGE,
     "A member of an array: `member` its block device, `disk` the whole disk it is on (join on `device` with "
-    "storpath_block_device_info), `slot` its role or \"none\", `state` the kernel's flags (in_sync, faulty, spare, "
-    "write_mostly...); always 1.", ("device", "member", "disk", "slot", "state"),
+    "storpath_block_device_info), `slot` its role, \"none\" or empty when unknown, `state` the kernel's flags "
+    "(in_sync, faulty, spare, write_mostly...); always 1.", ("device", "member", "disk", "slot", "state"),
     doc="one per member: `member` its block device (`nvme1n1`, `sda2`), `disk` the whole disk (`sda` for `sda2`; "
         "join with `storpath_block_device_info{device=...}` through `label_replace`), `slot` the role number or "
-        "`none` (spares, failed members; empty when only /proc/mdstat described it), `state` the kernel's "
+        "`none` (spares, failed members, whose `slot` reads `none`); empty when the member has no `slot` file, as "
+        "when only /proc/mdstat described it; `state` the kernel's "
         "comma-separated flags (`in_sync`, `faulty`, `spare`, `write_mostly`, `blocked`, `write_error`, "
         "`want_replacement`, `replacement`, `journal`...; a member being rebuilt reads `spare` with a slot "
         "number); always 1")
@@ -63,7 +72,8 @@ MEMBER_NUMA_NODES = Family(
     doc="distinct NUMA nodes of the PCI functions behind the working (not faulty) members; above 1: the array "
         "spans sockets or dies. Absent when no member's node is known")
 
-FAMILIES = (ARRAY_STATE, LEVEL_INFO, RAID_DISKS, DEGRADED_DISKS, SYNC_ACTION, SYNC_COMPLETED, MISMATCH_SECTORS,
+FAMILIES = (ARRAY_STATE, LEVEL_INFO, RAID_DISKS, DEGRADED_DISKS, SYNC_ACTION, SYNC_COMPLETED, SYNC_WAITING,
+            MISMATCH_SECTORS,
             CHUNK_SIZE, MEMBER_INFO, MEMBER_NUMA_NODES)
 
 
@@ -85,10 +95,13 @@ class MdCollector(Collector):
             if array.level:
                 rows.add(LEVEL_INFO, (array.name, array.level), 1)
             rows.add(RAID_DISKS, dev, array.raid_disks)
-            rows.add(DEGRADED_DISKS, dev, array.degraded)
+            # A container has no redundancy of its own: no degraded count even if one were given.
+            rows.add(DEGRADED_DISKS, dev, None if array.container else array.degraded)
             if array.sync_action is not None:
                 for value in SYNC_ACTIONS:
                     rows.add(SYNC_ACTION, (array.name, value), 1.0 if value == array.sync_action else 0.0)
+            if array.sync_action is not None or array.sync_waiting is not None:
+                rows.add(SYNC_WAITING, dev, 1.0 if array.sync_waiting else 0.0)
             if array.sync_completed is not None:
                 done, total = array.sync_completed
                 rows.add(SYNC_COMPLETED, dev, done / total)

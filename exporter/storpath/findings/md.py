@@ -1,6 +1,8 @@
 """md RAID findings: arrays running degraded, faulty members, a resync, recovery or
-check in progress, mismatches found by the last check, and arrays whose members sit on
-different NUMA nodes. Verdicts as in rules/md.yml and rules/numa.yml."""
+check in progress or waiting, mismatches found by the last check, and arrays whose
+members sit on different NUMA nodes. Verdicts as in rules/md.yml and rules/numa.yml.
+An IMSM/DDF container (level "container") holds metadata and disks, not data: it is
+never degraded (its volumes are arrays of their own and are judged as such)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ def check(facts: Facts, out: Outcome) -> None:
         members = sorted(array.members, key=lambda m: (m.slot is None, m.slot or 0, m.name))
         listing = ", ".join(f"{m.name} [{','.join(m.state) or '?'}]" for m in members) or "none listed"
         level = array.level or "not started"
-        if array.degraded:
+        if array.degraded and not array.container:
             out.add(Finding(
                 subject=array.name, severity=CRITICAL, kind="md.degraded",
                 title=f"{level} array degraded: {array.degraded} of {array.raid_disks} members missing",
@@ -39,7 +41,9 @@ def check(facts: Facts, out: Outcome) -> None:
                            "the disk (smartctl -a), then --add it back.",
                     related=(member.disk,)))
         action = array.sync_action
-        if action and action not in ("idle", "frozen"):
+        if array.sync_waiting:
+            out.add(_waiting(array))
+        elif action and action not in ("idle", "frozen"):
             done = ""
             if array.sync_completed:
                 finished, total = array.sync_completed
@@ -69,3 +73,22 @@ def check(facts: Facts, out: Outcome) -> None:
                 impact="every stripe crosses the inter-socket link for part of its I/O",
                 remedy="Build arrays from drives on one node where throughput matters."))
     out.count(len(arrays), "md arrays")
+
+
+def _waiting(array) -> Finding:
+    """A sync the kernel holds back: resync=DELAYED (another array on the same disks
+    syncs first) or resync=PENDING (not started: no MD_RECOVERY_RUNNING)."""
+    if array.sync_waiting == "DELAYED":
+        title = "resync waiting for another array on the same disks"
+        evidence = "sync_completed delayed (/proc/mdstat: resync=DELAYED)"
+        impact = "none yet: it starts when the other array's sync finishes, and then shares the disks' throughput"
+    else:
+        title = "resync pending, not started"
+        evidence = "/proc/mdstat: resync=PENDING" + (f"; array_state {array.array_state}" if array.array_state else "")
+        impact = "none yet: the array is not known to be in sync; the resync starts once the array is written " \
+                 "(auto-read-only) or unfrozen"
+    if array.sync_action:
+        evidence += f"; sync_action {array.sync_action}"
+    return Finding(
+        subject=array.name, severity=INFO, kind="md.sync_waiting", title=title, evidence=evidence, impact=impact,
+        remedy="Nothing to do; measure performance after the sync has run.")

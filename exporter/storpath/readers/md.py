@@ -7,7 +7,12 @@ Documentation/admin-guide/md.rst. Per array, in /sys/block/<md>/md/:
   write-pending, active-idle, broken (raid0/linear with a member gone, kernel 5.x+)
 - level: the personality ("raid0", "raid1", "raid10", "raid5", "linear"...), empty
   while an array is assembled but not started
-- raid_disks: slots in the array; "4 (3)" during a reshape (new, then old count)
+- raid_disks: slots in the array; "4 (3)" during a reshape (new, then old count); empty
+  when the count is 0 (raid_disks_show: `if (mddev->raid_disks == 0) return 0;`), as for
+  an IMSM/DDF container, whose `level` reads "container" (mdadm writes it for external
+  metadata; level_show prints mddev->clevel when no personality runs) and whose
+  array_state reads "inactive": a container holds the metadata and the member disks,
+  never data, and has no redundancy of its own (its volumes are arrays of their own)
 - chunk_size: bytes; "524288 (65536)" during a reshape; 0 for levels without chunks
 - degraded, sync_action, sync_completed, mismatch_cnt: only for levels that keep
   redundancy (the kernel adds them with the personality's sync thread, so raid0 and
@@ -15,6 +20,8 @@ Documentation/admin-guide/md.rst. Per array, in /sys/block/<md>/md/:
 - sync_action: idle, resync, recover, check, repair, reshape, frozen
 - sync_completed: "none" when nothing runs, "delayed" while a sync waits for another
   array on the same disks, else "<done> / <total>" in 512-byte sectors
+  (sync_completed_show: `if (!test_bit(MD_RECOVERY_RUNNING, &mddev->recovery))
+  return sprintf(page, "none\n");` and "delayed\n" for MD_RESYNC_YIELDED/DELAYED)
 - mismatch_cnt: sectors found inconsistent by the last check or repair
 
 Per member, /sys/block/<md>/md/dev-<name>/: slot ("none" for spares and failed
@@ -32,6 +39,14 @@ fills in what sysfs does not give. Its layout (md.c, md_seq_show and status_resy
 
 Member flags in mdstat: (F) faulty, (S) spare, (W) write-mostly, (R) replacement,
 (J) journal. The number in brackets is the member's descriptor number, not its slot.
+Instead of the progress line, status_resync prints `\tresync=DELAYED` while the sync
+waits for another array on the same disks (`if (resync < MD_RESYNC_ACTIVE)`), and
+`\tresync=PENDING` when no sync runs but the array is not known in sync
+(`if (mddev->recovery_cp < MaxSector)`, e.g. an auto-read-only array not yet written).
+
+sysfs is authoritative per array: /proc/mdstat only fills an attribute that the array's
+sysfs directory did not give (absent or unreadable); a value sysfs gives, `none`
+included, stands.
 """
 
 from __future__ import annotations
@@ -39,7 +54,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from storpath.parse import parse_int
 from storpath.problems import Problem
@@ -84,7 +99,7 @@ class MdMember:
     disk: str  # the whole disk it is on: nvme1n1 for nvme1n1 and for nvme1n1p2
     slot: Optional[int]  # role in the array; None for spares and failed members ("none")
     state: Tuple[str, ...]  # the kernel's flags in its order: ("in_sync",), ("in_sync", "write_mostly")
-    slot_known: bool = True  # False when only /proc/mdstat described the member
+    slot_known: bool = True  # False when there is no slot file (only /proc/mdstat described the member)
 
 
 @dataclass
@@ -99,7 +114,16 @@ class MdArray:
     mismatch_count: Optional[int] = None  # sectors
     chunk_size_bytes: Optional[int] = None  # None for levels without chunks (chunk_size 0)
     members: List[MdMember] = field(default_factory=list)
+    # "DELAYED" (sync_completed `delayed`, or mdstat's resync=DELAYED) or "PENDING"
+    # (mdstat's resync=PENDING): a sync that waits, not one that runs.
+    sync_waiting: Optional[str] = None
     errors: List[str] = field(default_factory=list)  # what could not be read, for the log
+    from_sysfs: Set[str] = field(default_factory=set)  # attributes sysfs gave (mdstat leaves them alone)
+
+    @property
+    def container(self) -> bool:
+        """An IMSM/DDF container (level "container"): metadata and disks, no redundancy."""
+        return self.level == "container"
 
 
 @dataclass(frozen=True)
@@ -120,7 +144,8 @@ class MdstatArray:
     raid_disks: Optional[int] = None
     working_disks: Optional[int] = None
     member_map: Optional[str] = None  # "UU_"
-    sync_action: Optional[str] = None  # sync_action spelling of a running or pending sync
+    sync_action: Optional[str] = None  # sync_action spelling of a running sync
+    sync_waiting: Optional[str] = None  # "DELAYED" or "PENDING" (resync=DELAYED / resync=PENDING)
     sync_done: Optional[int] = None  # 1 KiB blocks (sectors/2), as mdstat prints them
     sync_total: Optional[int] = None
 
@@ -160,7 +185,8 @@ def parse_mdstat(text: str) -> Dict[str, MdstatArray]:
             continue
         pending = _PENDING.search(line)
         if pending:
-            current.sync_action = _MDSTAT_ACTIONS[pending.group("action")]
+            # A waiting sync: status_resync names no action for it (always "resync=").
+            current.sync_waiting = pending.group("what")
     return arrays
 
 
@@ -192,6 +218,14 @@ def parse_first_int(text: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
     if value is None:
         return None, f"not a non-negative number: {text!r}"
     return value, None
+
+
+def parse_raid_disks(text: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
+    """As parse_first_int, and '' -> 0: raid_disks_show prints nothing for a count of 0
+    (a container, an array being assembled)."""
+    if text == "":
+        return 0, None
+    return parse_first_int(text)
 
 
 def parse_sync_completed(text: Optional[str]) -> Tuple[Optional[Tuple[int, int]], Optional[str]]:
@@ -264,13 +298,16 @@ def _read_members(md_dir: str, errors: List[str]) -> List[MdMember]:
             continue
         base = os.path.join(md_dir, entry)
         name, disk = _member_device(base, entry)
-        slot, why = parse_slot(_attr(base, "slot", errors))
+        slot_text = _attr(base, "slot", errors)
+        slot, why = parse_slot(slot_text)
         if why:
             errors.append(f"{entry}/slot: {why}")
         state_text = _attr(base, "state", errors)
         if state_text is None and not os.path.isdir(base):
             continue  # member removed while we read
-        members.append(MdMember(name=name, disk=disk, slot=slot, state=parse_member_state(state_text)))
+        # No slot file: the role is unknown, not "none" (slot_show prints "none" itself).
+        members.append(MdMember(name=name, disk=disk, slot=slot, state=parse_member_state(state_text),
+                                slot_known=slot_text is not None))
     members.sort(key=lambda m: (m.slot is None, m.slot if m.slot is not None else 0, m.name))
     return members
 
@@ -282,41 +319,65 @@ def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
         return None
     array = MdArray(name=name)
     errors = array.errors
+    given = array.from_sysfs
     array.array_state = _known(md_dir, "array_state", ARRAY_STATES, errors)
     level = _attr(md_dir, "level", errors)
     array.level = level or None
+    if level is not None:
+        given.add("level")
     for attr, target in (("raid_disks", "raid_disks"), ("degraded", "degraded"), ("mismatch_cnt", "mismatch_count"),
                          ("chunk_size", "chunk_size_bytes")):
-        value, why = parse_first_int(_attr(md_dir, attr, errors))
+        text = _attr(md_dir, attr, errors)
+        value, why = (parse_raid_disks if attr == "raid_disks" else parse_first_int)(text)
         if why:
             errors.append(f"{attr}: {why}")
+        elif text is not None:
+            given.add(target)
         setattr(array, target, value)
     if array.chunk_size_bytes == 0:
         array.chunk_size_bytes = None  # raid1 and linear have no chunks
     array.sync_action = _known(md_dir, "sync_action", SYNC_ACTIONS, errors)
-    completed, why = parse_sync_completed(_attr(md_dir, "sync_completed", errors))
+    if array.sync_action is not None:
+        given.add("sync_action")
+    completed_text = _attr(md_dir, "sync_completed", errors)
+    completed, why = parse_sync_completed(completed_text)
     if why:
         errors.append(f"sync_completed: {why}")
+    elif completed_text is not None:
+        given.add("sync_completed")
+        if completed_text == "delayed":
+            array.sync_waiting = "DELAYED"
     array.sync_completed = completed
     array.members = _read_members(md_dir, errors)
+    if array.array_state is not None:
+        given.add("array_state")
     return array
 
 
 def merge_mdstat(array: MdArray, stat: MdstatArray) -> None:
-    """Fill what sysfs did not give from /proc/mdstat (sysfs wins where both speak)."""
-    if array.array_state is None:
+    """Fill what sysfs did not give from /proc/mdstat: an attribute in `array.from_sysfs`
+    stands as sysfs gave it (`none` in sync_completed included)."""
+    given = array.from_sysfs
+    if "array_state" not in given:
         array.array_state = None if stat.active else "inactive"
-    if array.level is None and stat.level:
+    if "level" not in given and stat.level:
         array.level = stat.level
-    if array.raid_disks is None:
+    if "raid_disks" not in given:
         array.raid_disks = stat.raid_disks
-    if array.degraded is None and stat.raid_disks is not None and stat.working_disks is not None \
-            and stat.level not in (None, "raid0", "linear"):
+    if "degraded" not in given and stat.raid_disks is not None and stat.working_disks is not None \
+            and stat.level not in (None, "raid0", "linear") and not array.container:
         array.degraded = stat.raid_disks - stat.working_disks
-    if array.sync_action is None and stat.sync_action is not None:
+    if "sync_action" not in given and stat.sync_action is not None:
         array.sync_action = stat.sync_action
-    if array.sync_completed is None and stat.sync_done is not None and stat.sync_total:
-        array.sync_completed = (stat.sync_done * 2, stat.sync_total * 2)
+    if "sync_completed" not in given:
+        if stat.sync_done is not None and stat.sync_total:
+            array.sync_completed = (stat.sync_done * 2, stat.sync_total * 2)
+        elif stat.sync_waiting is not None:
+            array.sync_waiting = stat.sync_waiting
+    elif array.sync_completed is None and array.sync_waiting is None and stat.sync_waiting == "PENDING":
+        # sysfs reads "none" while a resync is pending (MD_RECOVERY_RUNNING clear); only
+        # mdstat tells it from an array in sync.
+        array.sync_waiting = "PENDING"
     if not array.members:
         array.members = [MdMember(name=m.name, disk=m.name, slot=None, state=m.flags, slot_known=False)
                          for m in stat.members]
