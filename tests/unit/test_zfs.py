@@ -515,3 +515,41 @@ def test_exporter_keeps_serving_with_bad_zpool(tmp_path, body):
             text = exporter.metrics()
         assert value(text, "storpath_zfs_zpool_up") == 0
         assert "zpool failed" in exporter.log()
+
+
+# ---- storpath check without zpool: the kstat state, as the metrics have it ---------------
+
+def _check_without_zpool(tmp_path, states):
+    """`storpath check`'s ZFS findings on a procfs with these kstat pool states and a
+    zpool that cannot be run."""
+    from storpath.findings import Facts, Outcome
+    from storpath.findings.zfs import check
+
+    for pool, text in states.items():
+        folder = tmp_path / "proc" / "spl" / "kstat" / "zfs" / pool
+        folder.mkdir(parents=True)
+        # module/os/linux/zfs/spa_stats.c, spa_state_data: the pool's state word and a
+        # newline, spa_state_to_name(spa) ("ONLINE", "DEGRADED", "SUSPENDED"...).
+        (folder / "state").write_text(text + "\n")
+    (tmp_path / "sys").mkdir(exist_ok=True)
+    roots = Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"))
+    facts = Facts(roots, {"collectors": {"zfs": {"zpool_path": str(tmp_path / "no-zpool"),
+                                                 "zfs_path": str(tmp_path / "no-zfs")}}})
+    out = Outcome("zfs")
+    check(facts, out)
+    return {(f.subject, f.kind): f for f in out.findings}
+
+
+def test_check_uses_kstat_state_when_zpool_cannot_run(tmp_path):
+    findings = _check_without_zpool(tmp_path, {"tank": "SUSPENDED", "backup": "DEGRADED", "scratch": "ONLINE"})
+    assert set(findings) == {("zfs", "zfs.unreadable"), ("tank", "zfs.pool_not_online"),
+                             ("backup", "zfs.pool_not_online")}
+    tank = findings[("tank", "zfs.pool_not_online")]
+    assert tank.severity == "critical" and tank.title == "pool is SUSPENDED"
+    assert "/proc/spl/kstat/zfs/tank/state" in tank.evidence
+    assert findings[("zfs", "zfs.unreadable")].title == "ZFS pool details could not be read"
+
+
+def test_check_without_zpool_and_healthy_kstat_is_info_only(tmp_path):
+    findings = _check_without_zpool(tmp_path, {"tank": "ONLINE"})
+    assert set(findings) == {("zfs", "zfs.unreadable")}

@@ -3,12 +3,15 @@ an ashift below the devices' physical sector size, and a scan in progress. Verdi
 in rules/zfs.yml (capacity 70 % warning, 90 % critical); the ashift expectation is
 storpath.analysis.zfs.expected_ashift, the one behind
 `storpath_zfs_pool_expected_ashift`. zpool runs inline here (or its captured output is
-read), with the zfs collector's path and timeout."""
+read), with the zfs collector's path and timeout. The pool state is kstat's
+(/proc/spl/kstat/zfs/<pool>/state, in the snapshot as `zfs_kstat`) wherever it has
+one, as in the metrics (collectors/zfs.py): so check and the alerts on
+storpath_zfs_pool_state agree, also when zpool cannot be run."""
 
 from __future__ import annotations
 
 from storpath.analysis.zfs import data_leaves, expected_ashift
-from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, register
+from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, SourceFailed, register
 from storpath.readers.block import device_physical_block_size
 from storpath.readers.zfs import ZpoolReader, find_zfs, find_zpool, zfs_present
 
@@ -26,26 +29,29 @@ def check(facts: Facts, out: Outcome) -> None:
     snapshot = facts.memo("zfs.snapshot", lambda: ZpoolReader(
         facts.roots, zpool=zpool, zfs=find_zfs(str(settings.get("zfs_path", "zfs")), zpool),
         timeout=float(settings.get("timeout", 10))).read())
+    try:
+        kstat = dict(facts.part("zfs_kstat"))
+    except SourceFailed:
+        kstat = {}
     if not snapshot.ok and not snapshot.pools:
         out.add(Finding(
-            subject="zfs", severity=INFO, kind="zfs.unreadable", title="ZFS pools could not be read",
-            evidence=snapshot.reason or "zpool failed", impact="pool health, capacity and ashift are unknown",
+            subject="zfs", severity=INFO, kind="zfs.unreadable",
+            title="ZFS pool details could not be read" if kstat else "ZFS pools could not be read",
+            evidence=snapshot.reason or "zpool failed",
+            impact="vdevs, errors, capacity and ashift are unknown" + (
+                "; pool states come from /proc/spl/kstat/zfs" if kstat else "; so is pool health"),
             remedy="Run as root or check that zpool works (`zpool status`)."))
+        for name in sorted(kstat):
+            if kstat[name] != "online":
+                out.add(_not_online(name, kstat[name], [], "kstat"))
+        out.count(len(kstat), "ZFS pools")
         return
     for pool in snapshot.pools:
-        if pool.state and pool.state != "online":
+        state = kstat.get(pool.name) or pool.state
+        if state and state != "online":
             bad = [v for v in pool.vdevs if v.state and v.state != "online" and v.leaf]
-            out.add(Finding(
-                subject=pool.name, severity=CRITICAL, kind="zfs.pool_not_online",
-                title=f"pool is {pool.state.upper()}",
-                evidence=f"state {pool.state.upper()}" + (
-                    "; " + ", ".join(f"{v.name} {v.state.upper()}" for v in bad) if bad else ""),
-                impact="it runs without part of its redundancy (or not at all); reads of missing data are "
-                       "reconstructed from parity, which is slower",
-                remedy=f"`zpool status -v {pool.name}`; replace the failed device with "
-                       f"`zpool replace {pool.name} OLD NEW` and let it resilver.",
-                related=tuple(v.name for v in bad)))
-        elif pool.state == "online":
+            out.add(_not_online(pool.name, state, bad, "kstat" if pool.name in kstat else "zpool"))
+        elif state == "online":
             for vdev in pool.vdevs:
                 if vdev.state and vdev.state != "online":
                     out.add(Finding(
@@ -99,3 +105,18 @@ def check(facts: Facts, out: Outcome) -> None:
                 impact="the pool's throughput is shared with the scan until it finishes",
                 remedy="Let it finish; measure performance afterwards."))
     out.count(len(snapshot.pools), "ZFS pools")
+
+
+def _not_online(name: str, state: str, bad, source: str) -> Finding:
+    """A pool whose state is not ONLINE; `source` says where the state came from."""
+    where = f"/proc/spl/kstat/zfs/{name}/state" if source == "kstat" else "zpool status"
+    return Finding(
+        subject=name, severity=CRITICAL, kind="zfs.pool_not_online",
+        title=f"pool is {state.upper()}",
+        evidence=f"state {state.upper()} ({where})" + (
+            "; " + ", ".join(f"{v.name} {v.state.upper()}" for v in bad) if bad else ""),
+        impact="it runs without part of its redundancy (or not at all); reads of missing data are "
+               "reconstructed from parity, which is slower",
+        remedy=f"`zpool status -v {name}`; replace the failed device with "
+               f"`zpool replace {name} OLD NEW` and let it resilver.",
+        related=tuple(v.name for v in bad))
