@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import pkgutil
 import sys
 from typing import Dict, List, Optional
@@ -16,7 +18,7 @@ from typing import Dict, List, Optional
 from storpath import __version__, commands, log
 from storpath.collectors import load_all
 from storpath.config import ConfigError, DEFAULT_PORT, check_web, load_file, validate
-from storpath.roots import Roots
+from storpath.roots import NO_DEVICES, Roots
 
 
 def common_parser() -> argparse.ArgumentParser:
@@ -54,6 +56,10 @@ def resolve_config(args: argparse.Namespace) -> Dict:
                       ("path_captured", "captured")):
         if getattr(args, flag, None):
             config["paths"][key] = getattr(args, flag)
+    paths = config["paths"]
+    dev_given = bool(getattr(args, "path_dev", None)) or "dev" in ((raw or {}).get("paths") or {})
+    if not dev_given and os.path.normpath(paths["sysfs"]) != "/sys":
+        paths["dev"] = ""  # another machine's sysfs: this host's device nodes are not its devices
     if getattr(args, "log_level", None):
         config["log"]["level"] = args.log_level
     if getattr(args, "log_format", None):
@@ -85,6 +91,13 @@ def web_flags(args: argparse.Namespace, web: Dict) -> None:
 def roots_from(config: Dict) -> Roots:
     paths = config["paths"]
     return Roots(sysfs=paths["sysfs"], procfs=paths["procfs"], dev=paths["dev"], captured=paths["captured"] or None)
+
+
+def say_no_devices(roots: Roots) -> None:
+    """Log once that no device node is opened, where that leaves something unread (NVMe
+    data not taken from --path.captured)."""
+    if not roots.devices and not roots.captured:
+        log.once(logging.getLogger("storpath"), logging.WARNING, ("no-devices",), NO_DEVICES)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,9 @@ from typing import Optional
 class Roots:
     sysfs: str = "/sys"
     procfs: str = "/proc"
+    # "" when no device node may be opened: --path.sysfs replays another machine and
+    # --path.dev was not given (storpath.cli.resolve_config), so this host's /dev/nvme*
+    # would not be the replayed machine's.
     dev: str = "/dev"
     # Outputs of privileged or slow commands (NVMe Identify data, zpool status) saved by
     # `storpath capture` or shipped with a fixture machine. When set, readers take their
@@ -24,8 +27,19 @@ class Roots:
     def proc(self, *parts: str) -> str:
         return os.path.join(self.procfs, *parts)
 
+    @property
+    def devices(self) -> bool:
+        """Whether device nodes may be opened (ioctls, nvme-cli, fio on /dev paths)."""
+        return bool(self.dev)
+
     def devpath(self, *parts: str) -> str:
+        if not self.dev:
+            raise ValueError("no device nodes: --path.sysfs replays another machine and --path.dev is not given")
         return os.path.join(self.dev, *parts)
 
     def captured_path(self, *parts: str) -> Optional[str]:
         return os.path.join(self.captured, *parts) if self.captured else None
+
+
+NO_DEVICES = ("device nodes not opened: --path.sysfs is not /sys and --path.dev is not given, so NVMe Identify "
+              "and SMART data are not read from this host's /dev (give --path.dev or --path.captured)")

@@ -20,7 +20,7 @@ import textwrap
 from typing import Any, Dict, List, Optional, TextIO
 
 from storpath import __version__
-from storpath.cli import roots_from
+from storpath.cli import roots_from, say_no_devices
 from storpath.findings import _probes
 from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
                                run_checks, severity_rank, worst)
@@ -85,6 +85,7 @@ def run(args, config) -> int:
     if not os.path.isdir(roots.sys("bus")) and not os.path.isdir(roots.sys("class")):
         print(f"storpath check: {roots.sysfs} does not look like sysfs (no bus/ or class/ in it)", file=sys.stderr)
         return EXIT_UNREADABLE
+    say_no_devices(roots)  # a note of the report (or a log line with --log.level)
     facts = Facts(roots, config)
     result = run_checks(facts)
     probes = None

@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Optional
 
 from storpath import __version__, log
 from storpath.background import Scheduler
-from storpath.cli import resolve_config, roots_from
+from storpath.cli import resolve_config, roots_from, say_no_devices
 from storpath.config import DEFAULT_PORT, ConfigError
 from storpath.exporter import StorpathExporter, build_collectors
 from storpath.exposition import SeriesFamily
@@ -58,6 +58,7 @@ class Built:
     def __init__(self, config: Dict):
         self.config = config
         self.roots = roots_from(config)
+        say_no_devices(self.roots)
         self.scheduler = Scheduler()
         self.collectors = build_collectors(self.roots, config, self.scheduler)
         self.names = [c.name for c in self.collectors]

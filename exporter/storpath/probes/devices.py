@@ -136,13 +136,16 @@ class Resolved:
 
 def _host_path(roots: Roots, path: str) -> str:
     """A /dev path of the config, under --path.dev (so a fixture machine can be replayed)."""
-    if path.startswith("/dev/") and roots.dev != "/dev":
+    if path.startswith("/dev/") and roots.dev and roots.dev != "/dev":
         return roots.devpath(os.path.relpath(path, "/dev"))
     return path
 
 
 def resolve(roots: Roots, kind: str, path: str, device_name: Optional[str] = None) -> Resolved:
     fio_path = _host_path(roots, path)
+    if kind == "device" and not roots.devices:
+        return Resolved(fio_path, device_name, device_name,
+                        problem=f"{path} not opened: --path.sysfs replays another machine and --path.dev is not given")
     if kind == "device":
         try:
             info = os.stat(fio_path)

@@ -449,6 +449,8 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
     """Identify Namespace of every namespace, as the raw 4096-byte structure (ioctl) or
     nvme-cli's JSON, into the layout storpath.readers.nvme reads back."""
     notes = []
+    if not roots.devices:
+        return [f"NVMe Identify: {NO_DEVICES_REASON}"]
     for ns in read_namespaces(roots):
         if ns.controller is None or ns.nsid is None:
             continue
@@ -502,12 +504,18 @@ def _from_captured(roots: Roots, controller: str, nsid: int) -> IdentifyResult:
     return IdentifyResult(None, "captured", f"no captured Identify data ({raw_path} or {json_path})", time.time())
 
 
+# Why nothing was read from a device node when Roots.devices is False.
+NO_DEVICES_REASON = "no device node opened: --path.sysfs replays another machine and --path.dev is not given"
+
+
 def identify_namespace(roots: Roots, controller: str, nsid: int, nvme_cli: str = "nvme",
                        timeout: float = 10.0) -> IdentifyResult:
     """The namespace's LBA formats, or why they are unknown. Privileged and possibly
     slow (a drive may take the whole timeout): call from a background task only."""
     if roots.captured:
         return _from_captured(roots, controller, nsid)
+    if not roots.devices:
+        return IdentifyResult(None, None, NO_DEVICES_REASON, time.time())
     char_device = roots.devpath(controller)
     now = time.time()
     try:

@@ -50,8 +50,8 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath.readers.nvme import (CAPTURED_DIR, OPCODE_IDENTIFY, IdentifyError, admin_command, identify_nvme_cli,
-                                   json_object, read_controllers)
+from storpath.readers.nvme import (CAPTURED_DIR, NO_DEVICES_REASON, OPCODE_IDENTIFY, IdentifyError, admin_command,
+                                   identify_nvme_cli, json_object, read_controllers)
 from storpath.parse import parse_int
 from storpath.readers.instances import InstanceCache
 from storpath.roots import Roots
@@ -353,6 +353,8 @@ def _from_captured(roots: Roots, controller: str) -> HealthResult:
 def read_thresholds(roots: Roots, controller: str, nvme_cli: str = "nvme",
                     timeout: float = 10.0) -> Optional[TemperatureThresholds]:
     """WCTEMP/CCTEMP of a controller (privileged, background only); None when unreadable."""
+    if not roots.devices:
+        return None
     char_device = roots.devpath(controller)
     try:
         return parse_id_ctrl_thresholds(id_ctrl_ioctl(char_device, timeout))
@@ -371,6 +373,8 @@ def read_health(roots: Roots, controller: str, nvme_cli: str = "nvme", timeout: 
     known (they are fixed per controller) are not read again."""
     if roots.captured:
         return _from_captured(roots, controller)
+    if not roots.devices:
+        return HealthResult(None, thresholds, None, NO_DEVICES_REASON, time.time())
     if thresholds is None:
         thresholds = read_thresholds(roots, controller, nvme_cli, timeout)
     char_device = roots.devpath(controller)
@@ -390,6 +394,8 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
     """Every controller's SMART log (raw, else nvme-cli JSON) and Identify Controller,
     into the layout read_health reads back."""
     notes = []
+    if not roots.devices:
+        return [f"NVMe SMART: {NO_DEVICES_REASON}"]
     for ctrl in read_controllers(roots):
         char_device = roots.devpath(ctrl.name)
         files: Dict[str, bytes] = {}
