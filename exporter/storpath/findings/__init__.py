@@ -194,14 +194,6 @@ def take_snapshot(roots: Roots, timeout: float = 30.0) -> Snapshot:
     finally:
         snapshotter.close()
 
-def take_snapshot(roots: Roots, timeout: float = 30.0) -> Snapshot:
-    """One snapshot of everything sysfs and procfs hold, for a one-shot command."""
-    snapshotter = Snapshotter(list(sysfs_sources(roots).values()))
-    try:
-        return snapshotter.take(timeout)
-    finally:
-        snapshotter.close()
-
 
 # PCI class codes (base class, subclass) in the words of lspci.
 _CLASS_NAMES = {
