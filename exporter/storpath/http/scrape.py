@@ -8,8 +8,8 @@ result is written at most once per format and gzipped at most once, whoever asks
 
 from __future__ import annotations
 
-import gzip
 import threading
+import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from storpath import exposition
@@ -24,21 +24,30 @@ class Flight:
         self.done = threading.Event()
         self.families: List = []
         self.error: Optional[BaseException] = None
-        self._bodies: Dict[Tuple[bool, bool], bytes] = {}
+        self._bodies: Dict[Tuple[bool, bool], List[bytes]] = {}
         self._lock = threading.Lock()
 
-    def body(self, openmetrics: bool, compressed: bool) -> bytes:
-        """The response body in one format, gzipped or not; made once per flight."""
+    def chunks(self, openmetrics: bool, compressed: bool) -> List[bytes]:
+        """The response body in one format, gzipped or not, as pieces to send one after
+        another; made once per flight."""
         with self._lock:
-            return self._body(openmetrics, compressed)
+            return self._chunks(openmetrics, compressed)
 
-    def _body(self, openmetrics: bool, compressed: bool) -> bytes:
+    def body(self, openmetrics: bool, compressed: bool) -> bytes:
+        """The same, joined."""
+        chunks = self.chunks(openmetrics, compressed)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _chunks(self, openmetrics: bool, compressed: bool) -> List[bytes]:
         body = self._bodies.get((openmetrics, compressed))
         if body is None:
             if compressed:
-                body = gzip.compress(self._body(openmetrics, False), compresslevel=GZIP_LEVEL, mtime=0)
+                # One gzip stream (wbits 31: gzip header and trailer) fed piece by piece.
+                packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+                body = [packer.compress(piece) for piece in self._chunks(openmetrics, False)]
+                body = [b"".join(body) + packer.flush()]
             else:
-                body = exposition.generate(self.families, openmetrics)
+                body = exposition.pieces(self.families, openmetrics)
             self._bodies[(openmetrics, compressed)] = body
         return body
 

@@ -118,10 +118,12 @@ class App:
         method = environ.get("REQUEST_METHOD", "GET")
         headers = list(site.web.headers)
 
-        def answer(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8", extra=()):
-            out = headers + [("Content-Type", content_type), ("Content-Length", str(len(body)))] + list(extra)
+        def answer(status: str, body, content_type: str = "text/plain; charset=utf-8", extra=()):
+            chunks = [body] if isinstance(body, bytes) else body
+            length = sum(len(chunk) for chunk in chunks)
+            out = headers + [("Content-Type", content_type), ("Content-Length", str(length))] + list(extra)
             start_response(status, out)
-            return [b""] if method == "HEAD" else [body]
+            return [b""] if method == "HEAD" else chunks
 
         path = environ.get("PATH_INFO", "/")
         if path in ("/-/healthy", "/-/ready") and path != site.telemetry_path:
@@ -170,7 +172,7 @@ class App:
                 return answer("500 Internal Server Error", b"exposition failed\n")
             openmetrics = negotiation.wants_openmetrics(environ.get("HTTP_ACCEPT"))
             compressed = negotiation.wants_gzip(environ.get("HTTP_ACCEPT_ENCODING"))
-            body = flight.body(openmetrics, compressed)
+            body = flight.chunks(openmetrics, compressed)
             extra = [("Vary", "Accept, Accept-Encoding")]
             if compressed:
                 extra.append(("Content-Encoding", "gzip"))
