@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import log, sysfs
+from storpath.analysis.pcie import InstanceExpectations
 from storpath.analysis.topology import with_port_types
 from storpath.problems import Problem
 from storpath.readers.alignment import AlignmentReader
@@ -55,6 +56,7 @@ class Snapshot:
     taken_at: float = 0.0  # Unix seconds, when the reading ended
     host: Any = None  # readers.host.HostIdentity
     pci: Any = None  # [readers.pci.PciDevice]
+    pcie_expected: Any = None  # address -> analysis.pcie.LinkExpectation
     block_listing: Any = None  # [(name, inode)] of /sys/class/block
     blocks: Any = None  # [readers.block.BlockDevice]
     nvme_controllers: Any = None  # [readers.nvme.NvmeController]
@@ -113,6 +115,7 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     # One reader per source: a source whose read blocks holds its reader, and must not hold
     # another source's.
     pci = PciReader(roots)
+    pcie_expected = InstanceExpectations()
     block = BlockReader(roots)
     nvme_controllers, nvme_namespaces = NvmeReader(roots), NvmeReader(roots)
     hwmon = HwmonReader(roots)
@@ -123,6 +126,7 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     table = (
         Source("host", lambda _: read_host(roots), once=True),
         Source("pci", lambda _: with_port_types(pci.read_with_problems()), with_problems=True),
+        Source("pcie_expected", lambda got: pcie_expected(got["pci"], got["host"].virtual), needs=("pci", "host")),
         Source("block_listing", lambda _: block.list()),
         Source("blocks", lambda got: block.read(got["block_listing"]), needs=("block_listing",)),
         Source("nvme_controllers", lambda _: nvme_controllers.controllers()),

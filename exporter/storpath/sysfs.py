@@ -16,26 +16,13 @@ from typing import Dict, List, Optional, Tuple
 from storpath.parse import parse_int
 
 # The file each reading thread opened last, by thread: when a read blocks, the snapshot
-# (storpath.snapshot) says which file it blocks on. (directory fd or None, path).
-_READING: Dict[int, Tuple[Optional[int], str]] = {}
-
-
-def _note(path: str, dir_fd: Optional[int] = None) -> None:
-    _READING[threading.get_ident()] = (dir_fd, path)
+# (storpath.snapshot) says which file it blocks on.
+_READING: Dict[int, str] = {}
 
 
 def reading(thread_id: int) -> Optional[str]:
     """The file the thread `thread_id` opened last through these helpers (None: none)."""
-    found = _READING.get(thread_id)
-    if found is None:
-        return None
-    dir_fd, path = found
-    if dir_fd is not None:
-        try:
-            return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
-        except OSError:
-            return path
-    return path
+    return _READING.get(thread_id)
 
 
 def reading_clear() -> None:
@@ -54,14 +41,24 @@ WHOLE_FILE = 1 << 24
 
 
 def read_attr(path: str, limit: int = ATTRIBUTE_BYTES) -> Optional[str]:
-    """The stripped text of a sysfs attribute, or None if it cannot be read."""
-    value, _ = read_attr_why(path, limit)
-    return value
+    """The stripped text of a sysfs attribute, or None if it cannot be read (the one read
+    a scrape repeats thousands of times: kept lean)."""
+    _READING[threading.get_ident()] = path
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_attr_why(path: str, limit: int = ATTRIBUTE_BYTES) -> Tuple[Optional[str], Optional[str]]:
     """Like read_attr, but also says why a read failed (None reason when the file is absent)."""
-    _note(path)
+    _READING[threading.get_ident()] = path
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
@@ -75,11 +72,11 @@ def read_attr_why(path: str, limit: int = ATTRIBUTE_BYTES) -> Tuple[Optional[str
     return data.decode("utf-8", "replace").strip(), None
 
 
-def read_bytes(path: str, limit: int = 4096, dir_fd: Optional[int] = None) -> Optional[bytes]:
-    """The raw bytes of a file; `path` relative to the open directory `dir_fd` if given."""
-    _note(path, dir_fd)
+def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:
+    """The raw bytes of a file."""
+    _READING[threading.get_ident()] = path
     try:
-        fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -128,7 +125,7 @@ def list_dir(path: str, root: Optional[str] = None) -> List[str]:
     (the filesystem root it lies below: --path.sysfs, --path.procfs) a directory a reader
     depends on: RootUnreadable if it cannot be read, or if it is absent because `root`
     itself cannot be read."""
-    _note(path)
+    _READING[threading.get_ident()] = path
     try:
         return sorted(os.listdir(path))
     except OSError as exc:
@@ -137,11 +134,11 @@ def list_dir(path: str, root: Optional[str] = None) -> List[str]:
         return []
 
 
-def link_name(path: str, dir_fd: Optional[int] = None) -> Optional[str]:
+def link_name(path: str) -> Optional[str]:
     """The last component of a symlink's target (a driver's name, a device's name)."""
-    _note(path, dir_fd)
+    _READING[threading.get_ident()] = path
     try:
-        target = os.readlink(path, dir_fd=dir_fd)
+        target = os.readlink(path)
     except OSError:
         return None
     return target[target.rfind("/") + 1:]
@@ -155,7 +152,7 @@ def list_entries(path: str, root: Optional[str] = None) -> List[Tuple[str, int]]
     gives every node a new inode number when it is created, so the inode of a class or
     bus symlink (/sys/bus/pci/devices/<address>) tells one device instance from another
     that later appears under the same name."""
-    _note(path)
+    _READING[threading.get_ident()] = path
     try:
         with os.scandir(path) as it:
             entries = [(entry.name, entry.inode()) for entry in it]

@@ -16,7 +16,7 @@ Two situations are kept apart:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from storpath.analysis import virtual
 from storpath.analysis.topology import DOWNSTREAM_FACING, path_to_root
@@ -151,6 +151,25 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Lin
             trust_reason=trust[d.address].reason,
         )
     return result
+
+
+class InstanceExpectations:
+    """`expectations()` for a long-running reader of the PCI tree: they follow from the
+    devices' static records alone (capabilities, place in the tree, port types), so they
+    are derived again only when a device instance comes, goes or is replaced (the static
+    records, which the PCI reader keeps per instance, differ). Measured on the benchmark's
+    2048-device host: 8 ms a scrape derived anew, a tenth of the scrape (docs/performance.md)."""
+
+    def __init__(self) -> None:
+        self._key: Optional[Tuple] = None
+        self._value: Dict[str, LinkExpectation] = {}
+
+    def __call__(self, devices: List[PciDevice], guest: bool) -> Dict[str, LinkExpectation]:
+        key = (guest, [d.static for d in devices])
+        if key != self._key:
+            self._value = expectations(devices, guest)
+            self._key = key
+        return self._value
 
 
 def current_bandwidth(device: PciDevice, exp: LinkExpectation) -> Optional[float]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from storpath.analysis.pcie import current_bandwidth, expectations
+from storpath.analysis.pcie import current_bandwidth
 from storpath.collectors import Collector, register
 from storpath.families import COUNTER, GAUGE, Family, Rows
 
@@ -90,12 +90,11 @@ class PcieCollector(Collector):
     """PCIe link speed and width of every PCI device, against what its link should train to."""
 
     families = FAMILIES
-    reads = ("pci", "host")
+    reads = ("pci", "pcie_expected")
 
     def values(self, snapshot) -> Rows:
         devices = snapshot.pci
-        # In a virtual machine the ports are the hypervisor's (storpath.analysis.virtual).
-        expected = expectations(devices, snapshot.host.virtual)
+        expected = snapshot.pcie_expected
         rows = Rows()
         for device in devices:
             static = device.static

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from storpath import collectors, log
-from storpath.analysis.pcie import analyse
+from storpath.analysis.pcie import analyse, judge
 from storpath.analysis.topology import path_to_root
 from storpath.collectors.base import SourceFailed
 from storpath.roots import Roots
@@ -115,7 +115,13 @@ class Facts:
         return self.memo("pci.by_address", lambda: {d.address: d for d in self.pci_devices()})
 
     def pcie_links(self):
-        return self.memo("pcie.links", lambda: analyse(self.pci_devices(), guest=self.host().virtual))
+        return self.memo("pcie.links", self._pcie_links)
+
+    def _pcie_links(self):
+        expected = self.snapshot.pcie_expected
+        if expected is None:
+            return analyse(self.pci_devices(), guest=self.host().virtual)
+        return {d.address: judge(d, expected[d.address]) for d in self.pci_devices() if d.address in expected}
 
     def host(self):
         """DMI identity and whether this is a virtual machine (storpath.readers.host)."""

@@ -93,11 +93,10 @@ def parse_aer_total(text: Optional[str]) -> Optional[int]:
     """The TOTAL_ERR_* line of an aer_dev_* file."""
     if text is None:
         return None
-    start = text.rfind("TOTAL_ERR_")
-    if start < 0:
+    _, found, rest = text.rpartition("TOTAL_ERR_")
+    if not found:
         return None
-    _, _, rest = text[start:].partition(" ")
-    return parse_int(rest.split("\n", 1)[0], minimum=0, maximum=(1 << 64) - 1)
+    return parse_int(rest.partition(" ")[2].partition("\n")[0], minimum=0, maximum=(1 << 64) - 1)
 
 
 

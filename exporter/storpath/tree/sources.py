@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from storpath.analysis.pcie import analyse
+from storpath.analysis.pcie import analyse, judge
 from storpath.findings import CheckResult, Facts, run_checks
 from storpath.snapshot import Snapshot
 from storpath.tree.model import MD, ZPOOL, Array, TopologyFacts
@@ -73,7 +73,11 @@ def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> 
     devices it read, the md arrays, the pools and NVMe models of the background tasks'
     latest results. The findings are those SCRAPE_SUBSYSTEMS derive from these records alone."""
     pci, blocks = snapshot.pci or [], snapshot.blocks or []
-    links = analyse(pci, guest=snapshot.host.virtual if snapshot.host is not None else False)
+    expected = snapshot.pcie_expected
+    if expected is not None:
+        links = {d.address: judge(d, expected[d.address]) for d in pci if d.address in expected}
+    else:
+        links = analyse(pci, guest=snapshot.host.virtual if snapshot.host is not None else False)
     zpool = snapshot.zpool.snapshot if snapshot.zpool is not None else None
     arrays = md_arrays(snapshot.md or []) + zfs_pools(zpool.pools if zpool is not None else [])
     facts = Facts(roots=None, config=config or {}, snapshot=snapshot)
