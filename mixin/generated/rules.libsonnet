@@ -1236,6 +1236,25 @@ local format = import '../lib/format.libsonnet';
                 expr: 'target_profile:storpath_nvme_probe_read_bytes_per_second:with_model / on(%(fleetPeerLabelsJoined)s, profile, kind) group_left() model:storpath_nvme_probe_read_bytes_per_second:median' % v,
               },
               {
+                record: 'device:storpath_disk_link_rate_transfers_per_second:with_model',
+                expr: |||
+                  (
+                    max by (%(targetLabelsJoined)s, device) (storpath_sas_phy_info{device!=""} * on(%(targetLabelsJoined)s, phy) group_left() storpath_sas_phy_negotiated_link_rate_transfers_per_second)
+                    or
+                    max by (%(targetLabelsJoined)s, device) (storpath_sata_link_speed_transfers_per_second{device!=""})
+                  )
+                  * on(%(targetLabelsJoined)s, device) group_left(model) storpath_inventory_device_info{kind=~"sas_disk|sata_disk"}
+                ||| % v,
+              },
+              {
+                record: 'model:storpath_disk_link_rate_transfers_per_second:median',
+                expr: |||
+                  quantile by (model) (0.5, device:storpath_disk_link_rate_transfers_per_second:with_model)
+                  and on(model)
+                  count by (model) (device:storpath_disk_link_rate_transfers_per_second:with_model) >= %(fleetMinPeers)s
+                ||| % v,
+              },
+              {
                 alert: 'NvmeLinkBandwidthBelowModelPeers',
                 expr: 'controller:storpath_nvme_link_bandwidth:ratio_to_model_median < %(fleetLinkBandwidthRatioThreshold)s' % v,
                 [if format.seconds(c.fleetLinkBandwidthFor) > 0 then 'for']: c.fleetLinkBandwidthFor,
@@ -1259,6 +1278,19 @@ local format = import '../lib/format.libsonnet';
                   summary: 'An NVMe drive reads far slower than the median of its model in the fleet.',
                   description: 'Probe {{ $labels.profile }} of {{ $labels.target }} ({{ $labels.controller }} ({{ $labels.model }}, firmware {{ $labels.firmware }}) at {{ $labels.address }}) on {{ $labels.instance }} read {{ range query (printf "storpath_probe_read_bytes_per_second{%(targetLabelsMatchers)s=%%q,target=%%q,profile=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.target $labels.profile) }}{{ printf "%%.3g GB/s" .Value }}{{ end }}, {{ $value | humanizePercentage }} of the median of its siblings (same %(fleetPeerLabelsJoined)s, profile and kind of target), {{ range query (printf "model:storpath_nvme_probe_read_bytes_per_second:median{%(fleetPeerLabelsMatchers)s=%%q,profile=%%q,kind=%%q} / 1e9" $labels.%(fleetPeerLabelsTemplateArgs)s $labels.profile $labels.kind) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} over {{ range query (printf "count(target_profile:storpath_nvme_probe_read_bytes_per_second:with_model{%(fleetPeerLabelsMatchers)s=%%q,profile=%%q,kind=%%q})" $labels.%(fleetPeerLabelsTemplateArgs)s $labels.profile $labels.kind) }}{{ printf "%%.0f" .Value }}{{ end }} drives (threshold %(fleetThroughputRatioThresholdPercent)s %%).' % v,
                   runbook_url: '%(runbookUrlBase)sNvmeProbeThroughputBelowModelPeers.md' % v,
+                },
+              },
+              {
+                alert: 'DiskLinkRateBelowModelPeers',
+                expr: 'device:storpath_disk_link_rate_transfers_per_second:with_model < on(model) group_left() model:storpath_disk_link_rate_transfers_per_second:median',
+                [if format.seconds(c.fleetDiskLinkRateFor) > 0 then 'for']: c.fleetDiskLinkRateFor,
+                labels: {
+                  severity: '%(fleetSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'A SAS or SATA drive negotiated a lower link rate than the median of its model in the fleet.',
+                  description: '{{ $labels.device }} ({{ $labels.model }}) on {{ $labels.instance }} negotiated {{ $value | humanize }}bit/s where the drives of its model run at {{ range query (printf "model:storpath_disk_link_rate_transfers_per_second:median{model=%q} / 1e9" $labels.model) }}{{ printf "%.3g Gbit/s" .Value }}{{ end }} (the median over {{ range query (printf "count(device:storpath_disk_link_rate_transfers_per_second:with_model{model=%q})" $labels.model) }}{{ printf "%.0f" .Value }}{{ end }} drives): a cable, backplane, expander or port holds it back, or its PHY\'s rate was set low.',
+                  runbook_url: '%(runbookUrlBase)sDiskLinkRateBelowModelPeers.md' % v,
                 },
               },
             ],
