@@ -91,3 +91,66 @@ def test_capability_of_short_word_lists():
     assert capability_of(None) == UNREPORTED
     assert capability_of([0x000E] * 77) == UNREPORTED
     assert capability_of(words_with(0x0002)) == SataCapability(1.5e9, None)
+
+
+# A SATA-III SSD's `id` as libata prints it (words 72-79 on the tenth line: word 75 queue depth,
+# 76 0x170e Gen1-3 and NCQ, 77 0x0006 negotiated Gen3).
+LITERAL_ID = (
+    "0040 3fff 0000 0010 0000 0000 003f 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 8001\n"
+    "0000 2f00 0000 0000 0000 0007 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 001f 170e 0006 016c 0040\n"
+    "0ff8 0000 0000 7468 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 0000\n"
+    "0000 0000 0000 0000 0000 0000 0000 5ba5\n"
+)
+
+
+def test_literal_id_text():
+    words, problem = parse_id_text(LITERAL_ID)
+    assert problem is None and words[76] == 0x170E and words[77] == 0x0006 and words[255] == 0x5BA5
+    assert capability_of(words) == SataCapability(6.0e9, 6.0e9)
+    assert parse_id_text(LITERAL_ID.replace("170e 0006", "ffff 0006"))[0][76] == 0xFFFF
+    assert capability_of(parse_id_text(LITERAL_ID.replace("170e 0006", "ffff 0006"))[0]) == UNREPORTED
+    assert capability_of(parse_id_text(LITERAL_ID.replace("170e 0006", "0000 0006"))[0]) == UNREPORTED
+    short = "".join(LITERAL_ID.splitlines(keepends=True)[:10])  # a read cut off after 80 words
+    assert parse_id_text(short) == (None, "IDENTIFY data of 80 words, expected 256")
+
+
+def test_literal_vpd_pg89_bytes():
+    header = (b"\x00\x89\x02\x38" + b"\x00" * 4 + b"LSI     " + b"LSI SATL        " + b"0008"
+              + b"\x34\x00\x00\x00\x01\x01\x00\x00" + b"\x00" * 12 + b"\xec\x00\x00\x00")
+    identify = bytearray(512)
+    identify[152:156] = b"\x06\x00\x02\x00"  # word 76 0x0006 (Gen1-2), word 77 0x0002 (Gen1): little-endian
+    words, problem = parse_vpd_pg89(header + bytes(identify))
+    assert problem is None and words[76] == 0x0006 and words[77] == 0x0002
+    assert capability_of(words) == SataCapability(3.0e9, 1.5e9)
+    assert parse_vpd_pg89(header + bytes(identify[:100]))[1] == "ATA Information VPD page of 160 bytes, expected 572"
+    assert capability_of(parse_vpd_pg89(header + bytes(512))[0]) == UNREPORTED  # all-zero IDENTIFY data
+    identify[152:154] = b"\xff\xff"
+    assert capability_of(parse_vpd_pg89(header + bytes(identify))[0]) == UNREPORTED
