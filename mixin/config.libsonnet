@@ -184,6 +184,10 @@
     fleetThroughputRatioThreshold: 0.6,
     // Longer than one probe interval (hourly): the latest two probes of the drive were both slow.
     fleetThroughputFor: '90m',
+    // A SAS or SATA drive's link rate below the median of its model (the inventory's `model`; no
+    // firmware label there) across the fleet. Rates come in steps (1.5, 3, 6, 12 Gbit/s), so any
+    // drive below the median negotiated at least one step lower than its siblings.
+    fleetDiskLinkRateFor: '1h',
     // For the capacity review, not for paging: the per-host alerts page on the causes.
     fleetSeverity: 'info',
 

@@ -561,7 +561,15 @@ local format = import '../lib/format.libsonnet';
               {
                 record: 'instance:storpath_sas_phys_below_hardware_maximum:count',
                 expr: |||
-                  count by (%(targetLabelsJoined)s) (storpath_sas_phy_negotiated_link_rate_transfers_per_second < on(%(targetLabelsJoined)s, phy) storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second and on(%(targetLabelsJoined)s, phy) storpath_sas_phy_attached == 1)
+                  count by (%(targetLabelsJoined)s) (
+                    (storpath_sas_phy_negotiated_link_rate_transfers_per_second < on(%(targetLabelsJoined)s, phy) storpath_sas_phy_expected_link_rate_transfers_per_second and on(%(targetLabelsJoined)s, phy) storpath_sas_phy_attached == 1)
+                    or on(%(targetLabelsJoined)s, phy)
+                    (storpath_sas_phy_negotiated_link_rate_transfers_per_second <= on(%(targetLabelsJoined)s, phy) storpath_sas_phy_minimum_link_rate_transfers_per_second
+                     and on(%(targetLabelsJoined)s, phy)
+                     storpath_sas_phy_minimum_link_rate_transfers_per_second < on(%(targetLabelsJoined)s, phy) storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second
+                     and on(%(targetLabelsJoined)s, phy)
+                     storpath_sas_phy_attached == 1)
+                  )
                   or on(%(targetLabelsJoined)s)
                   0 * count by (%(targetLabelsJoined)s) (storpath_sas_phy_negotiated_link_rate_transfers_per_second)
                 ||| % v,
@@ -569,7 +577,7 @@ local format = import '../lib/format.libsonnet';
               {
                 alert: 'SasPhyLinkRateBelowMaximum',
                 expr: |||
-                  storpath_sas_phy_negotiated_link_rate_transfers_per_second < on(%(targetLabelsJoined)s, phy) storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second
+                  storpath_sas_phy_negotiated_link_rate_transfers_per_second < on(%(targetLabelsJoined)s, phy) storpath_sas_phy_expected_link_rate_transfers_per_second
                   and on(%(targetLabelsJoined)s, phy)
                   storpath_sas_phy_attached == 1
                   unless on(%(targetLabelsJoined)s, phy)
@@ -586,8 +594,8 @@ local format = import '../lib/format.libsonnet';
                   severity: 'warning',
                 },
                 annotations: {
-                  summary: 'A SAS PHY with a device attached negotiated below its hardware maximum rate.',
-                  description: 'PHY {{ $labels.phy }}{{ range query (printf "storpath_sas_phy_info{%(targetLabelsMatchers)s=%%q,phy=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ with .Labels.device }} ({{ . }}){{ end }}{{ end }} negotiated {{ range query (printf "storpath_sas_phy_negotiated_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,phy=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }} though the PHY can do {{ range query (printf "storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,phy=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }} (programmed maximum {{ range query (printf "storpath_sas_phy_maximum_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,phy=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }}). Check that the attached device supports more before blaming the path (cable, backplane, expander).' % v,
+                  summary: 'A SAS PHY negotiated below the rate both of its ends support.',
+                  description: 'PHY {{ $labels.phy }}{{ range query (printf "storpath_sas_phy_info{%(targetLabelsMatchers)s=%%q,phy=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ with .Labels.device }} ({{ . }}){{ end }}{{ end }} negotiated {{ range query (printf "storpath_sas_phy_negotiated_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,phy=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }} though the PHY can do {{ range query (printf "storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,phy=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }} and the device at the far end {{ range query (printf "storpath_sas_phy_attached_max_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,phy=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }} (expected {{ range query (printf "storpath_sas_phy_expected_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,phy=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }}; programmed maximum {{ range query (printf "storpath_sas_phy_maximum_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,phy=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }}). Both ends can do more: suspect the cable, backplane or expander.' % v,
                   runbook_url: '%(runbookUrlBase)sSasPhyLinkRateBelowMaximum.md' % v,
                 },
               },
@@ -613,7 +621,11 @@ local format = import '../lib/format.libsonnet';
               {
                 alert: 'SataLinkBelowHardwareLimit',
                 expr: |||
-                  storpath_sata_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, link, device) storpath_sata_link_hardware_limit_transfers_per_second
+                  (
+                    storpath_sata_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, link, device) storpath_sata_link_expected_speed_transfers_per_second
+                    and on(%(targetLabelsJoined)s, link, device)
+                    storpath_sata_link_verifiable == 1
+                  )
                   or on(%(targetLabelsJoined)s, link, device)
                   (storpath_sata_link_speed_transfers_per_second and on(%(targetLabelsJoined)s, link, device) storpath_sata_link_limited == 1)
                 ||| % v,
@@ -622,8 +634,8 @@ local format = import '../lib/format.libsonnet';
                   severity: 'warning',
                 },
                 annotations: {
-                  summary: 'A SATA link runs below what its port allows.',
-                  description: 'SATA link {{ $labels.link }} ({{ $labels.device }}) runs at {{ range query (printf "storpath_sata_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,link=%%q,device=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.link $labels.device) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }}; libata\'s current limit is {{ range query (printf "storpath_sata_link_limit_transfers_per_second{%(targetLabelsMatchers)s=%%q,link=%%q,device=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.link $labels.device) }}{{ printf "%%.3g Gbit/s" .Value }}{{ else }}none{{ end }} and the port\'s hardware limit {{ range query (printf "storpath_sata_link_hardware_limit_transfers_per_second{%(targetLabelsMatchers)s=%%q,link=%%q,device=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.link $labels.device) }}{{ printf "%%.3g Gbit/s" .Value }}{{ else }}not set{{ end }}. A drive that only does this speed is fine; otherwise link errors made libata step down (cable, backplane, connector).' % v,
+                  summary: 'A SATA link runs below what both its port and its drive do, or libata lowered its limit.',
+                  description: 'SATA link {{ $labels.link }} ({{ $labels.device }}) runs at {{ range query (printf "storpath_sata_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,link=%%q,device=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.link $labels.device) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }}; the port\'s hardware limit is {{ range query (printf "storpath_sata_link_hardware_limit_transfers_per_second{%(targetLabelsMatchers)s=%%q,link=%%q,device=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.link $labels.device) }}{{ printf "%%.3g Gbit/s" .Value }}{{ else }}not set{{ end }}, the drive does {{ range query (printf "storpath_sata_device_max_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,link=%%q,device=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.link $labels.device) }}{{ printf "%%.3g Gbit/s" .Value }}{{ else }}an unreported rate{{ end }} and libata\'s current limit is {{ range query (printf "storpath_sata_link_limit_transfers_per_second{%(targetLabelsMatchers)s=%%q,link=%%q,device=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.link $labels.device) }}{{ printf "%%.3g Gbit/s" .Value }}{{ else }}none{{ end }}. Both ends can do more, or link errors made libata step down: suspect the cable, backplane or connector.' % v,
                   runbook_url: '%(runbookUrlBase)sSataLinkBelowHardwareLimit.md' % v,
                 },
               },
@@ -1224,6 +1236,25 @@ local format = import '../lib/format.libsonnet';
                 expr: 'target_profile:storpath_nvme_probe_read_bytes_per_second:with_model / on(%(fleetPeerLabelsJoined)s, profile, kind) group_left() model:storpath_nvme_probe_read_bytes_per_second:median' % v,
               },
               {
+                record: 'device:storpath_disk_link_rate_transfers_per_second:with_model',
+                expr: |||
+                  (
+                    max by (%(targetLabelsJoined)s, device) (storpath_sas_phy_info{device!=""} * on(%(targetLabelsJoined)s, phy) group_left() storpath_sas_phy_negotiated_link_rate_transfers_per_second)
+                    or
+                    max by (%(targetLabelsJoined)s, device) (storpath_sata_link_speed_transfers_per_second{device!=""})
+                  )
+                  * on(%(targetLabelsJoined)s, device) group_left(model) storpath_inventory_device_info{kind=~"sas_disk|sata_disk"}
+                ||| % v,
+              },
+              {
+                record: 'model:storpath_disk_link_rate_transfers_per_second:median',
+                expr: |||
+                  quantile by (model) (0.5, device:storpath_disk_link_rate_transfers_per_second:with_model)
+                  and on(model)
+                  count by (model) (device:storpath_disk_link_rate_transfers_per_second:with_model) >= %(fleetMinPeers)s
+                ||| % v,
+              },
+              {
                 alert: 'NvmeLinkBandwidthBelowModelPeers',
                 expr: 'controller:storpath_nvme_link_bandwidth:ratio_to_model_median < %(fleetLinkBandwidthRatioThreshold)s' % v,
                 [if format.seconds(c.fleetLinkBandwidthFor) > 0 then 'for']: c.fleetLinkBandwidthFor,
@@ -1247,6 +1278,19 @@ local format = import '../lib/format.libsonnet';
                   summary: 'An NVMe drive reads far slower than the median of its model in the fleet.',
                   description: 'Probe {{ $labels.profile }} of {{ $labels.target }} ({{ $labels.controller }} ({{ $labels.model }}, firmware {{ $labels.firmware }}) at {{ $labels.address }}) on {{ $labels.instance }} read {{ range query (printf "storpath_probe_read_bytes_per_second{%(targetLabelsMatchers)s=%%q,target=%%q,profile=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.target $labels.profile) }}{{ printf "%%.3g GB/s" .Value }}{{ end }}, {{ $value | humanizePercentage }} of the median of its siblings (same %(fleetPeerLabelsJoined)s, profile and kind of target), {{ range query (printf "model:storpath_nvme_probe_read_bytes_per_second:median{%(fleetPeerLabelsMatchers)s=%%q,profile=%%q,kind=%%q} / 1e9" $labels.%(fleetPeerLabelsTemplateArgs)s $labels.profile $labels.kind) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} over {{ range query (printf "count(target_profile:storpath_nvme_probe_read_bytes_per_second:with_model{%(fleetPeerLabelsMatchers)s=%%q,profile=%%q,kind=%%q})" $labels.%(fleetPeerLabelsTemplateArgs)s $labels.profile $labels.kind) }}{{ printf "%%.0f" .Value }}{{ end }} drives (threshold %(fleetThroughputRatioThresholdPercent)s %%).' % v,
                   runbook_url: '%(runbookUrlBase)sNvmeProbeThroughputBelowModelPeers.md' % v,
+                },
+              },
+              {
+                alert: 'DiskLinkRateBelowModelPeers',
+                expr: 'device:storpath_disk_link_rate_transfers_per_second:with_model < on(model) group_left() model:storpath_disk_link_rate_transfers_per_second:median',
+                [if format.seconds(c.fleetDiskLinkRateFor) > 0 then 'for']: c.fleetDiskLinkRateFor,
+                labels: {
+                  severity: '%(fleetSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'A SAS or SATA drive negotiated a lower link rate than the median of its model in the fleet.',
+                  description: '{{ $labels.device }} ({{ $labels.model }}) on {{ $labels.instance }} negotiated {{ $value | humanize }}bit/s where the drives of its model run at {{ range query (printf "model:storpath_disk_link_rate_transfers_per_second:median{model=%q} / 1e9" $labels.model) }}{{ printf "%.3g Gbit/s" .Value }}{{ end }} (the median over {{ range query (printf "count(device:storpath_disk_link_rate_transfers_per_second:with_model{model=%q})" $labels.model) }}{{ printf "%.0f" .Value }}{{ end }} drives): a cable, backplane, expander or port holds it back, or its PHY\'s rate was set low.',
+                  runbook_url: '%(runbookUrlBase)sDiskLinkRateBelowModelPeers.md' % v,
                 },
               },
             ],

@@ -7,8 +7,12 @@ because its slot or riser reports a low capability too, a drive that reads slowe
 identical neighbours on healthy links (heat, wear, a firmware quirk), and they give the capacity
 review its list of drives that deliver less than the ones they were bought with.
 
-Model and firmware come from storpath_nvme_controller_info (the only metric that carries them:
-SATA and SAS disks have no model label today). The peers are grouped by fleet.peer_labels
+Model and firmware come from storpath_nvme_controller_info. SAS and SATA drives are compared by
+the model of storpath_inventory_device_info (kind sas_disk or sata_disk; no firmware there): their
+negotiated link rate (a SAS PHY's, the fastest PHY of the drive's port, or a SATA link's speed)
+against the median of the same model's drives. This catches a drive whose link is slow where
+the per-host rules cannot judge it (a SAS drive, whose own capability storpath does not read; a
+SATA port that sets no limit). The peers are grouped by fleet.peer_labels
 (model and firmware by default), never by target: the median is over the whole fleet this
 Prometheus holds, so these rules belong on the central side (a federating Prometheus, vmalert
 on a long-term store), and in a site Prometheus they compare the drives of that site.
@@ -26,6 +30,13 @@ LINK_RATIO = "controller:storpath_nvme_link_bandwidth:ratio_to_model_median"
 PROBE = "target_profile:storpath_nvme_probe_read_bytes_per_second:with_model"
 PROBE_MEDIAN = "model:storpath_nvme_probe_read_bytes_per_second:median"
 PROBE_RATIO = "target_profile:storpath_nvme_probe_read_throughput:ratio_to_model_median"
+
+SAS_NEG = "storpath_sas_phy_negotiated_link_rate_transfers_per_second"
+SAS_INFO = "storpath_sas_phy_info"
+SATA_SPEED = "storpath_sata_link_speed_transfers_per_second"
+INVENTORY = "storpath_inventory_device_info"
+DISK_LINK = "device:storpath_disk_link_rate_transfers_per_second:with_model"
+DISK_LINK_MEDIAN = "model:storpath_disk_link_rate_transfers_per_second:median"
 
 
 def rules(c):
@@ -76,6 +87,19 @@ def rules(c):
         c.record(PROBE_MEDIAN, median(PROBE, probe_peers)),
         c.record(PROBE_RATIO, c.expr("${probe} / on(${by}) group_left() ${median}",
                                      probe=PROBE, by=probe_peers, median=PROBE_MEDIAN)),
+        # ---- every SAS and SATA drive's link rate with its model ----------------------------------
+        # A SAS PHY's rate reaches its block device through storpath_sas_phy_info (one series per
+        # block device, the rate on the right: one per PHY); a wide port's PHYs give their fastest.
+        c.record(DISK_LINK, c.expr("""
+            (
+              max ${by_device} (${sas_info}{device!=""} * ${on_phy} group_left() ${sas_neg})
+              or
+              max ${by_device} (${sata}{device!=""})
+            )
+            * ${on_device} group_left(model) ${inventory}{kind=~"sas_disk|sata_disk"}
+        """, sas_info=SAS_INFO, sas_neg=SAS_NEG, sata=SATA_SPEED, inventory=INVENTORY, on_phy=c.on("phy"),
+            on_device=c.on("device"), by_device=c.by("device"))),
+        c.record(DISK_LINK_MEDIAN, median(DISK_LINK, "model")),
         # ---- drives far below their siblings ------------------------------------------------------
         c.alert(
             "NvmeLinkBandwidthBelowModelPeers",
@@ -96,5 +120,16 @@ def rules(c):
             {{{{ $value | humanizePercentage }}}} of the median of its siblings (same
             {peers}, profile and kind of target), {peer_median(PROBE_MEDIAN, PROBE, probe_peers)}
             (threshold {probe_ratio_pct}).""",
+        ),
+        c.alert(
+            "DiskLinkRateBelowModelPeers",
+            f"{DISK_LINK} < on(model) group_left() {DISK_LINK_MEDIAN}",
+            cfg.disk_link_rate_for, cfg.severity,
+            "A SAS or SATA drive negotiated a lower link rate than the median of its model in the fleet.",
+            f"""{{{{ $labels.device }}}} ({{{{ $labels.model }}}}) on {{{{ $labels.instance }}}} negotiated
+            {{{{ $value | humanize }}}}bit/s where the drives of its model run at
+            {{{{ range query (printf "{DISK_LINK_MEDIAN}{{model=%q}} / 1e9" $labels.model) }}}}{{{{ printf "%.3g Gbit/s" .Value }}}}{{{{ end }}}}
+            (the median over {{{{ range query (printf "count({DISK_LINK}{{model=%q}})" $labels.model) }}}}{{{{ printf "%.0f" .Value }}}}{{{{ end }}}}
+            drives): a cable, backplane, expander or port holds it back, or its PHY's rate was set low.""",
         ),
     ]

@@ -34,6 +34,11 @@ EXPECTED = {
                                                         ("nvme1", "nvme.thermal_throttling")}, set()),
     ("dell-r900-sas1068e", "before-fix"): (1, {("0000:04:00.0", "sas.phy_at_lowered_minimum")}, set()),
     ("dell-r900-sas1068e", "after-fix"): (0, set(), set()),
+    # Both ends of every link: SATA SSDs at 6.0 on 12 Gbit/s PHYs, a wide port at 6.0 to a SAS-2
+    # expander, SAS drives of unknown capability (unverifiable): silent. Held below both ends: warns.
+    ("supermicro-x11ssh-sas3008", "healthy"): (0, set(), set()),
+    ("supermicro-x11ssh-sas3008", "hba-ssd-held"): (1, {("0000:01:00.0", "sas.phy_below_hardware_maximum")}, set()),
+    ("supermicro-x11ssh-sas3008", "boot-ssd-held"): (1, {("sdg", "sata.link_below_hardware_limit")}, set()),
     # The boot drive (Samsung PM9A3) is at 512 B though it rates 4 KiB as well: the larger format wins.
     ("epyc-7443-highpoint", "nps1"): (1, {("nvme0n1", "nvme.lba_format_not_best")},
                                       {("numa", "numa.storage_placement")}),

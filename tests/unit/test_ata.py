@@ -13,6 +13,7 @@ from storpath import log
 from storpath.analysis.sata import speed_limited
 from storpath.collectors import Context
 from storpath.collectors.sata import SataCollector
+from storpath.readers.ata_identify import UNREPORTED, SataCapability
 from storpath.readers.ata import AtaLink, AtaReader, parse_link_name, parse_link_speed
 from storpath.roots import Roots
 from storpath.snapshot import Snapshotter, sysfs_sources
@@ -64,7 +65,7 @@ def test_reads_a_disk_link_and_an_empty_one(tmp_path):
     _two_ports(tmp_path)
     links = {link.name: link for link in AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()}
     assert links["link1"] == AtaLink(name="link1", port="ata1", speed=6e9, hardware_limit=None, limit=None,
-                                     block_devices=("sda",))
+                                     block_devices=("sda",), device_capability=SataCapability(6e9, 6e9))
     assert links["link2"] == AtaLink(name="link2", port="ata2", speed=None, hardware_limit=None, limit=None,
                                      block_devices=())
 
@@ -190,3 +191,17 @@ def test_every_value_a_real_kernel_printed_parses():
     assert values["link1"] == (1.5e9, 3e9, 3e9)
     assert values["link2"] == (1.5e9, 1.5e9, 1.5e9)
     assert values["link3"] == (None, None, None)
+
+
+def test_the_drives_identify_data(tmp_path):
+    b = _ahci(tmp_path)
+    ata_port(b, "0000:00:1f.2", 1, 0, sata_spd="1.5 Gbps", disk=SSD, device_gen=2)  # a SATA-II drive at Gen1
+    ata_port(b, "0000:00:1f.2", 2, 1, sata_spd="6.0 Gbps", disk=SSD, device_gen=None)  # word 76 not reported
+    ata_port(b, "0000:00:1f.2", 3, 2, sata_spd="6.0 Gbps", disk=SSD)
+    b.write_raw("class/ata_device/dev3.0/id", "0040 0000\n")  # truncated
+    links, problems = AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read_with_problems()
+    by_name = {link.name: link for link in links}
+    assert by_name["link1"].device_capability == SataCapability(3e9, 1.5e9)
+    assert by_name["link2"].device_capability == UNREPORTED
+    assert by_name["link3"].device_capability == UNREPORTED
+    assert [dict(p.fields)["attribute"] for p in problems] == ["dev3.0/id"]

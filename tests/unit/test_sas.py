@@ -17,7 +17,9 @@ from storpath.readers.sas import (SasPhyErrors, SasReader, parse_counter, parse_
                                   parse_sas_address)
 from storpath.roots import Roots
 from tests.conftest import log_records
-from tests.fixtures.builders_sas import direct_attached_disk, sas_host, sas_phy, sas_port
+from storpath.analysis.links import expander_capabilities
+from storpath.readers.ata_identify import UNREPORTED, SataCapability
+from tests.fixtures.builders_sas import direct_attached_disk, identify_words, sas_host, sas_phy, sas_port, vpd_pg89
 from tests.fixtures.sysfs_builder import MachineBuilder
 
 HBA = 0x500605B0012A3F40
@@ -160,6 +162,26 @@ def test_expander_behind_a_wide_port_and_the_disk_behind_the_expander(tmp_path):
     assert edge.device_type == "edge expander" and edge.negotiated_rate == 6e9
     assert edge.attached.name == "end_device-0:0:12" and edge.attached.block_devices == (disk,)
     assert edge.attached.target_port_protocols == "sata"
+    # The PHYs say whose they are: the expander's own PHYs give its capability.
+    assert edge.parent == "expander-0:0" and phys_read["phy-0:0"].parent == "host0"
+    assert expander_capabilities(phys_read.values()) == {"expander-0:0": 12e9}
+
+
+def test_a_sata_drives_capability_from_vpd_pg89(tmp_path):
+    b, host_rel, phys = _hba(tmp_path, phys=4, attached=(0,))
+    for index, words in ((1, identify_words(2, 1)), (2, identify_words(None)), (3, None)):
+        direct_attached_disk(b, host_rel, 0, phys[index], index, sas_address=0x4433221100000000 + index,
+                             target_protocols="sata", vendor="ATA", model="INTEL SSDSC2BB48", size_bytes=10 ** 12,
+                             sata_words=words)
+    # a page cut short by a broken SAT layer
+    b.write(f"{host_rel}/port-0:3/end_device-0:3/target0:0:3/0:0:3:0/vpd_pg89", vpd_pg89(identify_words(3))[:100])
+    phys_read, problems = SasReader(Roots(sysfs=str(tmp_path / "sys"))).read_with_problems(errors=False)
+    by_name = {p.name: p for p in phys_read}
+    assert by_name["phy-0:0"].attached.sata_capability == UNREPORTED  # a SAS drive: no page
+    assert by_name["phy-0:1"].attached.sata_capability == SataCapability(3e9, 1.5e9)
+    assert by_name["phy-0:2"].attached.sata_capability == UNREPORTED  # word 76 reads 0
+    assert by_name["phy-0:3"].attached.sata_capability == UNREPORTED
+    assert [dict(p.fields)["attribute"] for p in problems] == ["0:0:3:0/vpd_pg89"]
 
 
 def _logged(records, attribute):

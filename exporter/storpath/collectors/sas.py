@@ -14,6 +14,7 @@ import time
 from typing import Dict, Optional, Tuple
 
 from storpath import log
+from storpath.analysis.links import expander_capabilities, sas_expectation
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
@@ -94,6 +95,30 @@ PHY_INFO = Family(
         "`attached_sas_address` its address, `attached_protocols` its `target_port_protocols` (`ssp` SAS, "
         "`sata`/`stp` SATA, `smp` expander); `device` a block device below the end device (one series per block "
         "device; empty when none). The PHYs of a wide port share their `attached_device`")
+ATTACHED_MAX_RATE = Family(
+    "storpath_sas_phy_attached_max_link_rate_transfers_per_second", GAUGE,
+    "Highest link rate the device at the far end supports: an expander's PHYs' maximum_linkrate_hw, a SATA "
+    "drive's IDENTIFY DEVICE word 76 (vpd_pg89); absent when unknown (a SAS drive).", ("phy",),
+    "transfers_per_second",
+    doc="the far end's capability: for an expander the highest `maximum_linkrate_hw` of its own PHYs, for a "
+        "SATA drive the fastest generation of its IDENTIFY DEVICE word 76 (from the ATA Information VPD page, "
+        "`vpd_pg89`); absent for a SAS drive (its capability is in LOG SENSE page 0x18, which needs privilege) "
+        "and where the kernel gives no `vpd_pg89`")
+EXPECTED_RATE = Family(
+    "storpath_sas_phy_expected_link_rate_transfers_per_second", GAUGE,
+    "Link rate the PHY should negotiate: the lower of its hardware maximum and the attached device's; absent "
+    "when the far end's capability is unknown.", ("phy",), "transfers_per_second",
+    doc="the lower of both ends' capability (`maximum_linkrate_hw` and the far end's); absent when either is "
+        "unknown")
+LINK_VERIFIABLE = Family(
+    "storpath_sas_phy_link_verifiable", GAUGE,
+    "1 when the PHY's expected rate rests on both ends' capability, else 0 (`basis` none, `reason` "
+    "far_end_unknown: a SAS drive, or a SATA drive without vpd_pg89); PHYs with a device attached only.",
+    ("phy", "basis", "reason"),
+    doc="1 when the expected rate rests on both ends (`basis=\"both_ends\"`); 0 with `basis=\"none\"` and "
+        "`reason=\"far_end_unknown\"` (a SAS drive; a SATA drive whose kernel or HBA gives no `vpd_pg89`) or "
+        "`port_limit_unknown` (no `maximum_linkrate_hw`). The below-expected alert judges only verifiable "
+        "PHYs; the lowered-minimum one needs no knowledge of the far end")
 
 
 # (family, attribute of the PHY's record)
@@ -104,7 +129,7 @@ _COUNTERS = ((INVALID_DWORDS, "invalid_dwords"), (RUNNING_DISPARITY_ERRORS, "run
 
 FAMILIES = (NEGOTIATED_RATE, MINIMUM_RATE, MAXIMUM_RATE, HARDWARE_MINIMUM_RATE, HARDWARE_MAXIMUM_RATE, INVALID_DWORDS,
             RUNNING_DISPARITY_ERRORS, LOSS_OF_DWORD_SYNC, RESET_PROBLEMS, ERRORS_READ_AT, ATTACHED, LINK_UP, ENABLED,
-            PHY_INFO)
+            ATTACHED_MAX_RATE, EXPECTED_RATE, LINK_VERIFIABLE, PHY_INFO)
 
 
 @register("sas", default=True)
@@ -158,8 +183,15 @@ class SasCollector(Collector):
         phys = snapshot.sas_phys
         errors, read_at = snapshot.sas_errors
         rows = Rows()
+        expanders = expander_capabilities(phys)
         for phy in phys:
             key = (phy.name,)
+            expectation = sas_expectation(phy, expanders)
+            if expectation is not None:
+                rows.add(ATTACHED_MAX_RATE, key, expectation.far_end)
+                rows.add(EXPECTED_RATE, key, expectation.expected)
+                rows.add(LINK_VERIFIABLE, key + (expectation.basis, expectation.reason),
+                         1 if expectation.verifiable else 0)
             for family, attr in _RATES:
                 rows.add(family, key, getattr(phy, attr))
             phy_errors = errors.get(phy.name)

@@ -1,12 +1,15 @@
-"""SAS PHY and SATA link findings: links negotiated below what their hardware does (the
-Dell R900 backplane held SATA SSDs at 1.5 Gbit/s on 3.0 Gbit/s PHYs), and link errors.
+"""SAS PHY and SATA link findings: links negotiated below what both their ends do (the
+Dell R900 backplane held SATA-II SSDs at 1.5 Gbit/s on 3.0 Gbit/s PHYs), and link errors.
 
-The verdicts are the alerting rules' (rules/sas_sata.yml): a PHY with a device
-attached whose negotiated rate is below its hardware maximum, a PHY stepped all the way
-down to a lowered programmed minimum, and a SATA link below its controller's limit or
-held down by libata (storpath.analysis.sata.speed_limited). A PHY with nothing
-attached is not slow. PHYs with the same problem on one controller are reported
-together: eight identical paragraphs help nobody.
+The verdicts are the alerting rules' (rules/sas_sata.yml): a PHY with a device attached
+whose negotiated rate is below the expected one (the lower of its hardware maximum and
+the far end's capability, storpath.analysis.links), a PHY stepped all the way down to a
+lowered programmed minimum (whatever the far end does), and a SATA link below the lower
+of its port's limit and its drive's capability, or held down by libata
+(storpath.analysis.sata.speed_limited). A link whose far end's capability is unknown (a
+SAS drive) is unverifiable, not slow; a PHY with nothing attached is not slow either.
+PHYs with the same problem on one controller are reported together: eight identical
+paragraphs help nobody.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Tuple
 
+from storpath.analysis.links import at_lowered_minimum, expander_capabilities, sas_expectation, sata_expectation
 from storpath.analysis.sata import speed_limited
 from storpath.collectors.base import SourceFailed
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
@@ -73,6 +77,7 @@ def check_sas(facts: Facts, out: Outcome) -> None:
     link_error_counts = link_errors(facts) if phys else {}
     groups: Dict[tuple, List[SasPhy]] = {}
     errors: Dict[Optional[str], List[Tuple[SasPhy, int]]] = {}
+    expanders = expander_capabilities(phys)
     for phy in phys:
         disks = phy.attached.block_devices if phy.attached else ()
         controller = _controller_of(facts, disks)
@@ -83,37 +88,49 @@ def check_sas(facts: Facts, out: Outcome) -> None:
             errors.setdefault(controller, []).append((phy, sum(counted)))
         if phy.attached is None or phy.negotiated_rate is None or phy.hardware_maximum_rate is None:
             continue
-        if phy.negotiated_rate >= phy.hardware_maximum_rate:
+        expectation = sas_expectation(phy, expanders)
+        at_minimum = at_lowered_minimum(phy)
+        below = (expectation is not None and expectation.verifiable and expectation.expected is not None
+                 and phy.negotiated_rate < expectation.expected)
+        if not (at_minimum or below):
             continue
-        at_minimum = (phy.minimum_rate is not None and phy.negotiated_rate <= phy.minimum_rate
-                      and phy.minimum_rate < phy.hardware_maximum_rate)
-        key = (controller, at_minimum, phy.negotiated_rate, phy.hardware_maximum_rate, phy.minimum_rate,
-               phy.maximum_rate)
+        expected = expectation.expected if expectation is not None and expectation.expected is not None \
+            else phy.hardware_maximum_rate
+        far_end = expectation.far_end if expectation is not None else None
+        key = (controller, at_minimum, phy.negotiated_rate, expected, far_end, phy.hardware_maximum_rate,
+               phy.minimum_rate, phy.maximum_rate)
         groups.setdefault(key, []).append(phy)
 
-    for (controller, at_minimum, negotiated, hw_max, minimum, maximum), members in sorted(
+    for (controller, at_minimum, negotiated, expected, far_end, hw_max, minimum, maximum), members in sorted(
             groups.items(), key=lambda item: natural_key(item[1][0].name)):
         names = [p.name for p in members]
         disks = [d for p in members for d in (p.attached.block_devices if p.attached else ())]
         count = f"{len(members)} PHYs" if len(members) > 1 else f"PHY {names[0]}"
         verb = "negotiate" if len(members) > 1 else "negotiated"
+        far = members[0].attached
+        far_name = "the expander's PHYs" if far and far.name.startswith("expander-") else "the drive"
         evidence = (f"{_span(names)}{' (' + _span(disks) + ')' if disks else ''}: negotiated {gbit(negotiated)}; "
-                    f"the PHYs do {_range(phy_hw_min(members), hw_max)}, programmed {_range(minimum, maximum)}")
+                    f"the PHYs do {_range(phy_hw_min(members), hw_max)}, programmed {_range(minimum, maximum)}; "
+                    f"{far_name} {'do' if far_name.endswith('s') else 'does'} "
+                    f"{gbit(far_end) if far_end is not None else 'an unknown rate'}"
+                    + (f": expected {gbit(expected)}, {_limiting_end(hw_max, far_end)}" if far_end is not None
+                       else ""))
         if at_minimum:
             remedy = (f"The link stepped down to the programmed minimum. Raise it: "
                       f"`echo {hw_max / 1e9:.1f} Gbit > /sys/class/sas_phy/PHY/minimum_linkrate` (or the HBA's "
                       "own tool, e.g. lsiutil), then check the rate holds; if it falls back, the backplane or "
                       "cable cannot carry it.")
         else:
-            remedy = ("Check that the attached device supports more (a SATA-II drive stops at 3.0 Gbit/s); if it "
-                      "does, suspect the cable, backplane or expander, and check maximum_linkrate is not set low.")
+            remedy = ("Both ends can do more: suspect the cable, backplane or expander, and check "
+                      "maximum_linkrate is not set low.")
         out.add(Finding(
             subject=controller or names[0], severity=WARNING,
             kind="sas.phy_at_lowered_minimum" if at_minimum else "sas.phy_below_hardware_maximum",
-            title=f"{count} {verb} {gbit(negotiated)}, the hardware does {gbit(hw_max)}",
+            title=f"{count} {verb} {gbit(negotiated)}, both ends do {gbit(expected)}" if far_end is not None
+            else f"{count} {verb} {gbit(negotiated)}, the hardware does {gbit(hw_max)}",
             evidence=evidence,
-            impact=f"{payload_mb(negotiated)} per link instead of {payload_mb(hw_max)} "
-                   f"({1 - negotiated / hw_max:.0%} lost)" + (f" for {_span(disks)}" if disks else ""),
+            impact=f"{payload_mb(negotiated)} per link instead of {payload_mb(expected)} "
+                   f"({1 - negotiated / expected:.0%} lost)" + (f" for {_span(disks)}" if disks else ""),
             remedy=remedy,
             related=tuple(names) + tuple(disks)))
 
@@ -137,6 +154,15 @@ def _range(low: Optional[float], high: Optional[float]) -> str:
     return f"{low / 1e9:g} to {high / 1e9:g} Gbit/s"
 
 
+def _limiting_end(port: Optional[float], far_end: Optional[float]) -> str:
+    """Which end sets the expected rate, in words."""
+    if port is None or far_end is None:
+        return "one end unknown"
+    if port == far_end:
+        return "both ends alike"
+    return "the port's limit" if port < far_end else "the far end's limit"
+
+
 def phy_hw_min(phys: List[SasPhy]) -> Optional[float]:
     return phys[0].hardware_minimum_rate
 
@@ -152,15 +178,18 @@ def check_sata(facts: Facts, out: Outcome) -> None:
         disks = list(link.block_devices)
         subject = disks[0] if disks else link.name
         who = f"{link.name} ({', '.join(disks)})" if disks else link.name
-        if link.hardware_limit is not None and link.speed < link.hardware_limit:
+        expectation = sata_expectation(link)
+        if expectation.verifiable and expectation.expected is not None and link.speed < expectation.expected:
             out.add(Finding(
                 subject=subject, severity=WARNING, kind="sata.link_below_hardware_limit",
-                title=f"SATA link runs at {gbit(link.speed)}, the port does {gbit(link.hardware_limit)}",
+                title=f"SATA link runs at {gbit(link.speed)}, port and drive both do {gbit(expectation.expected)}",
                 evidence=f"{who}: sata_spd {gbit(link.speed)}, hw_sata_spd_limit {gbit(link.hardware_limit)}, "
-                         f"sata_spd_limit {gbit(link.limit)}",
-                impact=f"{payload_mb(link.speed)} instead of {payload_mb(link.hardware_limit)}",
-                remedy="A drive that only does this speed is fine; otherwise replace the cable or check the "
-                       "backplane, and remove any libata.force speed setting from the kernel command line.",
+                         f"sata_spd_limit {gbit(link.limit)}, the drive's IDENTIFY data (word 76) "
+                         f"{gbit(link.device_capability.maximum)}: expected {gbit(expectation.expected)}, "
+                         f"{_limiting_end(link.hardware_limit, link.device_capability.maximum)}",
+                impact=f"{payload_mb(link.speed)} instead of {payload_mb(expectation.expected)}",
+                remedy="Replace the cable or check the backplane, and remove any libata.force speed setting "
+                       "from the kernel command line.",
                 related=tuple(disks)))
         elif speed_limited(link):
             out.add(Finding(

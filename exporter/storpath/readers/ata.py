@@ -16,6 +16,9 @@ controller's limit from SControl, lowered by `libata.force=P:3.0Gbps`), sata_spd
 "6.0 Gbps", or "<unknown>": for sata_spd no link, for the limits no limit set (the
 kernel keeps "all speeds allowed" as an all-ones mask, which has no name).
 
+The drive's own capability comes from its IDENTIFY data, the `id` attribute of the link's
+ATA device (linkP/devP.D/ata_device/devP.D/id; readers.ata_identify).
+
 Behind a port multiplier the SCSI channel of a disk is its PMP port (M), so the disk of
 link P.M is targetH:M:0; a host link whose port has PMP links carries the multiplier,
 not a disk.
@@ -31,6 +34,7 @@ from typing import List, Optional, Tuple
 
 from storpath.parse import parse_sata_rate
 from storpath.problems import Problem
+from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_id_text
 from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr_why
@@ -42,6 +46,7 @@ SPEED_ATTRIBUTES = ("sata_spd", "hw_sata_spd_limit", "sata_spd_limit")
 CAPTURE_SYSFS = (
     "class/ata_link/*/{sata_spd,hw_sata_spd_limit,sata_spd_limit}",
     "class/ata_link/*/../../../link*",
+    "class/ata_link/*/../../dev*/ata_device/*/id",
     "class/ata_link/*/../../../host*/target*/*/block/*",
 )
 
@@ -58,6 +63,9 @@ class AtaLink:
     hardware_limit: Optional[float]  # None: the controller sets no limit
     limit: Optional[float]  # None: libata applies no limit
     block_devices: Tuple[str, ...]  # sda; empty when nothing is attached
+    # The drive's IDENTIFY words 76/77: the fastest generation it supports, the speed it
+    # says it negotiated. UNREPORTED when there is no drive or it does not say.
+    device_capability: SataCapability = UNREPORTED
 
 
 def parse_link_speed(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
@@ -126,10 +134,28 @@ class AtaReader:
         link = AtaLink(name=name, port=port if port.startswith("ata") else None,
                        speed=values["sata_spd"], hardware_limit=values["hw_sata_spd_limit"],
                        limit=values["sata_spd_limit"],
-                       block_devices=tuple(disks_of_link(name, port_dir)) if port.startswith("ata") else ())
+                       block_devices=tuple(disks_of_link(name, port_dir)) if port.startswith("ata") else (),
+                       device_capability=_device_capability(name, os.path.dirname(os.path.dirname(attrs)),
+                                                            problems))
         if not os.path.isdir(attrs):
             return None
         return link
+
+
+def _device_capability(link: str, link_dir: str, problems: List[Problem]) -> SataCapability:
+    """The capability the first ATA device of the link reports in its IDENTIFY data
+    (devP.0; devP.1 is a PATA slave, and a SATA link carries one device)."""
+    for entry in sorted(e for e in list_dir(link_dir) if e.startswith("dev")):
+        text, why = read_attr_why(os.path.join(link_dir, entry, "ata_device", entry, "id"))
+        if why is not None:
+            problems.append(_problem(link, f"{entry}/id", why))
+            continue
+        words, problem = parse_id_text(text)
+        if problem:
+            problems.append(_problem(link, f"{entry}/id", problem))
+        if words is not None:
+            return capability_of(words)
+    return UNREPORTED
 
 
 def _problem(link: str, attribute: str, reason: str) -> Problem:

@@ -22,6 +22,13 @@ for, such as a port selector or a reset in progress). The four link error counte
 phy_reset_problem_count) are asked from the HBA (or over SMP from an expander) on every
 read, so they are read apart (read_errors) and not on every scrape; a driver that cannot
 answer returns an error for the read, and the counter is left out.
+
+The far end's capability: an expander's own PHYs are SAS PHYs too
+(hostH/port-H:P/expander-H:X/phy-H:X:N, class sas_phy), each with its
+maximum_linkrate_hw; `SasPhy.parent` names the device a PHY belongs to. A SATA drive
+behind the HBA reports its link capability in the IDENTIFY data that the ATA Information
+VPD page carries (the SCSI device's vpd_pg89; readers.ata_identify). A SAS drive's
+capability is in LOG SENSE page 0x18 (privileged), not read here.
 """
 
 from __future__ import annotations
@@ -34,9 +41,10 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath.parse import parse_int, parse_sas_rate
 from storpath.problems import Problem
+from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_vpd_pg89
 from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr_why
+from storpath.sysfs import list_dir, read_attr_why, read_bytes
 
 # The kernel's names of link states that carry no rate (sas_linkspeed_names). The empty
 # string is what the kernel prints for a state it has no name for.
@@ -55,10 +63,13 @@ CAPTURE_SYSFS = (
     "class/sas_phy/*/../../port",
     "class/sas_phy/*/../../port/{end_device,expander}-*/sas_device/*/{sas_address,device_type,target_port_protocols}",
     "class/sas_phy/*/../../port/end_device-*/target*/*/block/*",
+    "class/sas_phy/*/../../port/end_device-*/target*/*/vpd_pg89",
 )
 
 _REMOTE = re.compile(r"^(end_device|expander)-\d+:\d+(?::\d+)?$")
 _TARGET = re.compile(r"^target\d+:\d+:\d+$")
+_LUN = re.compile(r"^\d+:\d+:\d+:\d+$")
+VPD_PG89_BYTES = 1024  # the page is 572 bytes
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,9 @@ class SasRemote:
     sas_address: Optional[str]  # 0x4433221103000000
     target_port_protocols: Optional[str]  # "ssp", "sata", "smp", "none"
     block_devices: Tuple[str, ...]  # sdd; empty for an expander or a device without a disk
+    # A SATA drive's IDENTIFY words 76/77 from vpd_pg89; UNREPORTED for a SAS drive, an
+    # expander, or a kernel or HBA that gives no ATA Information VPD page.
+    sata_capability: SataCapability = UNREPORTED
 
 
 @dataclass(frozen=True)
@@ -104,6 +118,7 @@ class SasPhy:
     port: Optional[str]  # port-0:3; None while the PHY is in no port
     attached: Optional[SasRemote]
     errors: SasPhyErrors = NO_ERRORS_READ  # left unread by read(errors=False)
+    parent: Optional[str] = None  # the device the PHY belongs to: host0, expander-0:1
 
     @property
     def link_up(self) -> bool:
@@ -297,6 +312,7 @@ class SasReader:
             port=os.path.basename(port_dir) if port_dir else None,
             attached=self._remote(name, port_dir, problems) if port_dir else None,
             errors=self._errors(name, attrs, problems) if errors else NO_ERRORS_READ,
+            parent=os.path.basename(os.path.dirname(device_dir)) or None,
         )
         if not os.path.isdir(attrs):
             return None  # vanished mid-read: what was read may be half of it
@@ -316,7 +332,27 @@ class SasReader:
             sas_address=parse_sas_address(address_text),
             target_port_protocols=_text(self._attr(phy, attrs, "target_port_protocols", problems)),
             block_devices=tuple(block_devices_below(remote_dir)) if remote.startswith("end_device") else (),
+            sata_capability=(sata_capability_below(phy, remote_dir, problems) if remote.startswith("end_device")
+                             else UNREPORTED),
         )
+
+
+def sata_capability_below(phy: str, end_device_dir: str, problems: List[Problem]) -> SataCapability:
+    """The SATA link capability the first SCSI device of an end device reports in its
+    vpd_pg89 (UNREPORTED when none has the page: a SAS drive, or an older kernel)."""
+    for target in list_dir(end_device_dir):
+        if not _TARGET.match(target):
+            continue
+        target_dir = os.path.join(end_device_dir, target)
+        for lun in sorted(list_dir(target_dir)):
+            if not _LUN.match(lun):
+                continue
+            words, problem = parse_vpd_pg89(read_bytes(os.path.join(target_dir, lun, "vpd_pg89"), VPD_PG89_BYTES))
+            if problem:
+                problems.append(_problem(phy, f"{lun}/vpd_pg89", problem, logging.INFO))
+            if words is not None:
+                return capability_of(words)
+    return UNREPORTED
 
 
 def block_devices_below(end_device_dir: str) -> List[str]:

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from storpath.analysis.links import BOTH_ENDS, DEVICE_ONLY, expander_capabilities, sas_expectation, sata_expectation
 from storpath.analysis.topology import DOWNSTREAM_FACING
 from storpath.findings import Finding, natural_key, pci_kind, severity_rank, worst
 from storpath.readers.pci import PciDevice
@@ -87,6 +88,7 @@ class Node:
     state: Optional[str] = None  # one of LINK_STATES for a node with a link, else None
     limits: Tuple[str, ...] = ()  # block devices whose path this hop limits
     member_of: Tuple[str, ...] = ()  # block device: the arrays and pools it is in
+    disk_link: str = ""  # block device: its SAS PHY or SATA link, the expected rate and which end limits it
     findings: Tuple[Finding, ...] = ()  # worst first
     children: Tuple["Node", ...] = ()
 
@@ -124,6 +126,49 @@ class TopologyFacts:
     arrays: List[Array] = field(default_factory=list)
     findings: List[Finding] = field(default_factory=list)
     groups: Dict[str, str] = field(default_factory=dict)  # finding subject -> node it belongs to
+    disk_links: Dict[str, str] = field(default_factory=dict)  # block device -> disk_link_texts' line
+
+
+def _gbit(rate: Optional[float]) -> str:
+    return "?" if rate is None else f"{rate / 1e9:g} Gbit/s"
+
+
+def _which_end(expectation, port: Optional[float]) -> str:
+    if expectation.basis == BOTH_ENDS:
+        return {"port": "the port limits", "device": "the drive limits",
+                "both": "both ends alike"}.get(expectation.limited_by(port), "")
+    if expectation.basis == DEVICE_ONLY:
+        return "unverifiable: port sets no limit"
+    return "unverifiable: far end unknown"
+
+
+def disk_link_texts(sas_phys: Sequence, ata_links: Sequence) -> Dict[str, str]:
+    """Block device -> 'SAS phy-0:2 3 Gbit/s, expected 6 Gbit/s (the drive limits)': the link it
+    sits on, the rate to expect from both ends (storpath.analysis.links) and which end sets it.
+    A drive behind an expander shows the expander PHY it hangs from."""
+    out: Dict[str, str] = {}
+    expanders = expander_capabilities(sas_phys)
+    by_disk: Dict[str, List] = {}
+    for phy in sas_phys:
+        if phy.attached is not None and phy.negotiated_rate is not None:
+            for disk in phy.attached.block_devices:
+                by_disk.setdefault(disk, []).append(phy)
+    for disk, phys in by_disk.items():
+        phys = sorted(phys, key=lambda p: natural_key(p.name))
+        fastest = max(phys, key=lambda p: p.negotiated_rate)
+        expectation = sas_expectation(fastest, expanders)
+        names = phys[0].name if len(phys) == 1 else f"{phys[0].name} … {phys[-1].name}"
+        expected = f", expected {_gbit(expectation.expected)}" if expectation.expected is not None else ""
+        out[disk] = (f"SAS {names} {_gbit(fastest.negotiated_rate)}{expected} "
+                     f"({_which_end(expectation, fastest.hardware_maximum_rate)})")
+    for link in ata_links:
+        if link.speed is None:
+            continue
+        expectation = sata_expectation(link)
+        expected = f", expected {_gbit(expectation.expected)}" if expectation.verifiable else ""
+        for disk in link.block_devices:
+            out[disk] = f"SATA {link.name} {_gbit(link.speed)}{expected} ({_which_end(expectation, link.hardware_limit)})"
+    return out
 
 
 def link_verifiable(link) -> bool:
@@ -209,7 +254,7 @@ def build(facts: TopologyFacts) -> Topology:
         numa = device.static.numa_node if device.static.numa_node is not None and device.static.numa_node >= 0 \
             else None
         block_nodes = [Node(id=name, kind=BLOCK, what="", member_of=tuple(member_of.get(name, ())),
-                            findings=findings.get(name, ()))
+                            disk_link=facts.disk_links.get(name, ""), findings=findings.get(name, ()))
                        for name in sorted(blocks_at.get(device.address, ()), key=natural_key)]
         link = facts.links.get(device.address)
         port = device.port_type in DOWNSTREAM_FACING

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 from storpath.analysis.pcie import analyse, judge
 from storpath.findings import CheckResult, Facts, run_checks
 from storpath.snapshot import Snapshot
-from storpath.tree.model import MD, ZPOOL, Array, TopologyFacts
+from storpath.tree.model import MD, ZPOOL, Array, TopologyFacts, disk_link_texts
 
 # The findings the landing page derives from the last snapshot (the others run privileged
 # commands in `storpath check`: NVMe Identify, the SMART log, zpool).
@@ -65,7 +65,8 @@ def from_check(facts: Facts, result: CheckResult) -> TopologyFacts:
     subjects = {f.subject for f in result.findings}
     return TopologyFacts(pci=facts.pci_devices(), links=facts.pcie_links(), blocks=facts.block_devices(),
                          models=models, arrays=arrays, findings=list(result.findings),
-                         groups={s: facts.group_of(s) for s in subjects})
+                         groups={s: facts.group_of(s) for s in subjects},
+                         disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or []))
 
 
 def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> TopologyFacts:
@@ -87,4 +88,5 @@ def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> 
     subjects = {f.subject for f in result.findings}
     models = nvme_models(snapshot.nvme_controllers or [])
     return TopologyFacts(pci=pci, links=links, blocks=blocks, models=models, arrays=arrays, findings=list(result.findings),
-                         groups={s: facts.group_of(s) for s in subjects})
+                         groups={s: facts.group_of(s) for s in subjects},
+                         disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or []))

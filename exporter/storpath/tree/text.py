@@ -77,6 +77,8 @@ def _node(node: Node, prefix: str, last: Optional[bool], glyphs, width: int, col
     if node.link is not None:
         text = hop_text(node.link, node.port)
         out.append(detail + _clip(text, width - len(detail), glyphs))
+    if node.disk_link:
+        out.append(detail + _clip(node.disk_link, width - len(detail), glyphs))
     if node.findings:
         first = node.findings[0]
         out.append(_finding_line(detail, first, first.title if first.subject == node.id or node.kind == MEMBER
