@@ -41,19 +41,8 @@ WHOLE_FILE = 1 << 24
 
 
 def read_attr(path: str, limit: int = ATTRIBUTE_BYTES) -> Optional[str]:
-    """The stripped text of a sysfs attribute, or None if it cannot be read (the one read
-    a scrape repeats thousands of times: kept lean)."""
-    _READING[threading.get_ident()] = path
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, limit).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    """The stripped text of a sysfs attribute, or None if it cannot be read."""
+    return read_attr_why(path, limit)[0]
 
 
 def read_attr_why(path: str, limit: int = ATTRIBUTE_BYTES) -> Tuple[Optional[str], Optional[str]]:
