@@ -83,3 +83,34 @@ def test_md_capture(replay):
     assert s.value("storpath_md_degraded_disks", device="md1") is None
     assert s.value("storpath_md_degraded_disks", device="md2") == 1
     assert s.value("storpath_md_sync_action", device="md3", action="recover") == 1
+
+
+def test_sata_identify_of_the_real_kernel(replay, tmp_path):
+    """The AHCI disks' IDENTIFY data as Debian's 6.1 kernel prints it (ata_device/*/id):
+    256 words parsed, the model where ATA puts it, and QEMU's word 76 (0x0100: NCQ only, no
+    Serial ATA generation bit) read as a capability the drive does not report. Such a link
+    is unverifiable, never a warning: the forced-low link1 stays judged by libata's limit."""
+    from storpath.readers.ata_identify import capability_of, parse_id_text
+
+    with tarfile.open(CAPTURES / "sas.tar.gz") as tar:
+        ids = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()
+               if m.isfile() and m.name.endswith("/ata_device/" + m.name.split("/")[-2] + "/id")}
+    # The empty ports of the 6-port controller (class "unknown") print 256 zero words: word 76
+    # 0x0000, not reported.
+    parsed = {name: parse_id_text(text) for name, text in ids.items()}
+    empty = [name for name, (words, _) in parsed.items() if words is not None and not any(words)]
+    assert len(empty) == 4 and all(capability_of(parsed[name][0]).maximum is None for name in empty)
+    ids = {name: text for name, text in ids.items() if name not in empty}
+    assert len(ids) == len(lab.SATA_DISKS), sorted(ids)
+    for name, text in ids.items():
+        words, problem = parse_id_text(text)
+        assert problem is None and len(words) == 256, name
+        model = b"".join(w.to_bytes(2, "big") for w in words[27:47]).decode().strip()
+        assert model == "QEMU HARDDISK", (name, model)
+        assert words[76] == 0x0100, (name, hex(words[76]))
+        assert capability_of(words).maximum is None, name
+    s = replay("sas")
+    assert s.series("storpath_sata_device_max_link_speed_transfers_per_second") == []
+    verdicts = s.label_sets("storpath_sata_link_verifiable")
+    assert verdicts and all(v["basis"] != "both_ends" for v in verdicts), verdicts
+    assert all(value == 0 for _, value in s.series("storpath_sata_link_verifiable")), verdicts
