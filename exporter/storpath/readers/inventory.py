@@ -117,7 +117,8 @@ class InventoryReader:
     def __init__(self, roots: Roots):
         self.roots = roots
         self._lock = threading.Lock()
-        self._nvme: Dict[Tuple, Tuple[str, Identity]] = {}  # (address, PciStatic) -> (controller, identity)
+        # address -> (the PciStatic of the instance there, its controller, its identity)
+        self._nvme: Dict[str, Tuple[object, str, Identity]] = {}
         self._disks: Dict[Tuple[str, int], Identity] = {}  # (name, inode) -> identity
 
     def slots(self) -> Dict[str, str]:
@@ -155,7 +156,7 @@ class InventoryReader:
         inodes = dict(listing)
         found: List[InventoryDevice] = []
         with self._lock:
-            nvme_seen: Dict[Tuple, Tuple[str, Identity]] = {}
+            nvme_seen: Dict[str, Tuple[object, str, Identity]] = {}
             controllers: Dict[str, Tuple[str, Identity]] = {}  # PCI address -> (controller, identity)
             for device in pci:
                 kind = storage_kind(device)
@@ -167,9 +168,10 @@ class InventoryReader:
                     model = f"{(s.vendor_id or '')[2:]}:{(s.device_id or '')[2:]}"
                     found.append(InventoryDevice(kind, device.address, device.address, model, "", slot))
                     continue
-                key = (device.address, device.static)
-                known = self._nvme.get(key) or self._nvme_identity(device)
-                nvme_seen[key] = controllers[device.address] = known
+                kept = self._nvme.get(device.address)
+                known = kept[1:] if kept is not None and kept[0] is device.static else self._nvme_identity(device)
+                nvme_seen[device.address] = (device.static,) + known
+                controllers[device.address] = known
                 ctrl, ident = known
                 found.append(InventoryDevice(kind, ctrl or device.address, device.address, ident.model,
                                              ident.serial, slot))

@@ -89,15 +89,16 @@ class PciDevice:
         self.address = self.static.address
 
 
-def parse_aer_total(text: Optional[str]) -> Optional[int]:
-    """The TOTAL_ERR_* line of an aer_dev_* file."""
-    if text is None:
+def parse_aer_total(raw) -> Optional[int]:
+    """The TOTAL_ERR_* line of an aer_dev_* file, as read (bytes) or as text."""
+    if raw is None:
         return None
-    _, found, rest = text.rpartition("TOTAL_ERR_")
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "replace")
+    _, found, rest = raw.rpartition(b"TOTAL_ERR_")
     if not found:
         return None
-    return parse_int(rest.partition(" ")[2].partition("\n")[0], minimum=0, maximum=(1 << 64) - 1)
-
+    return parse_int(rest.partition(b" ")[2].partition(b"\n")[0], minimum=0, maximum=(1 << 64) - 1)
 
 
 def parse_port_type(config: Optional[bytes]) -> Optional[str]:
@@ -253,7 +254,7 @@ class PciReader:
             return None
         device = PciDevice(static=static, driver=driver, current_link_speed=speed, current_link_width=width)
         for severity, name in static.aer_files:
-            total = parse_aer_total(read_attr(at + name))
+            total = parse_aer_total(read_bytes(at + name))
             if total is not None:
                 device.aer_totals[severity] = total
         return device
