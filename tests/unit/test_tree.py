@@ -14,7 +14,7 @@ from storpath.readers.block import BlockDevice
 from storpath.readers.pci import PciDevice, PciStatic
 from storpath.snapshot import Snapshot
 from storpath.tree import model, text
-from storpath.tree.model import Array, TopologyFacts
+from storpath.tree.model import Array, TreeInput
 
 NVME, BRIDGE, NIC = 0x010802, 0x060400, 0x020000
 G3, G4 = 8e9, 16e9
@@ -51,7 +51,7 @@ def switch_host(uplink_width=8, uplink_current=None):
 
 
 def build(devices, blocks, **extra):
-    return model.build(TopologyFacts(pci=devices, links=analyse(devices), blocks=blocks, **extra))
+    return model.build(TreeInput(pci=devices, links=analyse(devices), blocks=blocks, **extra))
 
 
 def finding(subject, severity, title="something", kind="pcie.link_trained_low"):
@@ -97,7 +97,7 @@ def test_placement_and_unverifiable_states():
     # analysis.virtual's verdict arrives as the link's `verifiable`; the tree reads it in one place.
     guest = SimpleNamespace(**{**links["0000:01:00.0"].__dict__, "verifiable": False})
     assert model.link_state(guest) == model.UNVERIFIABLE
-    topology = model.build(TopologyFacts(pci=devices, links={**links, "0000:01:00.0": guest},
+    topology = model.build(TreeInput(pci=devices, links={**links, "0000:01:00.0": guest},
                                          blocks=[block("nvme0n1", "0000:01:00.0")]))
     assert topology.find("0000:01:00.0").state == model.UNVERIFIABLE
 

@@ -77,7 +77,7 @@ class BlockReader:
 
     def read(self, listing: Optional[List[Tuple[str, int]]] = None) -> List[BlockDevice]:
         """Every block device but partitions and hidden NVMe path disks; `listing` is a
-        listing of /sys/class/block made this scrape (see SharedReads), else one is made."""
+        listing of /sys/class/block made this scrape (the snapshot's block_listing), else one is made."""
         base = self.roots.sys("class", "block")
         entries = [e for e in (self.list() if listing is None else listing) if not _NVME_PATH_DISK.match(e[0])]
         with self._lock:

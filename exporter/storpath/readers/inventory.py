@@ -1,7 +1,7 @@
 """The storage devices of a host and their identity, for counting them.
 
-The devices themselves come from the listings other collectors read already (the PCI
-tree and /sys/class/block, through storpath.facts.SharedReads): this module only sorts
+The devices themselves come from what the snapshot read already (the PCI
+tree and /sys/class/block, storpath.snapshot): this module only sorts
 them into kinds and reads what identifies each one, once per device instance.
 
 - PCI functions of class 01 (mass storage): 0108xx is an NVMe controller, the others

@@ -116,7 +116,7 @@ class Topology:
 
 
 @dataclass
-class TopologyFacts:
+class TreeInput:
     """What the tree is built from; storpath.tree.sources fills it."""
 
     pci: List[PciDevice]
@@ -225,7 +225,7 @@ def whole_disk(name: str) -> str:
     return (match.group(1) or match.group(2)) if match else name
 
 
-def build(facts: TopologyFacts) -> Topology:
+def build(facts: TreeInput) -> Topology:
     by_address = {d.address: d for d in facts.pci}
     children: Dict[Optional[str], List[PciDevice]] = {}
     for device in facts.pci:
@@ -318,7 +318,7 @@ def _worst_first(found: Sequence[Finding]) -> Tuple[Finding, ...]:
     return tuple(sorted(found, key=lambda f: (severity_rank(f.severity), natural_key(f.subject), f.kind)))
 
 
-def _findings_by_node(facts: TopologyFacts, by_address: Dict[str, PciDevice],
+def _findings_by_node(facts: TreeInput, by_address: Dict[str, PciDevice],
                       block_address: Dict[str, str]) -> Dict[str, Tuple[Finding, ...]]:
     """Each finding on the node it is about: its subject when the subject is a node of
     the tree, else the node its subsystem grouped it with (a SAS PHY with its HBA)."""
@@ -339,7 +339,7 @@ def _bandwidth(device: PciDevice, link) -> Optional[float]:
     return now if now is not None else link.expected_bandwidth
 
 
-def _limiting_hops(facts: TopologyFacts, by_address: Dict[str, PciDevice],
+def _limiting_hops(facts: TreeInput, by_address: Dict[str, PciDevice],
                    blocks_at: Dict[str, List[str]]) -> Dict[str, Set[str]]:
     """address of a hop -> the block devices it limits (see the module's doc). What flows
     through a hop is the lesser of what it carries and what flows into it from the hops
@@ -387,6 +387,6 @@ def worst_severity(node: Node) -> Optional[str]:
     return worst(f.severity for n in node.walk() for f in n.findings)
 
 
-__all__ = ["Array", "Link", "Node", "Topology", "TopologyFacts", "build", "hop_text", "link_state", "link_text", "link_verifiable",
+__all__ = ["Array", "Link", "Node", "Topology", "TreeInput", "build", "hop_text", "link_state", "link_text", "link_verifiable",
            "whole_disk", "worst_severity", "HEALTHY", "BELOW_EXPECTED", "LIMITED_BY_PLACEMENT", "UNVERIFIABLE",
            "LINK_STATES", "STATE_TEXT", "PCI", "BLOCK", "MD", "ZPOOL", "MEMBER"]

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 from storpath.analysis.pcie import analyse, judge
 from storpath.findings import CheckResult, Facts, run_checks
 from storpath.snapshot import Snapshot
-from storpath.tree.model import MD, ZPOOL, Array, TopologyFacts, disk_link_texts
+from storpath.tree.model import MD, ZPOOL, Array, TreeInput, disk_link_texts
 
 # The findings the landing page derives from the last snapshot (the others run privileged
 # commands in `storpath check`: NVMe Identify, the SMART log, zpool).
@@ -51,7 +51,7 @@ def nvme_models(controllers) -> Dict[str, str]:
     return models
 
 
-def from_check(facts: Facts, result: CheckResult) -> TopologyFacts:
+def from_check(facts: Facts, result: CheckResult) -> TreeInput:
     """The machine as `storpath check` read it: its snapshot, the pools its zfs subsystem
     read (memoised, so nothing runs twice)."""
     snapshot = facts.snapshot
@@ -63,13 +63,13 @@ def from_check(facts: Facts, result: CheckResult) -> TopologyFacts:
         arrays += zfs_pools(zpool.pools if zpool is not None else [])
     models = nvme_models(snapshot.nvme_controllers or []) if "nvme" in result.ran else {}
     subjects = {f.subject for f in result.findings}
-    return TopologyFacts(pci=facts.pci_devices(), links=facts.pcie_links(), blocks=facts.block_devices(),
+    return TreeInput(pci=facts.pci_devices(), links=facts.pcie_links(), blocks=facts.block_devices(),
                          models=models, arrays=arrays, findings=list(result.findings),
                          groups={s: facts.group_of(s) for s in subjects},
                          disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or []))
 
 
-def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> TopologyFacts:
+def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> TreeInput:
     """The exporter's last scrape (storpath.snapshot.Snapshot): the PCI tree and block
     devices it read, the md arrays, the pools and NVMe models of the background tasks'
     latest results. The findings are those SCRAPE_SUBSYSTEMS derive from these records alone."""
@@ -87,6 +87,6 @@ def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> 
     result = run_checks(facts, only=only)
     subjects = {f.subject for f in result.findings}
     models = nvme_models(snapshot.nvme_controllers or [])
-    return TopologyFacts(pci=pci, links=links, blocks=blocks, models=models, arrays=arrays, findings=list(result.findings),
+    return TreeInput(pci=pci, links=links, blocks=blocks, models=models, arrays=arrays, findings=list(result.findings),
                          groups={s: facts.group_of(s) for s in subjects},
                          disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or []))
