@@ -50,6 +50,9 @@ EXPECTED = {
                                                {("md1", "md.sync_running")}),
     ("epyc-7443-highpoint", "md-checking"): (1, {("nvme0n1", "nvme.lba_format_not_best")},
                                              {("md1", "md.sync_running")}),
+    # An IMSM container (md127) is never degraded; volume md126 resyncs, md125 waits behind it (DELAYED).
+    ("epyc-7443-highpoint", "imsm-delayed"): (1, {("nvme0n1", "nvme.lba_format_not_best")},
+                                              {("md126", "md.sync_running"), ("md125", "md.sync_waiting")}),
     ("intel-r2224wft-switches", "zfs-degraded"): (2, {("zpool1", "zfs.pool_not_online")}, set()),
     # the same fault as OpenZFS 2.1 prints it (text `zpool status`, the lost vdev named by its GUID)
     ("intel-r2224wft-switches", "zfs-text-unavail"): (2, {("zpool1", "zfs.pool_not_online")}, set()),

@@ -296,6 +296,52 @@ def test_collector_raid1_variants(variant, action, degraded, ratio):
         assert value(text, 'storpath_md_mismatch_sectors{device="md1"}') == 256
 
 
+def test_collector_imsm_container_and_delayed_resync():
+    text = exposition("epyc-7443-highpoint", "imsm-delayed")
+    # the container: inactive, no level's redundancy, raid_disks empty (0), members spares
+    assert value(text, 'storpath_md_level_info{device="md127",level="container"}') == 1
+    assert value(text, 'storpath_md_array_state{device="md127",state="inactive"}') == 1
+    assert value(text, 'storpath_md_raid_disks{device="md127"}') == 0
+    assert 'storpath_md_degraded_disks{device="md127"}' not in text
+    assert 'storpath_md_sync_waiting{device="md127"}' not in text
+    assert 'storpath_md_member_info{device="md127",disk="sda",member="sda",slot="none",state="spare"} 1.0' in text
+    # volume 0 resyncing, volume 1 delayed behind it: resync in sync_action, no ratio, waiting 1
+    assert value(text, 'storpath_md_sync_action{action="resync",device="md126"}') == 1
+    assert value(text, 'storpath_md_sync_completed_ratio{device="md126"}') == pytest.approx(0.41, abs=0.005)
+    assert value(text, 'storpath_md_sync_waiting{device="md126"}') == 0
+    assert value(text, 'storpath_md_sync_action{action="resync",device="md125"}') == 1
+    assert 'storpath_md_sync_completed_ratio{device="md125"}' not in text
+    assert value(text, 'storpath_md_sync_waiting{device="md125"}') == 1
+    for volume in ("md126", "md125"):
+        assert value(text, f'storpath_md_degraded_disks{{device="{volume}"}}') == 0
+        assert value(text, f'storpath_md_raid_disks{{device="{volume}"}}') == 2
+
+
+def test_builder_imsm_mdstat_as_the_kernel_prints_it(tmp_path):
+    """md_seq_show's layout for a container (no personality) and status_resync's DELAYED."""
+    root = str(tmp_path)
+    machines.load("epyc-7443-highpoint").build(root, "imsm-delayed")
+    with open(os.path.join(root, "proc", "mdstat")) as handle:
+        text = handle.read()
+    assert "md127 : inactive sdb[1](S) sda[0](S)\n      5288 blocks super external:imsm\n       \n" in text
+    assert "md125 : active raid1 sdb[1] sda[0]\n      363988992 blocks super external:/md127/1 [2/2] [UU]\n" \
+           "      \tresync=DELAYED\n      \n" in text
+    assert text.startswith("Personalities : [raid0] [raid1] \n")
+    parsed = parse_mdstat(text)
+    assert not parsed["md127"].active and parsed["md127"].level is None
+    assert [m.flags for m in parsed["md127"].members] == [("spare",), ("spare",)]
+    assert parsed["md125"].sync_waiting == "DELAYED" and parsed["md125"].sync_action is None
+    assert parsed["md126"].sync_action == "resync"
+    md = os.path.join(root, "sys", "block")
+    for array, expected in (("md127", "external:imsm"), ("md126", "external:/md127/0"),
+                            ("md125", "external:/md127/1")):
+        with open(os.path.join(md, array, "md", "metadata_version")) as handle:
+            assert handle.read().strip() == expected
+    assert not os.path.exists(os.path.join(md, "md127", "md", "sync_action"))  # no personality, no sync thread
+    with open(os.path.join(md, "md125", "md", "sync_completed")) as handle:
+        assert handle.read().strip() == "delayed"
+
+
 def test_collector_on_machine_without_md():
     text = exposition("am4-x570-firecuda", "healthy")
     assert "storpath_md_array_state{" not in text
