@@ -87,7 +87,7 @@ CASES = {
         ("SataLinkBelowHardwareLimit", "sda"): {
             "labels": {"severity": "warning", "link": "link1", "device": "sda"},
             "description": ["SATA link link1 (sda) runs at 3 Gbit/s", "libata's current limit is 3 Gbit/s",
-                            "hardware limit not set"],
+                            "the port's hardware limit is not set", "the drive does 6 Gbit/s"],
         },
         **FIRECUDA_LBA,
     },
