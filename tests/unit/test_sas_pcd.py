@@ -203,3 +203,64 @@ def test_sg_modes_output_parsed_and_captured(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")  # `storpath capture` runs sg_modes
     assert capture_commands(roots, str(out)) == []
     assert (out / "sas" / "end_device-0:3" / "mode-19-01.bin").read_bytes() == SAS3_DRIVE
+
+
+# ---- the collector: a background task, served through the snapshot --------------------------
+
+def test_collector_serves_the_drive_task_and_reads_again_for_a_new_drive(tmp_path):
+    from prometheus_client.core import CollectorRegistry
+
+    from storpath.collectors import Context
+    from storpath.collectors.sas import DRIVE_TASK, SasCollector
+    from tests.fixtures import machines
+
+    machines.load("supermicro-x11ssh-sas3008").build(str(tmp_path), "sas-drives")
+    roots = Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"), dev="",
+                  captured=str(tmp_path / "captured"))
+    ctx = Context(roots=roots)
+    collector = SasCollector(ctx)
+    assert ctx.scheduler.tasks[DRIVE_TASK].interval == 6 * 3600
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    value = registry.get_sample_value
+    expected = "storpath_sas_phy_expected_link_rate_transfers_per_second"
+    # before the first pass: the SAS drives' links are unverifiable, not slow
+    assert value(expected, {"phy": "phy-0:3"}) is None
+    assert value("storpath_sas_phy_link_verifiable",
+                 {"phy": "phy-0:3", "basis": "none", "reason": "far_end_unknown"}) == 0
+    ctx.scheduler.run_all_once()
+    assert value(expected, {"phy": "phy-0:3"}) == 12e9  # 12 Gbit/s drive on a 12 Gbit/s PHY
+    assert value(expected, {"phy": "phy-0:2"}) == 6e9  # 6 Gbit/s drive
+    assert value(expected, {"phy": "phy-0:0:8"}) == 6e9  # 12 Gbit/s drive behind the 6 Gbit/s expander
+    assert value("storpath_sas_phy_attached_max_link_rate_transfers_per_second", {"phy": "phy-0:0:8"}) == 12e9
+    assert value("storpath_sas_phy_link_verifiable", {"phy": "phy-0:3", "basis": "both_ends", "reason": ""}) == 1
+    # a drive swapped in under the same end device: its predecessor's page is not served, and the task runs early
+    task = ctx.scheduler.tasks[DRIVE_TASK]
+    triggered = []
+    task.trigger = lambda: triggered.append(True)
+    attrs = tmp_path / "sys" / "class" / "sas_device" / "end_device-0:3" / "sas_address"
+    attrs.write_text("0x5000cca0deadbee1\n")
+    assert value(expected, {"phy": "phy-0:3"}) is None
+    assert triggered == [True]
+
+
+def test_unreadable_pages_leave_the_links_unverifiable_and_say_why_once(tmp_path):
+    from prometheus_client.core import CollectorRegistry
+
+    from storpath.collectors import Context
+    from storpath.collectors.sas import SasCollector
+    from tests.conftest import log_records
+    from tests.fixtures import machines
+
+    machines.load("supermicro-x11ssh-sas3008").build(str(tmp_path), "sas-drives")
+    ctx = Context(roots=Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"), dev=""))
+    collector = SasCollector(ctx)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    with log_records("storpath") as records:
+        ctx.scheduler.run_all_once()
+        ctx.scheduler.run_all_once()
+    lines = [r for r in records if "Phy Control And Discover" in r.getMessage()]
+    assert len(lines) == 1
+    assert registry.get_sample_value("storpath_sas_phy_link_verifiable",
+                                     {"phy": "phy-0:3", "basis": "none", "reason": "far_end_unknown"}) == 0

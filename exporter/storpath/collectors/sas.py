@@ -175,7 +175,7 @@ class SasCollector(Collector):
         self._drives_read: Optional[Dict[str, Optional[str]]] = None  # end device -> address, of the last pass
         self._drives_triggered_for: Optional[Dict[str, Optional[str]]] = None
         self._first_drive_pass = threading.Event()
-        drive_interval = max(60.0, float(cfg["drive_phys_interval"]))
+        drive_interval = max(10.0, float(cfg["drive_phys_interval"]))  # the config refuses less
         self.drive_task = ctx.scheduler.add(DRIVE_TASK, self.read_drives, interval=drive_interval,
                                             jitter=drive_interval / 10)
 

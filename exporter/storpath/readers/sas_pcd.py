@@ -66,6 +66,12 @@ NO_DEVICES_REASON = "device nodes not opened (--path.sysfs replays another machi
 # Link rate codes of SPL-4 (8h 1.5 Gbit/s ... Ch 22.5 Gbit/s), in bit transfers per second.
 LINK_RATES = {0x8: 1.5e9, 0x9: 3e9, 0xA: 6e9, 0xB: 12e9, 0xC: 22.5e9}
 
+# What this reader reads (storpath capture takes these, and capture_commands' output).
+CAPTURE_SYSFS = (
+    "class/sas_device/end_device-*/{target_port_protocols,sas_address}",
+    "class/sas_device/end_device-*/../../target*/*/{scsi_generic,block}/*",
+)
+
 _TARGET = re.compile(r"^target\d+:\d+:\d+$")
 _LUN = re.compile(r"^\d+:\d+:\d+:\d+$")
 
