@@ -73,6 +73,7 @@ class Snapshot:
     nvme_identify: Any = None  # collectors.nvme.IdentifyPass
     nvme_smart: Any = None  # collectors.nvme_health.HealthPass
     sas_errors: Any = None  # PHY name -> readers.sas.SasPhyErrors
+    sas_drive_phys: Any = None  # end device -> readers.sas_pcd.DrivePhysResult
     zpool: Any = None  # collectors.zfs.ZpoolPass
     probes: Any = None  # probes.engine.ProbeEngine's state
     # How the reading went.

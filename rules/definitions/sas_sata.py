@@ -4,7 +4,7 @@ As the PCIe rules do, the link rate is compared with the expected one: the lower
 hardware limit and the far end's capability (a SATA drive's IDENTIFY data, an expander's PHYs).
 The exporter gives an expected SAS rate only where both ends are known, and marks a SATA link
 verifiable only then (storpath_sata_link_verifiable): a link whose far end is unknown (a SAS
-drive, whose capability needs LOG SENSE page 0x18) is never alerted on as slow. The stepped-down-
+drive whose Phy Control And Discover mode page could not be read) is never alerted on as slow. The stepped-down-
 to-a-lowered-minimum signature needs no knowledge of the far end and alerts on its own.
 
 A PHY with nothing attached reads `Unknown`, `Phy disabled`, `Link Rate failed` or `Spin-up

@@ -39,6 +39,9 @@ EXPECTED = {
     ("supermicro-x11ssh-sas3008", "healthy"): (0, set(), set()),
     ("supermicro-x11ssh-sas3008", "hba-ssd-held"): (1, {("0000:01:00.0", "sas.phy_below_hardware_maximum")}, set()),
     ("supermicro-x11ssh-sas3008", "boot-ssd-held"): (1, {("sdg", "sata.link_below_hardware_limit")}, set()),
+    # The SAS drives' Phy Control And Discover pages captured: the 12 Gbit/s drive at 6.0 on a 12 Gbit/s PHY warns;
+    # the 6 Gbit/s drive at 6.0 and the 12 Gbit/s drives behind the 6 Gbit/s expander are silent.
+    ("supermicro-x11ssh-sas3008", "sas-drives"): (1, {("0000:01:00.0", "sas.phy_below_hardware_maximum")}, set()),
     # The boot drive (Samsung PM9A3) is at 512 B though it rates 4 KiB as well: the larger format wins.
     ("epyc-7443-highpoint", "nps1"): (1, {("nvme0n1", "nvme.lba_format_not_best")},
                                       {("numa", "numa.storage_placement")}),

@@ -3,8 +3,10 @@
 As for PCIe (analysis.pcie), a link trains to the fastest rate both ends support, so the
 rate to expect is the lower of the local port's hardware maximum and the far end's. The far
 end's capability is known for a SATA drive (IDENTIFY word 76, readers.ata_identify) and an
-expander (its own PHYs' maximum_linkrate_hw); for a SAS drive it is not (LOG SENSE page 0x18
-needs privilege), and such a link has no expected rate: it is unverifiable, not slow.
+expander (its own PHYs' maximum_linkrate_hw) and for a SAS drive whose Phy Control And Discover
+mode page a background task read (readers.sas_pcd: the HARDWARE MAXIMUM PHYSICAL LINK RATE of
+the drive PHY attached to this one); without that page a SAS drive's link has no expected
+rate: it is unverifiable, not slow.
 
 `basis` says what the verdict rests on:
 - both_ends: the port's limit and the far end's capability are known (verifiable).
@@ -17,10 +19,11 @@ needs privilege), and such a link has no expected rate: it is unverifiable, not 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 from storpath.readers.ata import AtaLink
 from storpath.readers.sas import SasPhy
+from storpath.readers.sas_pcd import DrivePhy, DrivePhysResult
 
 BOTH_ENDS = "both_ends"
 DEVICE_ONLY = "device_only"
@@ -74,10 +77,45 @@ def expander_capabilities(phys: Iterable[SasPhy]) -> Dict[str, float]:
     return out
 
 
-def sas_expectation(phy: SasPhy, expanders: Dict[str, float]) -> Optional[LinkExpectation]:
+def drive_phys(phys: Iterable[SasPhy], results: Optional[Mapping[str, DrivePhysResult]]) -> Dict[str, Sequence[DrivePhy]]:
+    """End device -> its SAS drive's PHYs (Phy Control And Discover page), for the drives
+    whose page was read and whose end device still has the address it had then (a drive
+    swapped in under the same end device name is not judged by its predecessor's page)."""
+    if not results:
+        return {}
+    out: Dict[str, Sequence[DrivePhy]] = {}
+    for phy in phys:
+        remote = phy.attached
+        if remote is None or remote.name in out:
+            continue
+        result = results.get(remote.name)
+        if result is not None and result.phys and result.sas_address == remote.sas_address:
+            out[remote.name] = result.phys
+    return out
+
+
+def drive_capability(phy: SasPhy, phys: Optional[Sequence[DrivePhy]]) -> Optional[float]:
+    """The HARDWARE MAXIMUM PHYSICAL LINK RATE of the drive PHY at the far end of `phy`:
+    the one whose ATTACHED SAS ADDRESS is this PHY's own (a dual-port drive's other PHY
+    faces another HBA or expander); when none names it, the drive's PHYs' common maximum
+    if they agree, else unknown."""
+    if not phys:
+        return None
+    facing = [p.hardware_maximum_rate for p in phys
+              if phy.sas_address is not None and p.attached_sas_address == phy.sas_address]
+    rates = facing or [p.hardware_maximum_rate for p in phys]
+    known = {r for r in rates if r is not None}
+    if len(known) != 1 or (not facing and None in rates):
+        return None
+    return known.pop()
+
+
+def sas_expectation(phy: SasPhy, expanders: Dict[str, float],
+                    drives: Optional[Mapping[str, Sequence[DrivePhy]]] = None) -> Optional[LinkExpectation]:
     """The rate a SAS PHY with something attached should negotiate: the lower of its
     maximum_linkrate_hw and the attached device's capability (an expander's PHYs, a SATA
-    drive's IDENTIFY word 76). None when nothing is attached."""
+    drive's IDENTIFY word 76, a SAS drive's Phy Control And Discover page: `drives`, from
+    drive_phys). None when nothing is attached."""
     remote = phy.attached
     if remote is None:
         return None
@@ -85,6 +123,8 @@ def sas_expectation(phy: SasPhy, expanders: Dict[str, float]) -> Optional[LinkEx
         far_end = expanders.get(remote.name)
     else:
         far_end = remote.sata_capability.maximum
+        if far_end is None and drives:
+            far_end = drive_capability(phy, drives.get(remote.name))
     if far_end is not None and phy.hardware_maximum_rate is None:
         return LinkExpectation(None, far_end, NONE, PORT_LIMIT_UNKNOWN)
     return _lower(phy.hardware_maximum_rate, far_end, PORT_LIMIT_UNKNOWN)

@@ -4,24 +4,30 @@ Rates, ports and attached devices are read on every scrape (the kernel answers t
 what the driver stored). The link error counters are not: every read of one makes the
 driver ask the HBA, or send an SMP request to an expander, so they are read by a
 background task on `collectors.sas.error_counters_interval` and the scrape serves the
-latest read.
+latest read. Nor is a SAS drive's own PHY capability: it takes a SCSI command to the drive
+(MODE SENSE of the Phy Control And Discover page, readers.sas_pcd), privileged, run by the
+background task `sas-drive-phys` at start, when a SAS drive appears (seen on a scrape) and
+on `collectors.sas.drive_phys_interval`.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from storpath import log
-from storpath.analysis.links import expander_capabilities, sas_expectation
+from storpath.analysis.links import drive_phys, expander_capabilities, sas_expectation
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
-from storpath.readers.sas import SasPhyErrors, SasReader
+from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
+from storpath.readers.sas_pcd import DrivePhysResult, read_all
 from storpath.snapshot import Source
 
 TASK = "sas-link-errors"
+DRIVE_TASK = "sas-drive-phys"
 
 NEGOTIATED_RATE = Family(
     "storpath_sas_phy_negotiated_link_rate_transfers_per_second", GAUGE,
@@ -98,12 +104,15 @@ PHY_INFO = Family(
 ATTACHED_MAX_RATE = Family(
     "storpath_sas_phy_attached_max_link_rate_transfers_per_second", GAUGE,
     "Highest link rate the device at the far end supports: an expander's PHYs' maximum_linkrate_hw, a SATA "
-    "drive's IDENTIFY DEVICE word 76 (vpd_pg89); absent when unknown (a SAS drive).", ("phy",),
+    "drive's IDENTIFY DEVICE word 76 (vpd_pg89), a SAS drive's Phy Control And Discover mode page; absent when "
+    "unknown.", ("phy",),
     "transfers_per_second",
     doc="the far end's capability: for an expander the highest `maximum_linkrate_hw` of its own PHYs, for a "
         "SATA drive the fastest generation of its IDENTIFY DEVICE word 76 (from the ATA Information VPD page, "
-        "`vpd_pg89`); absent for a SAS drive (its capability is in LOG SENSE page 0x18, which needs privilege) "
-        "and where the kernel gives no `vpd_pg89`")
+        "`vpd_pg89`), for a SAS drive the HARDWARE MAXIMUM PHYSICAL LINK RATE of its PHY facing this one (Phy "
+        "Control And Discover mode page 0x19/0x01, read by a background task with `sg_modes`, which needs "
+        "root); absent where none of these is known (a SAS drive before the first read or without privilege "
+        "or sg3-utils, a SATA drive where the kernel gives no `vpd_pg89`)")
 EXPECTED_RATE = Family(
     "storpath_sas_phy_expected_link_rate_transfers_per_second", GAUGE,
     "Link rate the PHY should negotiate: the lower of its hardware maximum and the attached device's; absent "
@@ -113,10 +122,11 @@ EXPECTED_RATE = Family(
 LINK_VERIFIABLE = Family(
     "storpath_sas_phy_link_verifiable", GAUGE,
     "1 when the PHY's expected rate rests on both ends' capability, else 0 (`basis` none, `reason` "
-    "far_end_unknown: a SAS drive, or a SATA drive without vpd_pg89); PHYs with a device attached only.",
+    "far_end_unknown: a SAS drive whose mode page could not be read, or a SATA drive without vpd_pg89); PHYs "
+    "with a device attached only.",
     ("phy", "basis", "reason"),
     doc="1 when the expected rate rests on both ends (`basis=\"both_ends\"`); 0 with `basis=\"none\"` and "
-        "`reason=\"far_end_unknown\"` (a SAS drive; a SATA drive whose kernel or HBA gives no `vpd_pg89`) or "
+        "`reason=\"far_end_unknown\"` (a SAS drive whose Phy Control And Discover page is not read; a SATA drive whose kernel or HBA gives no `vpd_pg89`) or "
         "`port_limit_unknown` (no `maximum_linkrate_hw`). The below-expected alert judges only verifiable "
         "PHYs; the lowered-minimum one needs no knowledge of the far end")
 
@@ -137,9 +147,14 @@ class SasCollector(Collector):
     """SAS PHY link rates (negotiated, programmed, hardware), link error counters and attached devices."""
 
     families = FAMILIES
-    reads = ("sas_phys", "sas_errors")
+    reads = ("sas_phys", "sas_errors", "sas_drive_phys")
     config_defaults = {
         "error_counters_interval": Duration(60),  # how often the link error counters are read
+        # A drive's PHY capability does not change while it is there; a new drive seen on
+        # a scrape triggers a read anyway: the interval is a backstop.
+        "drive_phys_interval": Duration(6 * 3600),
+        "drive_phys_timeout": Duration(10),  # per drive: one that does not answer must not hold the task
+        "sg_modes": "sg_modes",
         "startup_wait": Duration(5),  # how long the first scrapes wait for the first counter read
     }
 
@@ -154,6 +169,15 @@ class SasCollector(Collector):
         self._first_read = threading.Event()
         interval = max(1.0, float(cfg["error_counters_interval"]))  # 0 would spin
         self.task = ctx.scheduler.add(TASK, self.read_errors, interval=interval, jitter=min(5.0, interval / 10))
+        self.sg_modes = str(cfg["sg_modes"])
+        self.drive_timeout = float(cfg["drive_phys_timeout"])
+        self._drives: Dict[str, DrivePhysResult] = {}
+        self._drives_read: Optional[Dict[str, Optional[str]]] = None  # end device -> address, of the last pass
+        self._drives_triggered_for: Optional[Dict[str, Optional[str]]] = None
+        self._first_drive_pass = threading.Event()
+        drive_interval = max(10.0, float(cfg["drive_phys_interval"]))  # the config refuses less
+        self.drive_task = ctx.scheduler.add(DRIVE_TASK, self.read_drives, interval=drive_interval,
+                                            jitter=drive_interval / 10)
 
     def read_errors(self) -> None:
         """The background task: one read of every PHY's link error counters. What could not
@@ -168,8 +192,51 @@ class SasCollector(Collector):
         finally:
             self._first_read.set()
 
+    def read_drives(self) -> None:
+        """The background task: every SAS drive's Phy Control And Discover page. Why a
+        drive's could not be read is logged once per reason, naming the drives."""
+        try:
+            results = read_all(self.roots, self.sg_modes, self.drive_timeout)
+            failed: Dict[str, List[str]] = {}
+            for end_device, result in sorted(results.items()):
+                if result.error is not None:
+                    failed.setdefault(result.error.replace(end_device, "*"), []).append(end_device)
+            for reason, names in failed.items():
+                shown = ",".join(names[:8]) + (f",... ({len(names)} drives)" if len(names) > 8 else "")
+                log.once(self.log, logging.WARNING, ("drive-phys", reason, tuple(names)),
+                         "SAS drive PHY capability unknown (Phy Control And Discover mode page not read): "
+                         "their links stay unverifiable", end_devices=shown, reason=reason)
+            with self._lock:
+                self._drives = results
+                self._drives_read = {name: r.sas_address for name, r in results.items()}
+        finally:
+            self._first_drive_pass.set()
+
     def sources(self):
-        return (Source("sas_errors", self.latest_errors),)
+        return (Source("sas_errors", self.latest_errors),
+                Source("sas_drive_phys", self.latest_drives, needs=("sas_phys",)))
+
+    def latest_drives(self, got) -> Dict[str, DrivePhysResult]:
+        """The drive task's last pass: end device -> its drive's PHYs. A SAS drive this
+        snapshot sees that the pass did not (`got`: its PHYs) has the task run again early."""
+        if self.ctx.scheduler.started and not self._first_drive_pass.is_set():
+            self._first_drive_pass.wait(self.startup_wait)
+        self._maybe_trigger(got.get("sas_phys") or ())
+        with self._lock:
+            return self._drives  # replaced, never changed, by each pass
+
+    def _maybe_trigger(self, phys: List[SasPhy]) -> None:
+        current = {p.attached.name: p.attached.sas_address for p in phys
+                   if p.attached is not None and p.attached.target_port_protocols == "ssp"}
+        with self._lock:
+            seen = self._drives_read
+            if seen is None or all(seen.get(k, "") == v for k, v in current.items()) \
+                    or current == self._drives_triggered_for:
+                return
+            self._drives_triggered_for = current
+        log.kv(self.log, logging.INFO, "SAS drives changed, reading their PHY capability again",
+               end_devices=",".join(sorted(k for k, v in current.items() if seen.get(k, "") != v)))
+        self.drive_task.trigger()
 
     def latest_errors(self, _=None) -> Tuple[Dict[str, SasPhyErrors], Optional[float]]:
         """The background task's last read: (PHY -> error counters, when read). The first
@@ -184,9 +251,10 @@ class SasCollector(Collector):
         errors, read_at = snapshot.sas_errors
         rows = Rows()
         expanders = expander_capabilities(phys)
+        drives = drive_phys(phys, snapshot.sas_drive_phys)
         for phy in phys:
             key = (phy.name,)
-            expectation = sas_expectation(phy, expanders)
+            expectation = sas_expectation(phy, expanders, drives)
             if expectation is not None:
                 rows.add(ATTACHED_MAX_RATE, key, expectation.far_end)
                 rows.add(EXPECTED_RATE, key, expectation.expected)

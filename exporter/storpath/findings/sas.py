@@ -6,8 +6,9 @@ whose negotiated rate is below the expected one (the lower of its hardware maxim
 the far end's capability, storpath.analysis.links), a PHY stepped all the way down to a
 lowered programmed minimum (whatever the far end does), and a SATA link below the lower
 of its port's limit and its drive's capability, or held down by libata
-(storpath.analysis.sata.speed_limited). A link whose far end's capability is unknown (a
-SAS drive) is unverifiable, not slow; a PHY with nothing attached is not slow either.
+(storpath.analysis.sata.speed_limited). A SAS drive's capability comes from its Phy Control
+And Discover mode page (readers.sas_pcd; privileged); a link whose far end's capability is
+unknown is unverifiable, not slow; a PHY with nothing attached is not slow either.
 PHYs with the same problem on one controller are reported together: eight identical
 paragraphs help nobody.
 """
@@ -17,11 +18,13 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Tuple
 
-from storpath.analysis.links import at_lowered_minimum, expander_capabilities, sas_expectation, sata_expectation
+from storpath.analysis.links import (at_lowered_minimum, drive_phys, expander_capabilities, sas_expectation,
+                                     sata_expectation)
 from storpath.analysis.sata import speed_limited
 from storpath.collectors.base import SourceFailed
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
 from storpath.readers.sas import NO_ERRORS_READ, SasPhy, SasPhyErrors, SasReader
+from storpath.readers.sas_pcd import DrivePhysResult, read_all
 from storpath.snapshot import Snapshotter, Source
 
 
@@ -65,6 +68,18 @@ def link_errors(facts: Facts) -> Dict[str, SasPhyErrors]:
     return snapshot.sas_errors[0]
 
 
+def drive_results(facts: Facts) -> Dict[str, DrivePhysResult]:
+    """End device -> its SAS drive's PHYs: the exporter's last background read when the
+    snapshot is a scrape's, else read now (a one-shot check can wait for the drives)."""
+    if facts.snapshot.sas_drive_phys is not None:
+        return facts.snapshot.sas_drive_phys
+    if facts.roots is None:  # a scrape's snapshot without the sas collector: nothing to read with
+        return {}
+    settings = facts.collector_config("sas")
+    return facts.memo("sas.drive_phys", lambda: read_all(facts.roots, str(settings.get("sg_modes", "sg_modes")),
+                                                         float(settings.get("drive_phys_timeout", 10))))
+
+
 def _read_now(reader: SasReader):
     """((PHY -> error counters, when read), problems): the sas_errors part, and what could not be read."""
     errors, problems = reader.read_errors_with_problems()
@@ -78,6 +93,8 @@ def check_sas(facts: Facts, out: Outcome) -> None:
     groups: Dict[tuple, List[SasPhy]] = {}
     errors: Dict[Optional[str], List[Tuple[SasPhy, int]]] = {}
     expanders = expander_capabilities(phys)
+    drives = drive_phys(phys, drive_results(facts)) if any(
+        p.attached is not None and p.attached.target_port_protocols == "ssp" for p in phys) else {}
     for phy in phys:
         disks = phy.attached.block_devices if phy.attached else ()
         controller = _controller_of(facts, disks)
@@ -88,7 +105,7 @@ def check_sas(facts: Facts, out: Outcome) -> None:
             errors.setdefault(controller, []).append((phy, sum(counted)))
         if phy.attached is None or phy.negotiated_rate is None or phy.hardware_maximum_rate is None:
             continue
-        expectation = sas_expectation(phy, expanders)
+        expectation = sas_expectation(phy, expanders, drives)
         at_minimum = at_lowered_minimum(phy)
         below = (expectation is not None and expectation.verifiable and expectation.expected is not None
                  and phy.negotiated_rate < expectation.expected)

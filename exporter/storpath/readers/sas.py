@@ -28,7 +28,8 @@ The far end's capability: an expander's own PHYs are SAS PHYs too
 maximum_linkrate_hw; `SasPhy.parent` names the device a PHY belongs to. A SATA drive
 behind the HBA reports its link capability in the IDENTIFY data that the ATA Information
 VPD page carries (the SCSI device's vpd_pg89; readers.ata_identify). A SAS drive's
-capability is in LOG SENSE page 0x18 (privileged), not read here.
+capability is in its Phy Control And Discover mode page (privileged): readers.sas_pcd,
+read by a background task.
 """
 
 from __future__ import annotations

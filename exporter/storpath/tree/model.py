@@ -33,7 +33,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from storpath.analysis.links import BOTH_ENDS, DEVICE_ONLY, expander_capabilities, sas_expectation, sata_expectation
+from storpath.analysis.links import (BOTH_ENDS, DEVICE_ONLY, drive_phys, expander_capabilities, sas_expectation,
+                                     sata_expectation)
 from storpath.analysis.topology import DOWNSTREAM_FACING
 from storpath.findings import Finding, natural_key, pci_kind, severity_rank, worst
 from storpath.readers.pci import PciDevice
@@ -142,12 +143,14 @@ def _which_end(expectation, port: Optional[float]) -> str:
     return "unverifiable: far end unknown"
 
 
-def disk_link_texts(sas_phys: Sequence, ata_links: Sequence) -> Dict[str, str]:
+def disk_link_texts(sas_phys: Sequence, ata_links: Sequence, drive_results=None) -> Dict[str, str]:
     """Block device -> 'SAS phy-0:2 3 Gbit/s, expected 6 Gbit/s (the drive limits)': the link it
     sits on, the rate to expect from both ends (storpath.analysis.links) and which end sets it.
-    A drive behind an expander shows the expander PHY it hangs from."""
+    A drive behind an expander shows the expander PHY it hangs from. `drive_results`: the
+    SAS drives' own PHYs (snapshot.sas_drive_phys), when read."""
     out: Dict[str, str] = {}
     expanders = expander_capabilities(sas_phys)
+    drives = drive_phys(sas_phys, drive_results)
     by_disk: Dict[str, List] = {}
     for phy in sas_phys:
         if phy.attached is not None and phy.negotiated_rate is not None:
@@ -156,7 +159,7 @@ def disk_link_texts(sas_phys: Sequence, ata_links: Sequence) -> Dict[str, str]:
     for disk, phys in by_disk.items():
         phys = sorted(phys, key=lambda p: natural_key(p.name))
         fastest = max(phys, key=lambda p: p.negotiated_rate)
-        expectation = sas_expectation(fastest, expanders)
+        expectation = sas_expectation(fastest, expanders, drives)
         names = phys[0].name if len(phys) == 1 else f"{phys[0].name} … {phys[-1].name}"
         expected = f", expected {_gbit(expectation.expected)}" if expectation.expected is not None else ""
         out[disk] = (f"SAS {names} {_gbit(fastest.negotiated_rate)}{expected} "

@@ -63,10 +63,11 @@ def from_check(facts: Facts, result: CheckResult) -> TreeInput:
         arrays += zfs_pools(zpool.pools if zpool is not None else [])
     models = nvme_models(snapshot.nvme_controllers or []) if "nvme" in result.ran else {}
     subjects = {f.subject for f in result.findings}
+    drives = snapshot.sas_drive_phys or facts.memo("sas.drive_phys", lambda: None)  # what the sas check read
     return TreeInput(pci=facts.pci_devices(), links=facts.pcie_links(), blocks=facts.block_devices(),
                          models=models, arrays=arrays, findings=list(result.findings),
                          groups={s: facts.group_of(s) for s in subjects},
-                         disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or []))
+                         disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [], drives))
 
 
 def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> TreeInput:
@@ -89,4 +90,5 @@ def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> 
     models = nvme_models(snapshot.nvme_controllers or [])
     return TreeInput(pci=pci, links=links, blocks=blocks, models=models, arrays=arrays, findings=list(result.findings),
                          groups={s: facts.group_of(s) for s in subjects},
-                         disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or []))
+                         disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [],
+                                                    snapshot.sas_drive_phys))
