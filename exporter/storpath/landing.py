@@ -170,6 +170,8 @@ def _node(node: Node, runbook_base: str, out: List[str]) -> None:
         bits.append(f" <span class=\"limits\">&#9664; limiting hop for {html.escape(shown)}</span>")
     if node.link is not None:
         bits.append(f"<span class=\"link\">{html.escape(hop_text(node.link, node.port))}</span>")
+    if node.disk_link:  # a SAS or SATA disk: its link, the rate both ends allow, which end limits it
+        bits.append(f"<span class=\"link\">{html.escape(node.disk_link)}</span>")
     if node.findings:
         first = node.findings[0]
         title = first.title if first.subject == node.id or node.kind == MEMBER else f"{first.subject}: {first.title}"

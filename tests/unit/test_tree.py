@@ -166,3 +166,19 @@ def test_every_runbook_the_page_links_exists():
 
     for name in set(landing.RUNBOOKS.values()):
         assert os.path.exists(os.path.join(ROOT, "docs", "runbooks", f"{name}.md")), name
+
+
+def test_landing_page_says_which_end_limits_a_sas_disk(tmp_path):
+    """The page draws each SAS/SATA disk's link with the rate both ends allow, as `storpath
+    tree` does: on the Dell R900 before the fix, SSDs at 1.5 Gbit/s where both ends do 3."""
+    import os
+
+    from storpath.findings import take_snapshot
+    from storpath.roots import Roots
+    from tests.fixtures import machines
+
+    machines.load("dell-r900-sas1068e").build(str(tmp_path), "before-fix")
+    roots = Roots(sysfs=os.path.join(tmp_path, "sys"), procfs=os.path.join(tmp_path, "proc"))
+    snapshot = take_snapshot(roots)
+    page = landing.page(SimpleNamespace(last_snapshot=lambda: snapshot), ["sas"], config={})
+    assert page.count("1.5 Gbit/s, expected 3 Gbit/s (both ends alike)") == 8, page
