@@ -38,6 +38,7 @@ class Task:
         self.failures = 0
         self.last_error: Optional[str] = None
         self.last_run_end: Optional[float] = None
+        self.first_run = threading.Event()  # set once the first run has ended, however it ended
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -56,6 +57,7 @@ class Task:
         finally:
             self.runs += 1
             self.last_run_end = time.time()
+            self.first_run.set()
 
     def next_delay(self) -> float:
         """Seconds until the next run: interval plus jitter, held between MIN_DELAY and MAX_DELAY."""
@@ -89,6 +91,13 @@ class Task:
                 log.kv(LOG, logging.ERROR, "background task schedule failed", task=self.name,
                        err=f"{type(exc).__name__}: {exc}")
                 delay = 60.0
+
+    def wait_first_run(self, timeout: float) -> None:
+        """While the task runs on its schedule, wait at most `timeout` for its first run to
+        end: the first scrapes after start serve its result rather than nothing. (A one-shot
+        command runs the task inline instead: nothing to wait for.)"""
+        if self._thread is not None:
+            self.first_run.wait(timeout)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name=f"task-{self.name}", daemon=True)

@@ -148,7 +148,7 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
 
 class _Lane:
     """A long-lived thread that runs reads one after another. When a read overruns its
-    share, the lane is given up: it finishes that read on its own and then ends."""
+    share, the lane is given up (`stop()`): it finishes that read on its own and then ends."""
 
     def __init__(self) -> None:
         self._jobs: "queue.SimpleQueue[Optional[_Job]]" = queue.SimpleQueue()
@@ -161,8 +161,6 @@ class _Lane:
             if job is None:
                 return
             job.run()
-            if job.abandoned:
-                return  # a fresh lane has taken over meanwhile
 
     def submit(self, job: "_Job") -> None:
         self._jobs.put(job)
@@ -179,7 +177,6 @@ class _Job:
         self.started = time.monotonic()
         self.value: Any = None
         self.error: Optional[BaseException] = None
-        self.abandoned = False
         self.reason = ""  # why the snapshot gave up on it
         self.thread_id: Optional[int] = None
 
@@ -240,8 +237,8 @@ class Snapshotter:
                 self._lane = _Lane()
             self._lane.submit(job)
             if not job.done.wait(share):
-                job.abandoned = True
-                self._lane = None  # it ends once the read returns
+                self._lane.stop()  # it ends once the read returns
+                self._lane = None
                 # The same reason on every scrape until the read returns: logged once.
                 job.reason = f"blocked reading {job.where()}; not started again until that read returns"
                 self._blocked[name] = job

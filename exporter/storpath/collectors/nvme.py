@@ -141,27 +141,23 @@ class NvmeCollector(Collector):
         self._results: Dict[str, _Identified] = {}  # device -> the last pass's result
         self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
         self._triggered_for: Optional[Dict[str, Tuple]] = None
-        self._first_pass = threading.Event()
         self.reader = NvmeReader(self.roots)  # the background task's namespaces
         self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
 
     # ---- background ------------------------------------------------------------
     def identify_all(self) -> None:
-        try:
-            namespaces = self.reader.namespaces()
-            results: Dict[str, _Identified] = {}
-            for ns in namespaces:
-                if ns.controller is None or ns.nsid is None:
-                    continue
-                result = identify_namespace(self.roots, ns.controller, ns.nsid, self.nvme_cli, self.timeout)
-                results[ns.device] = _identified(ns, result)
-                if result.error is None:
-                    log.kv(self.log, logging.DEBUG, "Identify Namespace read", device=ns.device, source=result.source)
-            with self._lock:
-                self._results = results
-                self._fingerprints_read = {ns.device: ns.fingerprint for ns in namespaces}
-        finally:
-            self._first_pass.set()
+        namespaces = self.reader.namespaces()
+        results: Dict[str, _Identified] = {}
+        for ns in namespaces:
+            if ns.controller is None or ns.nsid is None:
+                continue
+            result = identify_namespace(self.roots, ns.controller, ns.nsid, self.nvme_cli, self.timeout)
+            results[ns.device] = _identified(ns, result)
+            if result.error is None:
+                log.kv(self.log, logging.DEBUG, "Identify Namespace read", device=ns.device, source=result.source)
+        with self._lock:
+            self._results = results
+            self._fingerprints_read = {ns.device: ns.fingerprint for ns in namespaces}
 
     def _maybe_trigger(self, namespaces: List[NvmeNamespace]) -> None:
         current = {ns.device: ns.fingerprint for ns in namespaces}
@@ -181,8 +177,7 @@ class NvmeCollector(Collector):
         """The background task's last pass: namespace -> what Identify said. The first
         scrapes after start wait a little for the first pass; namespaces that changed
         since that pass (`got`: this snapshot's) have the task run again early."""
-        if self.ctx.scheduler.started and not self._first_pass.is_set():
-            self._first_pass.wait(self.startup_wait)
+        self.task.wait_first_run(self.startup_wait)
         self._maybe_trigger(got["nvme_namespaces"])
         with self._lock:
             return self._results  # replaced, never changed, by each pass

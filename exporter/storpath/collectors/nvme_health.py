@@ -188,7 +188,6 @@ class NvmeHealthCollector(Collector):
         self.timeout = float(cfg["smart_timeout"])
         self.nvme_cli = str(cfg["nvme_cli"])
         self.startup_wait = float(cfg["startup_wait"])
-        self._first_pass = threading.Event()
         self.reader = NvmeReader(self.roots)  # the background task's controllers
         self._lock = threading.Lock()
         self._results: Dict[str, HealthResult] = {}
@@ -196,12 +195,6 @@ class NvmeHealthCollector(Collector):
         self.task = ctx.scheduler.add(TASK, self.read_all, interval=interval, jitter=interval / 10)
 
     def read_all(self) -> None:
-        try:
-            self._read_all()
-        finally:
-            self._first_pass.set()
-
-    def _read_all(self) -> None:
         results: Dict[str, HealthResult] = {}
         for ctrl in self.reader.controllers():
             key = (ctrl.name, ctrl.serial)
@@ -226,8 +219,7 @@ class NvmeHealthCollector(Collector):
     def latest(self, _=None) -> Dict[str, HealthResult]:
         """The background task's last pass: controller -> SMART log. The first scrapes after
         start wait a little for the first pass."""
-        if self.ctx.scheduler.started and not self._first_pass.is_set():
-            self._first_pass.wait(self.startup_wait)
+        self.task.wait_first_run(self.startup_wait)
         with self._lock:
             return self._results
 

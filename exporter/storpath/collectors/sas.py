@@ -166,7 +166,6 @@ class SasCollector(Collector):
         self._lock = threading.Lock()
         self._errors: Dict[str, SasPhyErrors] = {}
         self._errors_read_at: Optional[float] = None
-        self._first_read = threading.Event()
         interval = max(1.0, float(cfg["error_counters_interval"]))  # 0 would spin
         self.task = ctx.scheduler.add(TASK, self.read_errors, interval=interval, jitter=min(5.0, interval / 10))
         self.sg_modes = str(cfg["sg_modes"])
@@ -174,7 +173,6 @@ class SasCollector(Collector):
         self._drives: Dict[str, DrivePhysResult] = {}
         self._drives_read: Optional[Dict[str, Optional[str]]] = None  # end device -> address, of the last pass
         self._drives_triggered_for: Optional[Dict[str, Optional[str]]] = None
-        self._first_drive_pass = threading.Event()
         drive_interval = max(10.0, float(cfg["drive_phys_interval"]))  # the config refuses less
         self.drive_task = ctx.scheduler.add(DRIVE_TASK, self.read_drives, interval=drive_interval,
                                             jitter=drive_interval / 10)
@@ -182,35 +180,29 @@ class SasCollector(Collector):
     def read_errors(self) -> None:
         """The background task: one read of every PHY's link error counters. What could not
         be read is logged here, once each (the task runs outside the snapshot step)."""
-        try:
-            errors, problems = self.reader.read_errors_with_problems()
-            for problem in problems:
-                log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
-            with self._lock:
-                self._errors = errors
-                self._errors_read_at = time.time()
-        finally:
-            self._first_read.set()
+        errors, problems = self.reader.read_errors_with_problems()
+        for problem in problems:
+            log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
+        with self._lock:
+            self._errors = errors
+            self._errors_read_at = time.time()
 
     def read_drives(self) -> None:
         """The background task: every SAS drive's Phy Control And Discover page. Why a
         drive's could not be read is logged once per reason, naming the drives."""
-        try:
-            results = read_all(self.roots, self.sg_modes, self.drive_timeout)
-            failed: Dict[str, List[str]] = {}
-            for end_device, result in sorted(results.items()):
-                if result.error is not None:
-                    failed.setdefault(result.error.replace(end_device, "*"), []).append(end_device)
-            for reason, names in failed.items():
-                shown = ",".join(names[:8]) + (f",... ({len(names)} drives)" if len(names) > 8 else "")
-                log.once(self.log, logging.WARNING, ("drive-phys", reason, tuple(names)),
-                         "SAS drive PHY capability unknown (Phy Control And Discover mode page not read): "
-                         "their links stay unverifiable", end_devices=shown, reason=reason)
-            with self._lock:
-                self._drives = results
-                self._drives_read = {name: r.sas_address for name, r in results.items()}
-        finally:
-            self._first_drive_pass.set()
+        results = read_all(self.roots, self.sg_modes, self.drive_timeout)
+        failed: Dict[str, List[str]] = {}
+        for end_device, result in sorted(results.items()):
+            if result.error is not None:
+                failed.setdefault(result.error.replace(end_device, "*"), []).append(end_device)
+        for reason, names in failed.items():
+            shown = ",".join(names[:8]) + (f",... ({len(names)} drives)" if len(names) > 8 else "")
+            log.once(self.log, logging.WARNING, ("drive-phys", reason, tuple(names)),
+                     "SAS drive PHY capability unknown (Phy Control And Discover mode page not read): "
+                     "their links stay unverifiable", end_devices=shown, reason=reason)
+        with self._lock:
+            self._drives = results
+            self._drives_read = {name: r.sas_address for name, r in results.items()}
 
     def sources(self):
         return (Source("sas_errors", self.latest_errors),
@@ -219,8 +211,7 @@ class SasCollector(Collector):
     def latest_drives(self, got) -> Dict[str, DrivePhysResult]:
         """The drive task's last pass: end device -> its drive's PHYs. A SAS drive this
         snapshot sees that the pass did not (`got`: its PHYs) has the task run again early."""
-        if self.ctx.scheduler.started and not self._first_drive_pass.is_set():
-            self._first_drive_pass.wait(self.startup_wait)
+        self.drive_task.wait_first_run(self.startup_wait)
         self._maybe_trigger(got.get("sas_phys") or ())
         with self._lock:
             return self._drives  # replaced, never changed, by each pass
@@ -241,8 +232,7 @@ class SasCollector(Collector):
     def latest_errors(self, _=None) -> Tuple[Dict[str, SasPhyErrors], Optional[float]]:
         """The background task's last read: (PHY -> error counters, when read). The first
         scrapes after start wait a little for the first read."""
-        if self.ctx.scheduler.started and not self._first_read.is_set():
-            self._first_read.wait(self.startup_wait)
+        self.task.wait_first_run(self.startup_wait)
         with self._lock:
             return self._errors, self._errors_read_at
 

@@ -118,9 +118,12 @@ class Facts:
         return self.memo("pcie.links", self._pcie_links)
 
     def _pcie_links(self):
+        """The snapshot's link expectations judged; derived here when the snapshot has none
+        (the pcie collector off)."""
         expected = self.snapshot.pcie_expected
         if expected is None:
-            return analyse(self.pci_devices(), guest=self.host().virtual)
+            host = self.snapshot.host
+            return analyse(self.pci_devices(), guest=host.virtual if host is not None else False)
         return {d.address: judge(d, expected[d.address]) for d in self.pci_devices() if d.address in expected}
 
     def host(self):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from storpath.analysis.pcie import analyse, judge
 from storpath.findings import CheckResult, Facts, run_checks
 from storpath.snapshot import Snapshot
 from storpath.tree.model import MD, ZPOOL, Array, TreeInput, disk_link_texts
@@ -65,9 +64,9 @@ def from_check(facts: Facts, result: CheckResult) -> TreeInput:
     subjects = {f.subject for f in result.findings}
     drives = snapshot.sas_drive_phys or facts.memo("sas.drive_phys", lambda: None)  # what the sas check read
     return TreeInput(pci=facts.pci_devices(), links=facts.pcie_links(), blocks=facts.block_devices(),
-                         models=models, arrays=arrays, findings=list(result.findings),
-                         groups={s: facts.group_of(s) for s in subjects},
-                         disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [], drives))
+                     models=models, arrays=arrays, findings=list(result.findings),
+                     groups={s: facts.group_of(s) for s in subjects},
+                     disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [], drives))
 
 
 def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> TreeInput:
@@ -75,20 +74,15 @@ def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> 
     devices it read, the md arrays, the pools and NVMe models of the background tasks'
     latest results. The findings are those SCRAPE_SUBSYSTEMS derive from these records alone."""
     pci, blocks = snapshot.pci or [], snapshot.blocks or []
-    expected = snapshot.pcie_expected
-    if expected is not None:
-        links = {d.address: judge(d, expected[d.address]) for d in pci if d.address in expected}
-    else:
-        links = analyse(pci, guest=snapshot.host.virtual if snapshot.host is not None else False)
+    facts = Facts(roots=None, config=config or {}, snapshot=snapshot)
+    links = facts.pcie_links() if snapshot.pci is not None else {}
     zpool = snapshot.zpool.snapshot if snapshot.zpool is not None else None
     arrays = md_arrays(snapshot.md or []) + zfs_pools(zpool.pools if zpool is not None else [])
-    facts = Facts(roots=None, config=config or {}, snapshot=snapshot)
-    facts.memo("pcie.links", lambda: links)
     only = [s for s in SCRAPE_SUBSYSTEMS if s != "md" or snapshot.md is not None]
     result = run_checks(facts, only=only)
     subjects = {f.subject for f in result.findings}
     models = nvme_models(snapshot.nvme_controllers or [])
     return TreeInput(pci=pci, links=links, blocks=blocks, models=models, arrays=arrays, findings=list(result.findings),
-                         groups={s: facts.group_of(s) for s in subjects},
-                         disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [],
-                                                    snapshot.sas_drive_phys))
+                     groups={s: facts.group_of(s) for s in subjects},
+                     disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [],
+                                                snapshot.sas_drive_phys))
