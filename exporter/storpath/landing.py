@@ -9,15 +9,16 @@ texts that quote them) goes through html.escape. Runbooks are linked at
 alerts' runbook_url (rules/config/thresholds.yml); the default points at docs/runbooks/
 of storpath's repository.
 
-The HTTP server calls `page(exporter, collectors, metrics_path, runbook_base)`; that is
-the whole of its side.
+The HTTP server keeps a `Landing(collectors, metrics_path, runbook_base, config)` and calls
+its `page(exporter)`; that is the whole of its side.
 """
 
 from __future__ import annotations
 
 import html
+import threading
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from storpath import __version__
 from storpath.config import DEFAULTS
@@ -90,27 +91,60 @@ section{margin-top:1.2em}
 """
 
 
+class Landing:
+    """The landing page of one configuration, for the exporter's last scrape
+    (`exporter.last_snapshot()`).
+
+    Drawing the tree of a large host costs about as much CPU as a scrape, so it is drawn at
+    most once per scrape: the drawing of the last scrape is kept, and visitors who arrive
+    while it is drawn wait for it instead of drawing it again (single flight). Only the
+    page's frame (the scrape's age) is made per visit.
+    """
+
+    def __init__(self, collectors: Sequence[str], metrics_path: str = "metrics",
+                 runbook_base: str = DEFAULT_RUNBOOK_BASE, config: Optional[dict] = None):
+        self.collectors = list(collectors)
+        self.metrics_path = metrics_path
+        self.runbook_base = runbook_base
+        self.config = config
+        self.drawings = 0  # trees drawn (for tests)
+        self._lock = threading.Lock()
+        # ((id, taken_at) of the scrape drawn: no reference that would keep it alive, its tree's HTML)
+        self._drawn: Optional[Tuple[tuple, str]] = None
+
+    def page(self, exporter) -> bytes:
+        scrape = exporter.last_snapshot() if exporter is not None else None
+        body: List[str] = []
+        if scrape is None:
+            body.append("<p id=\"no-scrape\">No scrape has happened yet: the tree is drawn from the last scrape's "
+                        f"facts. Scrape <a href=\"{_attr(self.metrics_path)}\">{html.escape(self.metrics_path)}</a> "
+                        "once, then reload this page.</p>")
+        elif scrape.pci is None:
+            body.append("<p id=\"no-pci\">The last scrape did not read the PCI tree (the pcie, block and numa "
+                        "collectors are disabled, or /sys/bus/pci could not be read).</p>")
+        else:
+            age = max(0.0, time.time() - scrape.taken_at)
+            body.append(f"<p class=\"meta\">From the scrape that finished "
+                        f"{html.escape(time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(scrape.taken_at)))} "
+                        f"({age:.0f} s ago). Findings shown: PCIe links and md arrays, which the scrape's own "
+                        "records tell; <code>storpath check</code> on the host has all of them.</p>")
+            body.append(self._tree(scrape))
+        return _document(body, self.collectors, self.metrics_path).encode()
+
+    def _tree(self, scrape) -> str:
+        key = (id(scrape), scrape.taken_at)
+        with self._lock:
+            if self._drawn is None or self._drawn[0] != key:
+                topology = model.build(sources.from_scrape(scrape, self.config))
+                self._drawn = (key, tree_html(topology, self.runbook_base))
+                self.drawings += 1
+            return self._drawn[1]
+
+
 def page(exporter, collectors: Sequence[str], metrics_path: str = "metrics",
          runbook_base: str = DEFAULT_RUNBOOK_BASE, config: Optional[dict] = None) -> str:
-    """The landing page for the exporter's last scrape (`exporter.last_snapshot()`)."""
-    scrape = exporter.last_snapshot() if exporter is not None else None
-    body: List[str] = []
-    if scrape is None:
-        body.append("<p id=\"no-scrape\">No scrape has happened yet: the tree is drawn from the last scrape's "
-                    f"facts. Scrape <a href=\"{_attr(metrics_path)}\">{html.escape(metrics_path)}</a> once, "
-                    "then reload this page.</p>")
-    elif scrape.pci is None:
-        body.append("<p id=\"no-pci\">The last scrape did not read the PCI tree (the pcie, block and numa "
-                    "collectors are disabled, or /sys/bus/pci could not be read).</p>")
-    else:
-        topology = model.build(sources.from_scrape(scrape, config))
-        age = max(0.0, time.time() - scrape.taken_at)
-        body.append(f"<p class=\"meta\">From the scrape that finished "
-                    f"{html.escape(time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(scrape.taken_at)))} "
-                    f"({age:.0f} s ago). Findings shown: PCIe links and md arrays, which the scrape's own records "
-                    "tell; <code>storpath check</code> on the host has all of them.</p>")
-        body.append(tree_html(topology, runbook_base))
-    return _document(body, collectors, metrics_path)
+    """The landing page for the exporter's last scrape, drawn afresh."""
+    return Landing(collectors, metrics_path, runbook_base, config).page(exporter).decode()
 
 
 def _document(body: List[str], collectors: Sequence[str], metrics_path: str) -> str:
@@ -202,4 +236,4 @@ def _finding(finding, title: str, more: int, runbook_base: str) -> str:
             f"{finding.severity.upper()}</span>{text}{extra}</span>")
 
 
-__all__ = ["page", "tree_html", "RUNBOOKS", "DEFAULT_RUNBOOK_BASE"]
+__all__ = ["Landing", "page", "tree_html", "RUNBOOKS", "DEFAULT_RUNBOOK_BASE"]

@@ -6,25 +6,39 @@ relies on something private to cheroot, and a new major version may move it. The
 (storpath.http.server) uses cheroot only through these classes and wsgi.Server's public
 attributes.
 
-Two behaviours are changed:
+What is changed:
+- cheroot hands a new connection to a worker at once, and the worker reads the request with
+  a timeout per read, so clients that send their request a byte at a time hold every worker.
+  Here a plain-HTTP connection waits in the selector, as an idle keep-alive connection does;
+  what arrives is read without waiting into the connection's reader, and the connection goes
+  to a worker only once its whole request head is there. One that takes longer than
+  `request_read_timeout` from its first byte is closed (WSGIServer.process_conn, _RequestIO).
 - cheroot's TLS adapters do the handshake in the thread that accepts connections, so one
   client that connects and sends nothing would stop all accepting for the whole socket
-  timeout; here the handshake is done on the first read, in the worker thread that serves
-  the connection (TLSAdapter, _HandshakeIO, _Reader).
-- cheroot hands a new connection to a worker at once, and the worker waits for its request;
-  here it first waits in the selector, as an idle keep-alive connection does, and workers
-  are started as requests need them (WSGIServer.process_conn).
+  timeout; here a TLS connection also waits in the selector until it sends something, and the
+  handshake is done on the first read, in the worker, which must have read the request within
+  `request_read_timeout` of taking the connection (TLSAdapter, _RequestIO, _Connection).
+- Per client address, at most `clients.reading` requests are read ahead at once and at most
+  `clients.workers` connections are held by workers; more wait without a worker (_Clients).
+- Workers are started as requests need them (WSGIServer._to_worker).
+- A second Content-Length header is refused with 400 (cheroot keeps the last) (_Headers).
 """
 
 from __future__ import annotations
 
 import _pyio
+import collections
+import logging
 import socket
 import ssl
+import threading
+import time
+from typing import Any, Deque, Dict, List, Optional
 
 from cheroot import errors as cheroot_errors
 from cheroot import wsgi
 from cheroot.makefile import StreamReader, StreamWriter
+from cheroot.server import HTTPConnection, HTTPRequest
 from cheroot.ssl import Adapter
 
 from storpath import log
@@ -34,14 +48,52 @@ LOG = log.get("web")
 GROW_THREADS = 4  # workers started at a time when a request finds none idle, up to the pool's maximum
 
 
-class _HandshakeIO(socket.SocketIO):
-    """Reads from a TLS socket whose handshake is done on the first read."""
+class _RequestIO(socket.SocketIO):
+    """Reads a connection's requests: first the bytes the selector read ahead (`pending`),
+    then the socket; over TLS the handshake is done on the first read. While a worker reads
+    a request, each read waits at most what is left of the request's `deadline`."""
 
-    def __init__(self, sock, mode):
+    def __init__(self, sock, mode, tls: bool):
         super().__init__(sock, mode)
-        self._handshaken = False
+        self.pending = bytearray()
+        self.deadline: Optional[float] = None  # time.monotonic() by which the request must be read
+        self._handshaken = not tls
+        self._timeout = sock.gettimeout()
+
+    def read_ahead(self, limit: int) -> bool:
+        """Move what has arrived (at most `limit` bytes) into `pending` without waiting;
+        False once the client has closed or reset the connection."""
+        sock = self._sock
+        sock.settimeout(0)  # with a timeout, recv would first wait for data
+        try:
+            data = sock.recv(limit)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        finally:
+            sock.settimeout(self._timeout)
+        self.pending += data
+        return bool(data)
 
     def readinto(self, buffer):
+        if self.pending:
+            count = min(len(buffer), len(self.pending))
+            buffer[:count] = self.pending[:count]
+            del self.pending[:count]
+            return count
+        if self.deadline is None:
+            return self._read(buffer)
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("timed out")
+        self._sock.settimeout(min(left, self._timeout))
+        try:
+            return self._read(buffer)
+        finally:
+            self._sock.settimeout(self._timeout)
+
+    def _read(self, buffer):
         if not self._handshaken:
             self._handshake()
         return super().readinto(buffer)
@@ -71,14 +123,62 @@ class _HandshakeIO(socket.SocketIO):
 
 
 class _Reader(StreamReader):
-    """cheroot's StreamReader reading through _HandshakeIO."""
+    """cheroot's StreamReader reading through _RequestIO."""
 
-    def __init__(self, sock, mode="rb", bufsize=-1):
+    def __init__(self, sock, tls: bool, bufsize: int = 8192):
         # Private: StreamReader.__init__ wraps the socket in a plain SocketIO, so it is skipped and
         # its base (_pyio.BufferedReader, which cheroot's makefile module builds on) is set up
-        # around _HandshakeIO instead; `bytes_read` is the counter StreamReader.read keeps.
-        _pyio.BufferedReader.__init__(self, _HandshakeIO(sock, mode), bufsize if bufsize > 0 else 8192)
+        # around _RequestIO instead; `bytes_read` is the counter StreamReader.read keeps.
+        _pyio.BufferedReader.__init__(self, _RequestIO(sock, "rb", tls), bufsize)
         self.bytes_read = 0
+
+    def take_buffered(self) -> bytes:
+        """What this reader holds and has not handed out yet (a pipelined request)."""
+        return self.read(len(self.peek(0))) if self.has_data() else b""
+
+
+class _Headers(dict):
+    """A request's headers as cheroot's header reader fills them, refusing a second
+    Content-Length: cheroot keeps the last, and a proxy in front may have used the first
+    (request smuggling). The ValueError is answered with 400 and the message."""
+
+    def __setitem__(self, key, value):
+        if key == b"Content-Length" and key in self:
+            raise ValueError("Duplicate Content-Length header")
+        super().__setitem__(key, value)
+
+
+class _Request(HTTPRequest):
+    def read_request_headers(self):
+        # Private: cheroot's read_request_headers fills `inheaders` item by item.
+        self.inheaders = _Headers()
+        return super().read_request_headers()
+
+
+class _Connection(HTTPConnection):
+    """A connection read through _Reader; its request must be read within the server's
+    `request_read_timeout` of a worker taking it."""
+
+    RequestHandlerClass = _Request
+
+    def __init__(self, server, sock, makefile=None):
+        super().__init__(server, sock, *([makefile] if makefile else []))
+        if not isinstance(self.rfile, _Reader):  # TLSAdapter.makefile gives one already
+            self.rfile = _Reader(sock, tls=False)
+        self.head_started: Optional[float] = None  # time.time() of the first byte of a request being read ahead
+        self.in_worker = False
+
+    def communicate(self):
+        self.rfile.raw.deadline = time.monotonic() + self.server.request_read_timeout
+        try:
+            return super().communicate()
+        finally:
+            self.rfile.raw.deadline = None
+            self.server.worker_done(self)
+
+    def close(self):
+        self.server.worker_done(self)
+        super().close()
 
 
 class TLSAdapter(Adapter):
@@ -103,23 +203,149 @@ class TLSAdapter(Adapter):
 
     def makefile(self, sock, mode="r", bufsize=-1):
         if "r" in mode:
-            return _Reader(sock, mode, bufsize)
+            return _Reader(sock, tls=True)
         return StreamWriter(sock, mode, bufsize if bufsize > 0 else 8192)
 
 
+class _Clients:
+    """Per client address: the connections whose request is being read ahead (at most
+    `reading` at once: more are closed), and the connections held by workers (at most
+    `workers` at once: more wait, holding no worker, until one of that address's is done).
+    One address cannot take every worker, nor fill memory with half-sent requests."""
+
+    def __init__(self) -> None:
+        self.reading = 64
+        self.workers = 64
+        self._reading: Dict[Any, int] = {}
+        self._working: Dict[Any, int] = {}
+        self._waiting: Dict[Any, Deque] = {}
+        self._lock = threading.Lock()
+
+    def start_reading(self, conn) -> bool:
+        with self._lock:
+            count = self._reading.get(conn.remote_addr, 0)
+            if count >= self.reading:
+                return False
+            self._reading[conn.remote_addr] = count + 1
+            conn.head_started = time.time()
+            return True
+
+    def stop_reading(self, conn) -> None:
+        with self._lock:
+            self._stop_reading(conn)
+
+    def _stop_reading(self, conn) -> None:
+        if conn.head_started is not None:
+            conn.head_started = None
+            _decrement(self._reading, conn.remote_addr)
+
+    def to_worker(self, conn) -> bool:
+        """True when `conn` may go to a worker now; else it waits for one of its address's."""
+        with self._lock:
+            self._stop_reading(conn)
+            count = self._working.get(conn.remote_addr, 0)
+            if count >= self.workers:
+                self._waiting.setdefault(conn.remote_addr, collections.deque()).append(conn)
+                return False
+            self._working[conn.remote_addr] = count + 1
+            conn.in_worker = True
+            return True
+
+    def done(self, conn):
+        """`conn` leaves its worker (or is closed): the next of its address's waiting
+        connections, if any, which now holds the worker slot."""
+        with self._lock:
+            self._stop_reading(conn)
+            if not conn.in_worker:
+                return None
+            conn.in_worker = False
+            waiting = self._waiting.get(conn.remote_addr)
+            if waiting:
+                follower = waiting.popleft()
+                if not waiting:
+                    del self._waiting[conn.remote_addr]
+                follower.in_worker = True
+                return follower
+            _decrement(self._working, conn.remote_addr)
+            return None
+
+    def drain(self) -> List:
+        with self._lock:
+            waiting = [conn for queue in self._waiting.values() for conn in queue]
+            self._waiting.clear()
+            return waiting
+
+
+def _decrement(counts: Dict, key) -> None:
+    counts[key] -= 1
+    if not counts[key]:
+        del counts[key]
+
+
+def _head_complete(data: bytearray, limit: int) -> bool:
+    """The request line and headers have all arrived (a blank line ends them), or more than
+    the server takes (then a worker answers 413)."""
+    return b"\r\n\r\n" in data or b"\n\n" in data or len(data) > limit
+
+
 class WSGIServer(wsgi.Server):
+    """cheroot's WSGI server that gives a plain-HTTP connection to a worker only once its
+    whole request head has arrived, within `request_read_timeout` of its first byte."""
+
+    ConnectionClass = _Connection
+    request_read_timeout = 5.0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.clients = _Clients()
+
     def process_conn(self, conn):
-        # cheroot hands a connection to a worker as soon as it is accepted, and the worker then
-        # waits up to the socket timeout for a request: a few hundred connections that send
-        # nothing would hold every worker. A new connection waits in the selector instead,
-        # as an idle keep-alive connection does, and goes to a worker once it has sent
-        # something; the selector closes it after the timeout if it never does.
-        # Private: `_connections` is cheroot's ConnectionManager, whose put() parks a
-        # connection in the selector until it is readable and then calls process_conn again.
-        if not getattr(conn, "storpath_waited", False):
+        # Called (by cheroot's ConnectionManager) for a new connection and for one that has
+        # become readable; the worker pool then serves it.
+        if self.ssl_adapter is None:
+            if not self._read_ahead(conn):
+                return
+        elif not getattr(conn, "storpath_waited", False):
+            # A new TLS connection waits in the selector, as an idle keep-alive connection does,
+            # until it sends something; the selector closes it after the socket timeout if it never
+            # does. The handshake and the request are read in the worker, within the deadline.
             conn.storpath_waited = True
-            self._connections.put(conn)
+            self._park(conn)
             return
+        if self.clients.to_worker(conn):
+            self._to_worker(conn)
+
+    def _read_ahead(self, conn) -> bool:
+        """Read what has arrived of a plain-HTTP request without waiting: True once its head is
+        all there; else the connection goes back to the selector (or is closed) and False."""
+        raw = conn.rfile.raw
+        # A pipelined request the reader already holds goes ahead of what comes next.
+        raw.pending[:0] = conn.rfile.take_buffered()
+        limit = self.max_request_header_size
+        if _head_complete(raw.pending, limit):
+            return True
+        if not raw.read_ahead(limit + 1 - len(raw.pending)):
+            conn.close()  # the client went away
+            return False
+        if _head_complete(raw.pending, limit):
+            return True
+        if raw.pending and conn.head_started is None and not self.clients.start_reading(conn):
+            log.once(LOG, logging.WARNING, ("per-client-reading",), "a client has too many half-sent requests "
+                     "at once: closing the newest", client=conn.remote_addr, max=self.clients.reading)
+            conn.close()
+            return False
+        self._park(conn)
+        return False
+
+    def _park(self, conn) -> None:
+        # Private: `_connections` is cheroot's ConnectionManager; put() parks a connection in the
+        # selector until it is readable, and its expiry closes one whose `last_used` is older than
+        # the socket timeout. A request being read ahead is made to expire at its deadline.
+        self._connections.put(conn)
+        if conn.head_started is not None:
+            conn.last_used = conn.head_started + self.request_read_timeout - self.timeout
+
+    def _to_worker(self, conn) -> None:
         # Workers are started as requests need them, up to the pool's maximum: an exporter
         # scraped by one or two Prometheus servers does not hold the 44 a burst may take. A
         # growth waits until the new workers run (cheroot polls every 0.1 s); it happens only
@@ -129,6 +355,18 @@ class WSGIServer(wsgi.Server):
         if pool.idle <= pool.qsize and len(pool._threads) < pool.max:
             pool.grow(GROW_THREADS)
         super().process_conn(conn)
+
+    def worker_done(self, conn) -> None:
+        """`conn` has left its worker: the next connection of the same address that waits
+        for a worker gets one."""
+        follower = self.clients.done(conn)
+        if follower is not None:
+            self._to_worker(follower)
+
+    def stop(self):
+        super().stop()
+        for conn in self.clients.drain():
+            conn.close()
 
     def error_log(self, msg="", level=20, traceback=False):
         # cheroot reports client misbehaviour (resets, bad requests) here: not the operator's problem.

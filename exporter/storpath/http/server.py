@@ -29,7 +29,7 @@ from storpath.config import DEFAULTS
 from storpath.http import negotiation
 from storpath.http.cheroot_patches import TLSAdapter, WSGIServer
 from storpath.http.scrape import Scraper
-from storpath.http.webconfig import Authenticator, WebConfig
+from storpath.http.webconfig import Authenticator, AuthenticatorBusy, WebConfig
 
 LOG = log.get("web")
 
@@ -37,6 +37,13 @@ LOG = log.get("web")
 MAX_HEADER_BYTES = 32 * 1024  # request line and headers; Prometheus sends well under 1 KiB
 MAX_BODY_BYTES = 4 * 1024  # nothing here takes a body
 SOCKET_TIMEOUT = 10.0  # per read or write on a connection, and how long an idle keep-alive connection is kept
+# A request's line and headers must have arrived within this of their first byte (plain HTTP,
+# read ahead without a worker) or of a worker taking the connection (TLS: handshake included).
+# Prometheus sends its request in one packet.
+REQUEST_READ_TIMEOUT = 5.0
+PER_CLIENT_READING = 64  # requests from one address read ahead at once (each up to MAX_HEADER_BYTES)
+PER_CLIENT_SPARE = 2  # workers one address can never hold: left for the others
+LANDING_LANE = 2  # landing pages drawn or sent at once; more get 503
 KEEP_ALIVE_IDLE_MAX = 64  # idle keep-alive connections kept open; more are closed after their answer
 EXTRA_THREADS = 4  # workers beyond --web.max-requests, for health checks, 401s and 503s
 UNLIMITED_THREADS = 64  # workers when --web.max-requests is 0
@@ -93,6 +100,23 @@ class Site:
     def __post_init__(self) -> None:
         self.auth = Authenticator(self.web.users) if self.web.users else None
         self.slots = threading.BoundedSemaphore(self.max_requests) if self.max_requests > 0 else None
+        # The landing page has a lane of its own, apart from the scrapes' slots: visitors never
+        # take what /metrics needs, and more than LANDING_LANE at once are refused, not queued.
+        self.landing_lane = threading.BoundedSemaphore(LANDING_LANE)
+        self._landing = None
+        self._landing_lock = threading.Lock()
+
+    def landing(self):
+        """The landing page's maker (storpath.landing.Landing), which keeps the page of the last
+        scrape. Made on the first visit: the page's modules (tree, findings) cost about 1 MB a
+        scrape-only exporter need not hold."""
+        with self._landing_lock:
+            if self._landing is None:
+                from storpath import landing
+
+                self._landing = landing.Landing(self.collector_names, metrics_path=self.telemetry_path.lstrip("/"),
+                                                runbook_base=self.runbook_base, config=self.config)
+            return self._landing
 
 
 def scrape_timeout(header: Optional[str], default: float) -> float:
@@ -130,22 +154,29 @@ class App:
             # No password for these: they say nothing about the host, and a kubelet's or load
             # balancer's health check has none to send.
             return answer("200 OK", b"Healthy\n" if path == "/-/healthy" else b"Ready\n")
-        if site.auth is not None and not self._authorized(site, environ.get("HTTP_AUTHORIZATION")):
-            return answer("401 Unauthorized", b"Unauthorized\n",
-                          extra=[("WWW-Authenticate", 'Basic realm="storpath", charset="UTF-8"')])
+        if site.auth is not None:
+            try:
+                authorized = self._authorized(site, environ.get("HTTP_AUTHORIZATION"))
+            except AuthenticatorBusy:
+                return answer("429 Too Many Requests", b"Too many password checks at once\n",
+                              extra=[("Retry-After", "1")])
+            if not authorized:
+                return answer("401 Unauthorized", b"Unauthorized\n",
+                              extra=[("WWW-Authenticate", 'Basic realm="storpath", charset="UTF-8"')])
         if method not in ("GET", "HEAD"):
             return answer("405 Method Not Allowed", b"Method not allowed\n", extra=[("Allow", "GET, HEAD")])
         if path == site.telemetry_path:
             return self._metrics(site, environ, answer)
         if path == "/" and site.telemetry_path != "/":
-            # The topology of the last scrape (storpath.landing); never a scrape of its own. Imported
-            # on the first visit: the page's modules (tree, findings) cost about 1 MB a scrape-only
-            # exporter need not hold.
-            from storpath import landing
-
-            page = landing.page(site.exporter, site.collector_names, metrics_path=site.telemetry_path.lstrip("/"),
-                                runbook_base=site.runbook_base, config=site.config)
-            return answer("200 OK", page.encode(), "text/html; charset=utf-8")
+            # The topology of the last scrape (storpath.landing); never a scrape of its own.
+            if not site.landing_lane.acquire(blocking=False):
+                return answer("503 Service Unavailable", b"Too many landing page requests at once\n",
+                              extra=[("Retry-After", "1")])
+            try:
+                page = site.landing().page(site.exporter)
+            finally:
+                site.landing_lane.release()
+            return answer("200 OK", page, "text/html; charset=utf-8")
         return answer("404 Not Found", f"Not found. Try {site.telemetry_path}\n".encode())
 
     @staticmethod
@@ -201,6 +232,9 @@ class Server:
         self.http.max_request_header_size = MAX_HEADER_BYTES
         self.http.max_request_body_size = MAX_BODY_BYTES
         self.http.keep_alive_conn_limit = KEEP_ALIVE_IDLE_MAX
+        self.http.request_read_timeout = REQUEST_READ_TIMEOUT
+        self.http.clients.reading = PER_CLIENT_READING
+        self.http.clients.workers = max(1, self.threads - PER_CLIENT_SPARE)
         self.adapter: Optional[TLSAdapter] = None
         if site.web.tls:
             self.adapter = TLSAdapter(site.web.ssl_context)

@@ -297,26 +297,36 @@ def _headers(raw: Any) -> List[tuple]:
     return headers
 
 
+class AuthenticatorBusy(Exception):
+    """Too many password checks at once: this one was refused without one."""
+
+
 class Authenticator:
     """Checks HTTP basic auth against bcrypt hashes.
 
-    bcrypt costs about 0.1 s of CPU per check at cost 10 (measured here), on purpose: 200
-    concurrent authenticated scrapes would cost 20 s of CPU. A successful check is kept,
-    keyed by a SHA-256 of user, password and hash, so each scraper pays it once (the same
-    trade exporter-toolkit makes). Failed checks are not kept, and at most one bcrypt check
-    runs at a time, so a flood of wrong passwords takes one core, never the scrapes'.
+    bcrypt costs about 0.1 s of CPU per check at cost 10 (0.2 s at 12, measured here), on
+    purpose. A successful check is kept, keyed by a SHA-256 of user, password and hash, so
+    each scraper pays it once (the same trade exporter-toolkit makes), and a kept one is
+    answered without waiting for any bcrypt check. Failed checks are not kept. One bcrypt
+    check runs at a time and BCRYPT_WAITING more may wait for it; more are refused at once
+    (AuthenticatorBusy), so a flood of wrong passwords takes one core and a few workers,
+    never the scrapes'.
     """
 
     CACHE_MAX = 1024
+    BCRYPT_WAITING = 3
 
     def __init__(self, users: Dict[str, bytes]):
         self.users = users
         self._good: set = set()
         self._lock = threading.Lock()
-        self._bcrypt = threading.Semaphore(1)
-        # Unknown users are checked against this hash, so their answer takes as long as a
-        # known user's wrong password (no user enumeration by timing).
-        self._dummy = b"$2b$10$" + b"." * 53
+        self._bcrypt = threading.Lock()
+        self._admitted = threading.BoundedSemaphore(1 + self.BCRYPT_WAITING)
+        # Unknown users are checked against this hash (a salt of dots, a hash nothing matches), at
+        # the highest cost configured, so their answer takes as long as a known user's wrong
+        # password: no user enumeration by timing.
+        cost = max((int(hashed.split(b"$")[2]) for hashed in users.values()), default=10)
+        self._dummy = b"$2b$%02d$" % cost + b"." * 53
 
     def check(self, user: str, password: str) -> bool:
         hashed = self.users.get(user)
@@ -324,13 +334,12 @@ class Authenticator:
         with self._lock:
             if hashed is not None and key in self._good:
                 return True
-        import bcrypt
-
-        with self._bcrypt:
-            try:
-                ok = bcrypt.checkpw(password.encode("utf-8"), hashed or self._dummy)
-            except ValueError:  # a malformed dummy or hash: never a match
-                ok = False
+        if not self._admitted.acquire(blocking=False):
+            raise AuthenticatorBusy()
+        try:
+            ok = self._checkpw(password, hashed or self._dummy)
+        finally:
+            self._admitted.release()
         if ok and hashed is not None:
             with self._lock:
                 if len(self._good) >= self.CACHE_MAX:
@@ -338,3 +347,12 @@ class Authenticator:
                 self._good.add(key)
             return True
         return False
+
+    def _checkpw(self, password: str, hashed: bytes) -> bool:
+        import bcrypt
+
+        with self._bcrypt:
+            try:
+                return bcrypt.checkpw(password.encode("utf-8"), hashed)
+            except ValueError:  # a malformed hash: never a match
+                return False
