@@ -174,3 +174,63 @@ def test_duplicate_content_length_is_refused(exporter_on):
         assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
         assert b"Content-Length" in answer
         assert exporter.get("/metrics").status_code == 200
+
+
+def test_tls_slowloris_costs_its_own_address_only(exporter_on, tmp_path):
+    """Over TLS the handshake is read by a worker, so trickling connections do take workers,
+    but only until their request's deadline, and never all of them: one address holds at most
+    all but two, and Prometheus from another address is answered meanwhile."""
+    import http.client
+    import ssl
+
+    from tests.tls import make_certs, write_web_config
+
+    certs = make_certs(str(tmp_path / "certs"))
+    web = write_web_config(str(tmp_path / "web.yml"), certs)
+    with exporter_on("am4-x570-firecuda", "healthy", f"--web.config.file={web}", ca=certs.ca) as exporter:
+        # A TLS record header announcing a large ClientHello, then its body a byte at a time.
+        head = b"\x16\x03\x01\x40\x00" + b"\x01" * 200
+        slow = [socket.create_connection(("127.0.0.1", exporter.port), timeout=5) for _ in range(60)]
+        stop = threading.Event()
+
+        def trickle():
+            for byte in range(len(head)):
+                for sock in slow:
+                    try:
+                        sock.send(head[byte:byte + 1])
+                    except OSError:  # closed by the server
+                        pass
+                if stop.wait(0.5):
+                    return
+
+        def get(path: str) -> float:
+            context = ssl.create_default_context(cafile=certs.ca)
+            conn = http.client.HTTPSConnection("127.0.0.1", exporter.port, timeout=PROMPT + 3, context=context,
+                                               source_address=("127.0.0.2", 0))
+            start = time.monotonic()
+            try:
+                conn.request("GET", path, headers=PROMETHEUS)
+                response = conn.getresponse()
+                response.read()
+                assert response.status == 200
+            finally:
+                conn.close()
+            return time.monotonic() - start
+
+        trickler = threading.Thread(target=trickle, daemon=True)
+        trickler.start()
+        try:
+            time.sleep(1.5)
+            took = [get(path) for _ in range(4) for path in ("/metrics", "/-/healthy")]
+            assert max(took) < PROMPT, took
+            # Past the deadline of every trickling request: those past the address's share of the
+            # workers (60 - 42) got theirs only when the first ones were closed, 5 s after taking them.
+            time.sleep(10)
+            stop.set()
+            trickler.join(5)
+            still_open = [sock for sock in slow if not closed_by_server(sock)]
+            assert not still_open, f"{len(still_open)} trickling connections still open"
+        finally:
+            stop.set()
+            for sock in slow:
+                sock.close()

@@ -216,3 +216,90 @@ def test_gzip_answers_are_the_plain_answers_gzipped_once_per_flight():
         assert body is flight.body(openmetrics, True) and body != plain
         done = subprocess.run(["gzip", "-dc"], input=body, capture_output=True, timeout=30)
         assert done.returncode == 0 and done.stdout == plain, done.stderr
+
+
+def test_unknown_user_takes_as_long_as_a_wrong_password():
+    """The dummy hash unknown users are checked against has the configured cost (here 12, where
+    a cost-10 dummy answered in a quarter of the time): no user enumeration by timing."""
+    auth = webconfig.Authenticator({"prometheus": bcrypt_hash("s3cret", rounds=12).encode()})
+
+    def seconds(user):
+        start = time.perf_counter()
+        assert not auth.check(user, "guess")
+        return time.perf_counter() - start
+
+    wrong = min(seconds("prometheus") for _ in range(3))
+    unknown = min(seconds("nobody") for _ in range(3))
+    assert 0.6 < unknown / wrong < 1.6, (unknown, wrong)
+
+
+def test_password_checks_past_the_few_waiting_are_refused_without_bcrypt(monkeypatch):
+    import bcrypt
+
+    auth = webconfig.Authenticator({"prometheus": bcrypt_hash("s3cret", rounds=4).encode()})
+    assert auth.check("prometheus", "s3cret")
+    gate, calls = threading.Event(), []
+    original = bcrypt.checkpw
+    monkeypatch.setattr(bcrypt, "checkpw", lambda *a: calls.append(a) or gate.wait(10) and original(*a))
+    admitted = 1 + auth.BCRYPT_WAITING
+    results = []
+    guessers = [threading.Thread(target=lambda: results.append(auth.check("prometheus", "guess")))
+                for _ in range(admitted)]
+    for thread in guessers:
+        thread.start()
+    while not calls:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the others wait behind the first check
+    with pytest.raises(webconfig.AuthenticatorBusy):
+        auth.check("prometheus", "another guess")
+    assert auth.check("prometheus", "s3cret")  # a kept success does not wait
+    gate.set()
+    for thread in guessers:
+        thread.join(10)
+    assert results == [False] * admitted and len(calls) == admitted
+
+
+def _wsgi(app, path):
+    got = {}
+    body = b"".join(app({"REQUEST_METHOD": "GET", "PATH_INFO": path},
+                        lambda status, headers: got.update(status=status, headers=dict(headers))))
+    return got["status"], got["headers"], body
+
+
+def test_landing_page_is_drawn_once_per_scrape_in_a_lane_of_its_own(tmp_path, monkeypatch):
+    import dataclasses
+    from types import SimpleNamespace
+
+    from storpath.findings import take_snapshot
+    from storpath.http.server import App, Site
+    from storpath.roots import Roots
+    from storpath.tree import model
+    from tests.fixtures import machines
+
+    machines.load("am4-x570-firecuda").build(str(tmp_path), "healthy")
+    first = take_snapshot(Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc")))
+    last = [first]
+    site = Site(scraper=Scraper(lambda timeout: [GaugeMetricFamily("storpath_t", "T.", value=1)]),
+                collector_names=["pcie"], exporter=SimpleNamespace(last_snapshot=lambda: last[0]))
+    app = App(site)
+    pages = [_wsgi(app, "/") for _ in range(3)]
+    assert {status for status, _, _ in pages} == {"200 OK"} and b'<ul class="tree">' in pages[0][2]
+    assert site.landing().drawings == 1
+    # A new scrape: drawn again, once, however many visitors arrive while it is drawn.
+    last[0] = dataclasses.replace(first, taken_at=first.taken_at + 15)
+    gate = threading.Event()
+    build = model.build
+    monkeypatch.setattr(model, "build", lambda *a: gate.wait(10) and build(*a))
+    visitors = [threading.Thread(target=_wsgi, args=(app, "/")) for _ in range(2)]
+    for thread in visitors:
+        thread.start()
+    while site.landing_lane.acquire(blocking=False):  # until both visitors are in the lane
+        site.landing_lane.release()
+        time.sleep(0.01)
+    status, headers, _ = _wsgi(app, "/")
+    assert status.startswith("503") and headers["Retry-After"] == "1"
+    assert _wsgi(app, "/-/healthy")[0] == "200 OK" and _wsgi(app, "/metrics")[0] == "200 OK"
+    gate.set()
+    for thread in visitors:
+        thread.join(10)
+    assert site.landing().drawings == 2
