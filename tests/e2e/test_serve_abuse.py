@@ -169,10 +169,13 @@ def test_wrong_password_flood_does_not_delay_the_scraper(exporter_on, tmp_path):
     assert set(statuses) <= {401, 429}, set(statuses)
 
 
-def test_duplicate_content_length_is_refused(exporter_on):
+@pytest.mark.parametrize("framing", [b"Content-Length: 0\r\nContent-Length: 5",
+                                     b"Transfer-Encoding: chunked\r\nContent-Length: 5",
+                                     b"Content-Length: 5\r\nTransfer-Encoding: chunked"])
+def test_ambiguous_body_framing_is_refused(exporter_on, framing):
     with exporter_on("am4-x570-firecuda", "healthy") as exporter:
         with socket.create_connection(("127.0.0.1", exporter.port), timeout=10) as sock:
-            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n")
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + framing + b"\r\n\r\n")
             answer = sock.recv(4096)
         assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
         assert b"Content-Length" in answer

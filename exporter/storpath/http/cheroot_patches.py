@@ -137,14 +137,20 @@ class _Reader(StreamReader):
         return self.read(len(self.peek(0))) if self.has_data() else b""
 
 
+_FRAMING = {b"Content-Length", b"Transfer-Encoding"}
+
+
 class _Headers(dict):
     """A request's headers as cheroot's header reader fills them, refusing a second
-    Content-Length: cheroot keeps the last, and a proxy in front may have used the first
-    (request smuggling). The ValueError is answered with 400 and the message."""
+    Content-Length (cheroot keeps the last, and a proxy in front may have used the first), or
+    a Content-Length beside a Transfer-Encoding (which of the two frames the body is what
+    request smuggling plays on; nothing here takes a body). The ValueError is answered with 400 and the message."""
 
     def __setitem__(self, key, value):
         if key == b"Content-Length" and key in self:
             raise ValueError("Duplicate Content-Length header")
+        if key in _FRAMING and (_FRAMING - {key}) & self.keys():
+            raise ValueError("Content-Length and Transfer-Encoding together")
         super().__setitem__(key, value)
 
 
