@@ -4,12 +4,14 @@ prometheus_client's own writer validates and escapes every label name of every s
 which on a host with thousands of PCI devices costs more than reading sysfs (an order of
 magnitude slower than this writer for the 40 000 series of the 1024-drive benchmark host).
 storpath's label names are fixed in its family tables (storpath.families), so only label
-values need escaping here. A label value may hold a name the kernel gave as bytes that are
-not UTF-8 (a lone surrogate in Python's str): such a family's text is made again with its
-label values through storpath.safetext.utf8, so the body is always valid UTF-8 and one
-name costs no collector. Only a family whose text fails to encode pays for that. The output is the same text prometheus_client writes (labels
+values need escaping here. The output is the same text prometheus_client writes (labels
 sorted, Go-style floats, counters with `_total`): tests compare the two, and
 `promtool check metrics` runs on every golden.
+
+A label value may hold a name the kernel gave as bytes that are not UTF-8 (a lone
+surrogate in Python's str, storpath.safetext): that family's text is made again with its
+label values through storpath.safetext.utf8 (`sdh\xff`), so the body is always valid
+UTF-8 and one name costs no collector. Only a family whose text fails to encode pays.
 
 A collector's families reach the writer as `SeriesFamily`: a family spec and its sample
 lines, rendered by FamilyTexts below. Families of prometheus_client's own types
