@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import logging
 import os
 import pkgutil
@@ -114,7 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def never_fail_on_encoding() -> None:
+    """Whatever the locale or PYTHONIOENCODING says, a character the output's encoding
+    cannot hold is written as an escape (backslashreplace), never a traceback: a report
+    that dies half-written would exit 1, which `storpath check` reads as "warnings"."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, io.UnsupportedOperation):
+            pass  # not a text stream of io's (a test's stand-in): left as it is
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    never_fail_on_encoding()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

@@ -8,6 +8,11 @@ values need escaping here. The output is the same text prometheus_client writes 
 sorted, Go-style floats, counters with `_total`): tests compare the two, and
 `promtool check metrics` runs on every golden.
 
+A label value may hold a name the kernel gave as bytes that are not UTF-8 (a lone
+surrogate in Python's str, storpath.safetext): that family's text is made again with its
+label values through storpath.safetext.utf8 (`sdh\xff`), so the body is always valid
+UTF-8 and one name costs no collector. Only a family whose text fails to encode pays.
+
 A collector's families reach the writer as `SeriesFamily`: a family spec and its sample
 lines, rendered by FamilyTexts below. Families of prometheus_client's own types
 (its process, platform and GC collectors on the serve path; tests) are written from their
@@ -22,6 +27,7 @@ from __future__ import annotations
 import math
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from storpath import safetext
 from storpath.families import Family, Series
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -130,6 +136,16 @@ def generate_openmetrics(families: Iterable) -> bytes:
 def sample_lines(family: Family, series: Series) -> bytes:
     """A table family's sample lines: one per series with a value, in order (the header
     is `_headers(family)`)."""
+    try:
+        return _lines(family, series).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = Series()
+        for labels, value in zip(series.labels, series.values):
+            shown.add(tuple([safetext.utf8(label) for label in labels]), value)
+        return _lines(family, shown).encode("utf-8")
+
+
+def _lines(family: Family, series: Series) -> str:
     lines: List[str] = []
     append = lines.append
     rows = zip(series.labels, series.values)
@@ -157,7 +173,7 @@ def sample_lines(family: Family, series: Series) -> bytes:
             if "\\" in joined or "\n" in joined or '"' in joined:
                 labels = tuple([escape_value(label) for label in labels])
             append(template % labels + value_text(value) + "\n")
-    return "".join(lines).encode("utf-8")
+    return "".join(lines)
 
 
 class FamilyTexts:
@@ -246,7 +262,7 @@ def _sample_text(family) -> Tuple[bytes, bytes]:
         text_value = value_text(sample.value)
         labels = sample.labels
         if labels:
-            pairs = ",".join(f'{k}="{escape_value(labels[k])}"' for k in sorted(labels))
+            pairs = ",".join(f'{k}="{escape_value(safetext.utf8(labels[k]))}"' for k in sorted(labels))
             line = f"{sample.name}{{{pairs}}} {text_value}"
         else:
             line = f"{sample.name} {text_value}"

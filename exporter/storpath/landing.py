@@ -4,10 +4,11 @@ HTML with inline CSS, drawn from the last scrape's snapshot of the machine
 first scrape the page says so.
 
 Every string the hardware or the kernel provides (model names, device names, finding
-texts that quote them) goes through html.escape. Runbooks are linked at
-`<runbook base><Name>.md`, the base configurable (`web.runbook_url_base`) like the
-alerts' runbook_url (rules/config/thresholds.yml); the default points at docs/runbooks/
-of storpath's repository.
+texts that quote them) goes through `_text`: storpath.safetext.display (one line of
+printable text), then html.escape. Runbooks are linked at `<runbook base><Name>.md`,
+the base configurable (`web.runbook_url_base`) like the alerts' runbook_url
+(rules/config/thresholds.yml); the default points at docs/runbooks/ of storpath's
+repository.
 
 The HTTP server keeps a `Landing(collectors, metrics_path, runbook_base, config)` and calls
 its `page(exporter)`; that is the whole of its side.
@@ -22,6 +23,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from storpath import __version__
 from storpath.config import DEFAULTS
+from storpath.safetext import display
 from storpath.tree import model, sources
 from storpath.tree.model import (BELOW_EXPECTED, BLOCK, HEALTHY, LIMITED_BY_PLACEMENT, MEMBER, STATE_TEXT, UNVERIFIABLE,
                                  Node, Topology, hop_text)
@@ -163,8 +165,14 @@ def _document(body: List[str], collectors: Sequence[str], metrics_path: str) -> 
               f"storpath {html.escape(__version__)}.</p>\n</body></html>\n")
 
 
-def _attr(text: str) -> str:
-    return html.escape(text, quote=True)
+def _text(text: str) -> str:
+    """Text for the page: one line of printable text (storpath.safetext.display: a byte
+    that is not UTF-8, a control or a bidi override in a name shows as an escape), then
+    HTML's escapes."""
+    return html.escape(display(text), quote=True)
+
+
+_attr = _text
 
 
 def tree_html(topology: Topology, runbook_base: str = DEFAULT_RUNBOOK_BASE) -> str:
@@ -187,25 +195,25 @@ def _node(node: Node, runbook_base: str, out: List[str]) -> None:
     if node.limits:
         classes.append("limiting")
     name = node.id.split("/", 1)[1] if node.kind == MEMBER else node.id
-    bits = [f"<span class=\"id\">{html.escape(name)}</span>"]
+    bits = [f"<span class=\"id\">{_text(name)}</span>"]
     what = node.what + (" (empty)" if node.empty else "")
     if node.kind == BLOCK and node.member_of:
         what = "in " + ", ".join(node.member_of)
     if what:
-        bits.append(f" <span class=\"what\">{html.escape(what)}</span>")
+        bits.append(f" <span class=\"what\">{_text(what)}</span>")
     if node.model:
-        bits.append(f" <span class=\"model\">{html.escape(node.model)}</span>")
+        bits.append(f" <span class=\"model\">{_text(node.model)}</span>")
     if node.numa_node is not None:
         bits.append(f" <span class=\"numa\">NUMA node {node.numa_node}</span>")
     if node.state not in (None, HEALTHY):
-        bits.append(f" <span class=\"state\">{html.escape(STATE_TEXT[node.state])}</span>")
+        bits.append(f" <span class=\"state\">{_text(STATE_TEXT[node.state])}</span>")
     if node.limits:
         shown = ", ".join(node.limits[:4]) + (f" and {len(node.limits) - 4} more" if len(node.limits) > 4 else "")
-        bits.append(f" <span class=\"limits\">&#9664; limiting hop for {html.escape(shown)}</span>")
+        bits.append(f" <span class=\"limits\">&#9664; limiting hop for {_text(shown)}</span>")
     if node.link is not None:
-        bits.append(f"<span class=\"link\">{html.escape(hop_text(node.link, node.port))}</span>")
+        bits.append(f"<span class=\"link\">{_text(hop_text(node.link, node.port))}</span>")
     if node.disk_link:  # a SAS or SATA disk: its link, the rate both ends allow, which end limits it
-        bits.append(f"<span class=\"link\">{html.escape(node.disk_link)}</span>")
+        bits.append(f"<span class=\"link\">{_text(node.disk_link)}</span>")
     if node.findings:
         first = node.findings[0]
         title = first.title if first.subject == node.id or node.kind == MEMBER else f"{first.subject}: {first.title}"
@@ -227,7 +235,7 @@ def _dom_id(node_id: str) -> str:
 
 def _finding(finding, title: str, more: int, runbook_base: str) -> str:
     runbook = RUNBOOKS.get(finding.kind)
-    text = html.escape(title)
+    text = _text(title)
     if runbook:
         text = f"<a href=\"{_attr(runbook_base + runbook + '.md')}\" title=\"runbook\">{text}</a>"
     extra = f" <span class=\"more\">(+{more} more)</span>" if more else ""

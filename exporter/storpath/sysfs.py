@@ -4,6 +4,12 @@ Absence is normal (hardware without the feature, a device removed mid-scrape), s
 missing file is `None`, never an exception. Other failures (permission, I/O errors a
 driver returns for an attribute) are also `None`; `read_attr_why` also says why, for the
 callers that log it.
+
+Names (list_dir, list_entries, link_name) are what the kernel gives: bytes, listed as str
+the way Python lists file names, a byte that is not UTF-8 as a lone surrogate (PEP 383,
+`dev-sdh\udcff`). Readers keep them so, which keeps the paths built from them right; every
+output shows them through storpath.safetext. An attribute's content is text for a person
+(a model, a state word): read_attr decodes it with U+FFFD for what is not UTF-8.
 """
 
 from __future__ import annotations

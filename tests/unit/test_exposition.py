@@ -2,11 +2,13 @@
 
 from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.parser import text_string_to_metric_families
 
 from storpath import exposition
 from storpath.background import Scheduler
 from storpath.config import validate
 from storpath.exporter import build_collectors, make_registry
+from storpath.families import Family, Series
 from storpath.roots import Roots
 from tests.fixtures import machines
 
@@ -60,3 +62,16 @@ def _StaticRegistry(families):
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Static(families))
     return registry
+
+
+def test_a_label_value_that_is_not_utf8_costs_only_its_own_bytes():
+    """A member listed as 'sdh\\udcff' (its name's byte 0xff) made the whole family's text fail
+    to encode, and with it the md collector on every scrape."""
+    family = Family("storpath_t_member_info", "gauge", "Members.", labels=("device", "member"))
+    series = Series()
+    series.add(("md1", "sda"), 1)
+    series.add(("md1", "sdh\udcff"), 1)
+    series.add(("md1", 'q"\\\n'), 1)
+    body = exposition.sample_lines(family, series).decode("utf-8")
+    samples = [s.labels["member"] for f in text_string_to_metric_families(body) for s in f.samples]
+    assert samples == ["sda", "sdh\\xff", 'q"\\\n']

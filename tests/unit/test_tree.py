@@ -182,3 +182,23 @@ def test_landing_page_says_which_end_limits_a_sas_disk(tmp_path):
     snapshot = take_snapshot(roots)
     page = landing.page(SimpleNamespace(last_snapshot=lambda: snapshot), ["sas"], config={})
     assert page.count("1.5 Gbit/s, expected 3 Gbit/s (both ends alike)") == 8, page
+
+
+def test_text_and_page_show_controls_and_undecodable_bytes_escaped():
+    """A model with terminal controls and a byte that is not UTF-8 (as a lone surrogate)
+    reached the terminal raw, and made the page fail to encode (`/` answered 500)."""
+    devices = [dev("0000:00:01.0", None, BRIDGE, G4, 4), dev("0000:01:00.0", "0000:00:01.0", NVME, G4, 4, G4, 2)]
+    resolve_port_types(devices)
+    evil = "PM9A3\x1b]0;t\x07\x1b[2J\r\nX\u202eY\udcff"
+    plain = text.render(build(devices, [block("nvme0n1", "0000:01:00.0")], models={"0000:01:00.0": "PM9A3"}))
+    for width in (60, 100):
+        out = text.render(build(devices, [block("nvme0n1", "0000:01:00.0")], models={"0000:01:00.0": evil}),
+                          width=width)
+        assert out.count("\n") == plain.count("\n"), out
+        assert all(len(line) <= width and line.isprintable() for line in out.splitlines()), out
+    assert "nvme0 · PM9A3\\x1b]0;t\\x07\\x1b[2J\\x0d\\x0aX\\u202eY\\xff  ✗ below expected" in out
+    scrape = Snapshot(taken_at=0.0, pci=devices, blocks=[block("nvme0n1", "0000:01:00.0")],
+                      nvme_controllers=[SimpleNamespace(address="0000:01:00.0", model=evil)])
+    page = landing.page(SimpleNamespace(last_snapshot=lambda: scrape), ["pcie"], config={}).encode("utf-8")
+    assert b"PM9A3\\x1b]0;t\\x07\\x1b[2J\\x0d\\x0aX\\u202eY\\xff" in page
+    assert b"\x1b" not in page and "\u202e".encode() not in page

@@ -19,7 +19,7 @@ import sys
 import textwrap
 from typing import Any, Dict, List, Optional, TextIO
 
-from storpath import __version__
+from storpath import __version__, safetext
 from storpath.cli import roots_from, say_no_devices
 from storpath.findings import _probes
 from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
@@ -101,15 +101,18 @@ def run(args, config) -> int:
             data = as_json(result, subjects, groups, notes, probes, roots)
             identity = facts.host()
             data["host"] = dict(identity.dmi, hypervisor=identity.hypervisor, virtualization=identity.virtualization)
-            json.dump(data, sys.stdout, indent=2)
+            # Names with bytes that are not UTF-8 as labels show them (`sdh\xff`), not as lone
+            # surrogate escapes (`\udcff`), which strict JSON parsers refuse.
+            json.dump(safetext.utf8_data(data), sys.stdout, indent=2)
             sys.stdout.write("\n")
         elif getattr(args, "tree", False):
             stream = sys.stdout
             colour = use_colour(args.color, stream)
             width = report_width(stream)
             topology = model.build(sources.from_check(facts, result))
+            ascii = args.ascii or not _can_write(stream, tree_text.GLYPHS)
             stream.write("\n".join(_wrap(host, width, "", "  ")) + "\n\n")
-            stream.write(tree_text.render(topology, width=width, ascii=args.ascii, colour=colour)
+            stream.write(tree_text.render(topology, width=width, ascii=ascii, colour=colour)
                          + "\n".join(_summary(result, width, colour)) + "\n")
         else:
             stream = sys.stdout
@@ -143,6 +146,16 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     finally:
         os.close(devnull)
+
+
+def _can_write(stream: TextIO, text: str) -> bool:
+    """Whether the stream's encoding holds `text`: a locale without box drawing (an ASCII or
+    Latin-1 one) gets the tree in ASCII rather than in escapes."""
+    try:
+        text.encode(getattr(stream, "encoding", None) or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def use_colour(mode: str, stream: TextIO) -> bool:
@@ -183,6 +196,10 @@ def _paint(text: str, style: str, colour: bool) -> str:
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> List[str]:
+    """`text` as lines of at most `width` columns. Every text of the report passes here, so
+    this is where what the hardware named (a model, a member name) is made one line of
+    plain text (storpath.safetext.display) before it is laid out."""
+    text = safetext.display(text)
     text = _UNIT.sub(lambda m: m.group(1) + _NBSP, text)
     text = text.replace("GT/s (Gen", "GT/s" + _NBSP + "(Gen")
     # A command in backticks stays on one line when it fits one: it is meant to be copied.

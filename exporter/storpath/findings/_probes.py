@@ -10,6 +10,7 @@ import os
 import time
 from typing import Any, Dict, List, TextIO
 
+from storpath import safetext
 from storpath.findings import INFO, WARNING, CheckResult, Facts, Finding
 from storpath.probes import config as probes_config
 from storpath.probes.engine import ProbeEngine
@@ -98,5 +99,6 @@ def render(rows: List[Dict[str, Any]], width: int) -> List[str]:
             text = human_bytes_per_second(measured)
             if expected:
                 text += f" of {human_bytes_per_second(expected)} expected ({measured / expected:.0%})"
-        lines.append(f"  {row['target']} {row['profile']}: {text}"[:max(width, 60)])
+        line = safetext.display(f"{row['target']} {row['profile']}: {text}")
+        lines.append(f"  {line}"[:max(width, 60)])
     return lines

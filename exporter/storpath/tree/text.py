@@ -2,12 +2,15 @@
 its worst finding under that; Unicode box drawing or plain ASCII; colour only when asked
 (storpath.commands.check.use_colour decides); every line within `width` columns, long
 descriptions elided in the middle of the text the hardware provides (a model name),
-never the address, the state or the numbers."""
+never the address, the state or the numbers. Every text the hardware or the kernel named
+(ids, models, member names, finding titles that quote them) is shown through
+storpath.safetext.display: one line of plain text, whatever bytes it holds."""
 
 from __future__ import annotations
 
 from typing import List, Optional
 
+from storpath.safetext import display
 from storpath.tree.model import (BELOW_EXPECTED, BLOCK, HEALTHY, LIMITED_BY_PLACEMENT, MEMBER, STATE_TEXT,
                                  UNVERIFIABLE, Node, Topology, hop_text)
 
@@ -15,6 +18,9 @@ _UNICODE = {"tee": "├─ ", "last": "└─ ", "pipe": "│  ", "gap": "   ", 
             "ellipsis": "…", "limits": "◀ limits", "bad": "✗", "sep": " · "}
 _ASCII = {"tee": "|- ", "last": "`- ", "pipe": "|  ", "gap": "   ", "detail": "| ", "arrow": "->",
           "ellipsis": "...", "limits": "<- limits", "bad": "!!", "sep": " - "}
+
+# The characters of the Unicode drawing, for a caller to tell whether its output can hold them.
+GLYPHS = "".join(sorted(set("".join(_UNICODE.values()))))
 
 _SGR = {BELOW_EXPECTED: "1;31", LIMITED_BY_PLACEMENT: "1;33", UNVERIFIABLE: "36", "limits": "1;35",
         "critical": "1;31", "warning": "1;33", "info": "36", "id": "1", "dim": "2"}
@@ -78,7 +84,7 @@ def _node(node: Node, prefix: str, last: Optional[bool], glyphs, width: int, col
         text = hop_text(node.link, node.port)
         out.append(detail + _clip(text, width - len(detail), glyphs))
     if node.disk_link:
-        out.append(detail + _clip(node.disk_link, width - len(detail), glyphs))
+        out.append(detail + _clip(display(node.disk_link), width - len(detail), glyphs))
     if node.findings:
         first = node.findings[0]
         out.append(_finding_line(detail, first, first.title if first.subject == node.id or node.kind == MEMBER
@@ -95,36 +101,38 @@ def _head(node: Node, lead: str, glyphs, width: int, colour: bool) -> str:
         mark = glyphs["bad"] + " " if node.state == BELOW_EXPECTED else ""
         tags.append((mark + STATE_TEXT[node.state], node.state))
     if node.limits:
-        tags.append((f"{glyphs['limits']} {_devices(node.limits)}", "limits"))
+        tags.append((f"{glyphs['limits']} {display(_devices(node.limits))}", "limits"))
     plain_tags = "".join("  " + text for text, _ in tags)
+    name = _member_name(node)
     if node.kind == BLOCK:
-        desc = (f" {glyphs['arrow']} " + ", ".join(node.member_of)) if node.member_of else ""
-        fixed = lead + node.id
+        desc = (f" {glyphs['arrow']} " + display(", ".join(node.member_of))) if node.member_of else ""
+        fixed = lead + name
         line = fixed + _clip(desc, width - len(fixed) - len(plain_tags), glyphs)
-        return _paint_id(line, lead, node.id, colour) + _paint_tags(tags, colour)
-    parts = [node.what] if node.what else []
+        return _paint_id(line, lead, name, colour) + _paint_tags(tags, colour)
+    parts = [display(node.what)] if node.what else []
     numa = f"NUMA {node.numa_node}" if node.numa_node is not None else ""
     if node.empty:
         parts.append("empty")
-    fixed = lead + _member_name(node) + "  "
+    fixed = lead + name + "  "
     tail = (glyphs["sep"] + numa) if numa else ""
     room = width - len(fixed) - len(tail) - len(plain_tags)
     desc = glyphs["sep"].join(parts)
-    if node.model:
+    model = display(node.model)
+    if model:
         joined = desc + glyphs["sep"] if desc else ""
-        if len(joined) + len(node.model) > room:
-            desc = joined + _elide_middle(node.model, max(room - len(joined), 0), glyphs)
+        if len(joined) + len(model) > room:
+            desc = joined + _elide_middle(model, max(room - len(joined), 0), glyphs)
             if room - len(joined) < 6:  # no room worth showing a fragment of the model in
                 desc = _clip(desc, room, glyphs)
         else:
-            desc = joined + node.model
+            desc = joined + model
     desc = _clip(desc, room, glyphs)
     line = (fixed + desc + tail).rstrip()
-    return _paint_id(line, lead, _member_name(node), colour) + _paint_tags(tags, colour)
+    return _paint_id(line, lead, name, colour) + _paint_tags(tags, colour)
 
 
 def _member_name(node: Node) -> str:
-    return node.id.split("/", 1)[1] if node.kind == MEMBER else node.id
+    return display(node.id.split("/", 1)[1] if node.kind == MEMBER else node.id)
 
 
 def _paint_id(line: str, lead: str, name: str, colour: bool) -> str:
@@ -149,7 +157,7 @@ def _finding_line(lead: str, finding, title: str, more: int, width: int, glyphs,
     label = _SEVERITY[finding.severity]
     extra = f" (+{more} more)" if more else ""
     room = width - len(lead) - len(label) - 1 - len(extra)
-    return lead + _paint(label, finding.severity, colour) + " " + _clip(title, room, glyphs) + extra
+    return lead + _paint(label, finding.severity, colour) + " " + _clip(display(title), room, glyphs) + extra
 
 
-__all__ = ["render"]
+__all__ = ["render", "GLYPHS"]
