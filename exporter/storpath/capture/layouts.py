@@ -9,7 +9,7 @@ length, the same header and page length, so a replay parses the file as before.
   (page code 83h), then designation descriptors: byte 0 protocol identifier (7:4) and code
   set (3:0: 1 binary, 2 ASCII, 3 UTF-8), byte 1 PIV, association and designator type
   (3:0), byte 3 the designator length, then the designator. Types that identify the
-  hardware: 0 vendor specific (libata puts the ATA serial there), 1 T10 vendor ID (8 bytes
+  hardware: 0 vendor specific in ASCII (libata puts the ATA serial there), 1 T10 vendor ID (8 bytes
   of vendor, then a vendor specific part; libata: "ATA     " + model + serial), 2 EUI-64,
   3 NAA, 7 MD5 logical unit identifier, 8 SCSI name string ("naa.5000C500...").
   The SCSI midlayer shows both pages raw as the binary attributes vpd_pg80 and vpd_pg83 of
@@ -97,7 +97,7 @@ def vpd_pg83(data: bytes) -> List[Field]:
                 fields.append(Field(first, start + T10_VENDOR_LENGTH + len(body), TEXT))
         elif kind in (0, 8) and text:
             fields.append(Field(start, stop, TEXT))
-        elif kind in (0, 2, 3, 7) and code_set == CODE_SET_BINARY and stop - start >= 8:
+        elif kind in (2, 3, 7) and code_set == CODE_SET_BINARY and stop - start >= 8:
             fields.append(Field(start, stop, NUMBER))
         at += 4 + length
     return fields
