@@ -53,18 +53,8 @@ def snapshot(roots: Roots, work: str, redact: bool) -> Dict:
         captured_tree.add_tree()
     redactor = Redactor() if redact else None
     if redactor:
-        redactor.learn_files(sys_tree)
-        for rel, data in captured_tree.files.items():
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                continue  # binary Identify data: redacted by its layout in apply()
-            if rel.endswith(".json"):
-                try:
-                    redactor.learn_json(json.loads(text))
-                except ValueError:
-                    pass
-            redactor.learn_text(text)
+        redactor.learn_sysfs(sys_tree)
+        redactor.learn_outputs(captured_tree)
         for tree in (sys_tree, proc_tree, captured_tree):
             tree.files = {rel: redactor.apply(rel, data) for rel, data in tree.files.items()}
     return {

@@ -1,20 +1,32 @@
 """Replacing what identifies a piece of hardware (serial numbers, WWNs, EUI-64/NGUIDs,
-SAS addresses) by stand-ins, consistently across every file of a capture."""
+SAS addresses) by stand-ins, consistently across every file of a capture.
+
+Identities are learned from what names them: text attributes (`serial`, `wwid`...),
+JSON keys and text of command outputs, and the fields of binary structures (VPD pages,
+IDENTIFY data, NVMe Identify, SAS mode pages; storpath.capture.layouts). Every file is
+then rewritten: binary structures field by field, and every file for every learned
+identity in each form it takes there: as text in either case, and a WWN, EUI-64 or SAS
+address also as its raw bytes and with the bytes of each 16-bit word swapped (how ATA
+stores words). A stand-in has the length of what it replaces, so pages keep their length
+fields and fixed-width fields their width."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import re
 import secrets
-from typing import Dict, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from storpath.capture.files import Tree
+from storpath.capture.layouts import NUMBER, OPAQUE, Layout, layout_of, swap_pairs
 
-# Attributes whose whole value identifies a piece of hardware (serial numbers, world wide
-# names, EUI-64/NGUID, SAS addresses, NQNs that embed a serial).
-SECRET_ATTRIBUTES = frozenset({"serial", "vpd_pg80", "vpd_pg83", "wwid", "wwn", "eui", "nguid", "uuid",
+# Text attributes whose whole value identifies a piece of hardware (serial numbers, world
+# wide names, EUI-64/NGUID, SAS addresses, NQNs that embed a serial). The binary VPD pages
+# (vpd_pg80, vpd_pg83) are read field by field: storpath.capture.layouts.
+SECRET_ATTRIBUTES = frozenset({"serial", "wwid", "wwn", "eui", "nguid", "uuid",
                                "sas_address", "subsysnqn", "hostnqn", "unique_id", "port_name", "node_name"})
 # NQNs embed the serial among other words (vendor, model): the serial is replaced inside
 # them, and the whole NQN only when no known serial is found in it.
@@ -25,6 +37,9 @@ SECRET_JSON_KEYS = frozenset({"sn", "serial", "serial_number", "eui64", "nguid",
 # Shorter secrets are only replaced where they are a whole value: replacing "12" in
 # every file would garble numbers.
 MIN_SUBSTRING_SECRET = 6
+# Hex identifiers at least this long (8 bytes: a WWN, an EUI-64, a SAS address) are also
+# looked for as raw bytes; shorter byte strings would match by chance.
+MIN_BINARY_HEX = 16
 
 # What text outputs (zpool status before OpenZFS 2.3, nvme-cli without JSON) give away.
 # /dev/disk/by-id names: the serial is the last `_` word (nvme-, ata-, scsi-SATA_...), or
@@ -77,18 +92,45 @@ class Redactor:
             stand_in = prefix + "-".join(digest[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
         else:
             self._serials += 1
-            stand_in = prefix + f"REDACTED{self._serials:04d}"
+            stand_in = prefix + numbered(self._serials, len(body), digest)
         if set(value) <= {"0", "x", "-", ".", "e", "u", "i"} or not value.strip("0x-."):
             stand_in = value  # all zeros: "not set", nothing to hide
         self.mapping[value] = stand_in
         return stand_in
 
-    def learn_files(self, tree: Tree) -> None:
+    def learn_sysfs(self, tree: Tree) -> None:
+        """Identity attributes by name, and the fields of binary attributes (VPD pages,
+        IDENTIFY data)."""
         for rel, data in tree.files.items():
-            if os.path.basename(rel) in SECRET_ATTRIBUTES - NQN_ATTRIBUTES:
+            name = os.path.basename(rel)
+            self._learn_layout(name, data)
+            if name in SECRET_ATTRIBUTES - NQN_ATTRIBUTES:
                 value = data.decode("utf-8", "replace").strip()
                 if value:
                     self.token(value)
+
+    def learn_outputs(self, tree: Tree) -> None:
+        """Command outputs: binary structures by their layout, JSON by its keys, text by
+        what names a device there (learn_text)."""
+        for rel, data in tree.files.items():
+            if self._learn_layout(os.path.basename(rel), data):
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if rel.endswith(".json"):
+                try:
+                    self.learn_json(json.loads(text))
+                except ValueError:
+                    pass
+            self.learn_text(text)
+
+    def _learn_layout(self, name: str, data: bytes) -> bool:
+        layout = layout_of(name, data)
+        if layout is not None:
+            self._rewrite(layout, data)  # the stand-ins are made, and remembered, on the way
+        return layout is not None
 
     def learn_json(self, value) -> None:
         if isinstance(value, dict):
@@ -124,14 +166,9 @@ class Redactor:
         name = os.path.basename(rel)
         if name == "config":
             return data[:256]  # the PCIe Device Serial Number capability lives above 0x100
-        if name.endswith(".id-ns") and len(data) >= 128:
-            # Identify Namespace: NGUID at bytes 104-119, EUI-64 at 120-127 (NVMe base spec).
-            out = bytearray(data)
-            for start, end in ((104, 120), (120, 128)):
-                if any(out[start:end]):
-                    token = self.token(out[start:end].hex())
-                    out[start:end] = bytes.fromhex(token)[:end - start]
-            return bytes(out)
+        layout = layout_of(name, data)
+        if layout is not None:
+            return self._apply_bytes(self._rewrite(layout, data))
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -159,9 +196,63 @@ class Redactor:
                 text = text.replace(secret, stand_in)
         return text
 
+    def _rewrite(self, layout: Layout, data: bytes) -> bytes:
+        """Every field of the layout replaced by its stand-in, in place."""
+        plain = bytearray(layout.decode(data))
+        for field in layout.fields:
+            plain[field.start:field.end] = self._field(bytes(plain[field.start:field.end]), field.kind)
+        return layout.encode(bytes(plain), data)
+
+    def _field(self, raw: bytes, kind: str) -> bytes:
+        if kind == OPAQUE:
+            return bytes(len(raw))
+        if kind == NUMBER:
+            if not any(raw):
+                return raw  # zero: not set
+            try:
+                stand_in = bytes.fromhex(self.token(raw.hex()))
+            except ValueError:  # a shape token() keeps other than plain hex (a UUID's dashes)
+                stand_in = b""
+            return stand_in if len(stand_in) == len(raw) else bytes(len(raw))
+        value = raw.strip(b" \x00")
+        if not value:
+            return raw
+        at = raw.find(value)
+        # latin-1: one character a byte, so any byte string goes through and keeps its length.
+        stand_in = self.token(value.decode("latin-1")).encode("latin-1", "replace")
+        return raw[:at] + stand_in[:len(value)].ljust(len(value), b" ") + raw[at + len(value):]
+
     def _apply_bytes(self, data: bytes) -> bytes:
+        """Every learned identity in every form, each replaced by a stand-in of its length."""
+        for old, new in self._byte_forms():
+            data = data.replace(old, new)
+        return data
+
+    def _byte_forms(self) -> Iterator[Tuple[bytes, bytes]]:
         for secret in sorted(self.mapping, key=len, reverse=True):
             stand_in = self.mapping[secret]
-            if len(secret) >= MIN_SUBSTRING_SECRET and secret != stand_in:
-                data = data.replace(secret.encode(), stand_in.encode()[:len(secret)].ljust(len(secret), b" "))
-        return data
+            if len(secret) < MIN_SUBSTRING_SECRET or secret == stand_in:
+                continue
+            forms: List[Tuple[str, str]] = [(secret, stand_in)]
+            if re.fullmatch(r"[0-9a-fA-F]+", secret):
+                forms += [(secret.lower(), stand_in.lower()), (secret.upper(), stand_in.upper())]
+            for old_text, new_text in forms:
+                old = old_text.encode("utf-8", "replace")
+                yield old, new_text.encode("utf-8", "replace")[:len(old)].ljust(len(old), b" ")
+            if len(secret) >= MIN_BINARY_HEX and len(secret) % 2 == 0 and len(stand_in) == len(secret) \
+                    and re.fullmatch(r"[0-9a-fA-F]+", secret + stand_in):
+                old, new = bytes.fromhex(secret), bytes.fromhex(stand_in)
+                yield old, new
+                yield swap_pairs(old), swap_pairs(new)
+
+
+def numbered(count: int, length: int, digest: str) -> str:
+    """The `count`th serial's stand-in, as long as the serial: REDACTED0003 for twelve
+    characters, REDACTE3 for eight; the key's digest where the number does not fit."""
+    number = str(count)
+    if len(number) >= length:
+        return digest[:length].upper()
+    if length >= len("REDACTED") + len(number):
+        return "REDACTED" + number.rjust(length - len("REDACTED"), "0")
+    return "REDACTED"[:length - len(number)] + number
+

@@ -1,0 +1,106 @@
+"""The redactor on the binary structures a capture holds: identities learned from their
+fields, rewritten in place with stand-ins of their length, the same stand-in for one
+identity in every form, and the readers still parse the result."""
+
+from __future__ import annotations
+
+from storpath.capture.files import Tree
+from storpath.capture.redact import Redactor
+from storpath.readers.ata_identify import capability_of, parse_id_text, parse_vpd_pg89
+from storpath.readers.inventory import parse_vpd_serial
+from storpath.readers.sas_pcd import parse_phy_control_discover
+from tests.fixtures.builders_identity import (ASCII, BINARY, LOGICAL_UNIT, NAA, PROTOCOL_SAS, RELATIVE_TARGET_PORT,
+                                              SCSI_NAME_STRING, T10_VENDOR_ID, TARGET_PORT, UTF8, ata_string,
+                                              designator, identify_with, vpd_page, vpd_pg80)
+from tests.fixtures.builders_sas import ata_id_text, identify_words, phy_control_discover, vpd_pg89
+
+PORT = 0x5000CCA0A1B2D031
+LU = 0x5000CCA0A1B2D030
+SERIAL = "0PJ1K2LX"
+
+
+def learned(files: dict) -> Redactor:
+    redactor = Redactor(key=b"k" * 16)
+    tree = Tree("/nonexistent")
+    tree.files = dict(files)
+    redactor.learn_sysfs(tree)
+    return redactor
+
+
+def test_unit_serial_number_page_keeps_its_header_and_length():
+    page = vpd_pg80(b"            " + SERIAL.encode())
+    r = learned({"d/vpd_pg80": page})
+    out = r.apply("d/vpd_pg80", page)
+    assert out[:4] == page[:4] and len(out) == len(page) and out[4:16] == b" " * 12
+    stand_in = parse_vpd_serial(out)
+    assert SERIAL.encode() not in out and len(stand_in) == len(SERIAL) and stand_in == r.token(SERIAL)
+    # Another drive's serial of the same length gets another stand-in.
+    other = vpd_pg80(b"0PJ1K2LY")
+    assert parse_vpd_serial(learned({"a/vpd_pg80": page, "b/vpd_pg80": other}).apply("b/vpd_pg80", other)) \
+        != stand_in
+
+
+def test_a_page_that_is_not_the_page_its_name_says_is_blanked():
+    bogus = bytes([0, 0x00, 0, 8]) + SERIAL.encode()
+    assert learned({}).apply("d/vpd_pg80", bogus) == bytes(len(bogus))
+
+
+def test_device_identification_page_keeps_what_names_no_device():
+    page = vpd_page(0x83, b"".join([
+        designator(BINARY, LOGICAL_UNIT, NAA, LU.to_bytes(8, "big")),
+        designator(ASCII, LOGICAL_UNIT, T10_VENDOR_ID, b"ATA     " + ata_string("SAMSUNG MZ7LH960HAJR-00005", 40)
+                   + ata_string("S4ENNX0M700123", 20)),
+        designator(BINARY, TARGET_PORT, NAA, PORT.to_bytes(8, "big"), PROTOCOL_SAS),
+        designator(BINARY, TARGET_PORT, RELATIVE_TARGET_PORT, (1).to_bytes(4, "big"), PROTOCOL_SAS),
+        designator(UTF8, TARGET_PORT, SCSI_NAME_STRING, b"naa.%016X\x00\x00\x00\x00" % PORT, PROTOCOL_SAS)]))
+    # The port's address as sysfs shows it: the binary designator gets the same stand-in.
+    r = learned({"d/vpd_pg83": page, "end_device-0:3/sas_address": b"0x%016x\n" % PORT})
+    out = r.apply("d/vpd_pg83", page)
+    assert len(out) == len(page) and out[:4] == page[:4]
+    stand_in = bytes.fromhex(r.token("0x%016x" % PORT)[2:])
+    assert PORT.to_bytes(8, "big") not in out and stand_in in out
+    assert b"naa.%s" % stand_in.hex().upper().encode() in out  # the SCSI name string, in its case
+    assert LU.to_bytes(8, "big") not in out and b"S4ENNX0M700123" not in out
+    assert b"ATA     SAMSUNG MZ7LH960HAJR-00005" in out and (1).to_bytes(4, "big") in out
+    assert [out[i] for i in (4, 5, 7)] == [page[i] for i in (4, 5, 7)]  # descriptor headers unchanged
+
+
+def test_identify_data_in_vpd_pg89_and_libata_id_get_one_stand_in():
+    words = identify_with(identify_words(3, 3), serial_field=b"     WD-WXL1A83H2K9X", model="WDC WD40EFRX",
+                          wwn=0x50014EE2B5C6D7E8)
+    page, text = vpd_pg89(words), ata_id_text(words).encode()
+    r = learned({"t/vpd_pg89": page, "ata_device/dev1.0/id": text})
+    out_page, out_text = r.apply("t/vpd_pg89", page), r.apply("ata_device/dev1.0/id", text)
+    page_words, _ = parse_vpd_pg89(out_page)
+    text_words, _ = parse_id_text(out_text.decode())
+    assert page_words == text_words and len(out_page) == len(page) and len(out_text) == len(text)
+    assert capability_of(page_words) == capability_of(words)  # words 76/77: what storpath reads
+    assert page_words[27:47] == words[27:47]  # the model stays
+    assert page_words[10:20] != words[10:20] and page_words[108:112] != words[108:112]
+    assert b"0x50014ee2b5c6d7e8" not in r.apply("x/wwid", b"0x50014ee2b5c6d7e8\n")
+    assert b"W -DXW1L8AH3K2X9" in page  # the serial as IDENTIFY stores it: each pair swapped
+    for form in (b"-DXW1L8AH3K2X9", bytes.fromhex("0150e24ec6b5e8d7"), b"WD-WXL1A83H2K9X".hex().encode(),
+                 b"50014ee2b5c6d7e8"):
+        assert form not in out_page and form not in out_text.replace(b" ", b"").replace(b"\n", b"")
+
+
+def test_sas_addresses_in_a_mode_page_get_the_sysfs_stand_ins():
+    data = phy_control_discover([dict(sas_address=PORT, attached=0x500304801F3A2C00, negotiated="6.0 Gbit",
+                                      hw_max="12.0 Gbit")])
+    r = learned({"end_device-0:3/sas_address": b"0x%016x\n" % PORT})
+    phys, problem = parse_phy_control_discover(r.apply("sas/end_device-0:3/mode-19-01.bin", data))
+    assert problem is None
+    assert phys[0].sas_address == r.token("0x%016x" % PORT)
+    assert phys[0].attached_sas_address not in ("0x500304801f3a2c00", "0x0000000000000000")
+    assert phys[0].hardware_maximum_rate == 12e9
+
+
+def test_a_known_identity_is_found_as_raw_bytes_in_any_binary_file():
+    r = learned({"end_device-0:3/sas_address": b"0x%016X\n" % PORT})
+    raw = PORT.to_bytes(8, "big")
+    swapped = bytes(raw[i ^ 1] for i in range(8))  # as 16-bit little-endian words
+    blob = b"\x01\x02" + raw + b"\xff" + swapped
+    out = r.apply("captured/unknown.bin", blob)
+    assert raw not in out and swapped not in out and len(out) == len(blob)
+    text = r.apply("captured/zpool-status.txt", b"wwn-0x%016x and 0x%016X\n" % (PORT, PORT))
+    assert b"%016x" % PORT not in text.lower()
