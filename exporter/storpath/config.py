@@ -6,7 +6,7 @@ Layout (every key optional):
       listen_address: ":9866"
       config_file: ""                 # TLS and basic auth, exporter-toolkit format (see README)
       telemetry_path: /metrics
-      max_requests: 40                # concurrent scrapes; more get 503; 0: no limit
+      max_requests: 40                # concurrent scrapes (at most 1024); more get 503; 0: no limit
       disable_exporter_metrics: false # leave out process_* and python_*
       scrape_timeout: 10s             # deadline of a scrape when the scraper sends none
       runbook_url_base: https://...   # where the landing page links runbooks (<base><AlertName>.md)
@@ -17,7 +17,9 @@ Layout (every key optional):
     probes: {...}                    # see docs/probes.md
 
 Command-line flags override the file. A broken file is refused at start with a
-message that names the key, so a typo never silently turns a check off.
+message that names the key, so a typo never silently turns a check off. Every YAML file
+storpath reads goes through one bounded loader (load_file: size, depth, no anchors or
+aliases), and a message shows a value only as log.describe cuts it.
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ def add_parser(sub, common):
     web.add_argument("--web.telemetry-path", dest="web_telemetry_path", metavar="PATH",
                      help="Path under which to expose metrics (default /metrics).")
     web.add_argument("--web.max-requests", dest="web_max_requests", metavar="N", type=int,
-                     help="Maximum number of concurrent scrape requests; more get 503. 0 means no limit "
-                          "(default 40).")
+                     help="Maximum number of concurrent scrape requests (at most 1024); more get 503. 0 means "
+                          "no limit (default 40).")
     web.add_argument("--web.disable-exporter-metrics", dest="web_disable_exporter_metrics", action="store_const",
                      const=True, help="Leave out the exporter's own process_* and python_* metrics.")
     web.add_argument("--web.scrape-timeout", dest="web_scrape_timeout", metavar="DURATION",
