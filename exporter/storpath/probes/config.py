@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from storpath.config import SECTION_VALIDATORS, ConfigError, check_duration, check_size
+from storpath.config import SECTION_VALIDATORS, ConfigError, check_duration, check_size, shown_key
 from storpath.log import describe
 from storpath.probes.profiles import (BUILTIN_PROFILES, DEFAULT_PROFILES, PATH_EXPECTATION_MIN_BLOCK,  # noqa: F401
                                       Profile, check_profile)
@@ -120,7 +120,7 @@ def check(raw: Any) -> ProbesConfig:
         raise ConfigError("probes: expected a mapping (see docs/probes.md)")
     for key in raw:
         if key not in _TOP_KEYS:
-            raise ConfigError(f"unknown key probes.{key} (known: {', '.join(_TOP_KEYS)})")
+            raise ConfigError(f"unknown key probes.{shown_key(key)} (known: {', '.join(_TOP_KEYS)})")
     defaults = ProbesConfig()
     raw_profiles = raw.get("profiles") or {}
     if not isinstance(raw_profiles, dict):
