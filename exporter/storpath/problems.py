@@ -11,10 +11,18 @@ from dataclasses import dataclass
 from typing import Any, Tuple
 
 
+# Fields of a problem that say where it is. Any other field (value, reason, err, ...) is what
+# was found there: left out of the key.
+PLACE_FIELDS = frozenset({"source", "address", "attribute", "device", "link", "phy", "path", "zpool", "node",
+                          "cpu"})
+
+
 @dataclass(frozen=True)
 class Problem:
     """An attribute that cannot be parsed, a device that cannot be read... `fields` are
-    the log line's key=value pairs; message and fields together identify it."""
+    the log line's key=value pairs. The message and the fields that name the place
+    (PLACE_FIELDS) identify it; what was read there or why it failed does not, so a
+    value that changes on every read is still logged once."""
 
     message: str
     fields: Tuple[Tuple[str, Any], ...] = ()
@@ -22,4 +30,5 @@ class Problem:
 
     @property
     def key(self) -> Tuple:
-        return (self.message, self.fields)
+        return (self.message, tuple((name, value) for name, value in self.fields if name in PLACE_FIELDS))
+

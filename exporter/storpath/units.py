@@ -7,6 +7,8 @@ import math
 import re
 from typing import Optional
 
+from storpath.log import describe
+
 
 def pcie_lane_bytes_per_second(speed_tps: float) -> float:
     """Usable bytes per second of one lane after line encoding.
@@ -80,13 +82,13 @@ def parse_duration(value) -> float:
             total += float(match.group(1)) * _DURATION_SCALE[match.group(2)]
             pos = match.end()
         if pos != len(text) or not text:
-            raise ValueError(f"invalid duration {value!r} (expected e.g. 30s, 5m, 1h)")
+            raise ValueError(f"invalid duration {describe(value)} (expected e.g. 30s, 5m, 1h)")
     if not math.isfinite(total):
-        raise ValueError(f"invalid duration {value!r}: not a finite number")
+        raise ValueError(f"invalid duration {describe(value)}: not a finite number")
     if total < 0:
-        raise ValueError(f"negative duration {value!r}")
+        raise ValueError(f"negative duration {describe(value)}")
     if total > MAX_DURATION:
-        raise ValueError(f"duration {value!r} is longer than 366 days")
+        raise ValueError(f"duration {describe(value)} is longer than 366 days")
     return total
 
 
@@ -103,14 +105,14 @@ def parse_size(value) -> int:
     else:
         match = _SIZE.match(str(value))
         if not match:
-            raise ValueError(f"invalid size {value!r} (expected e.g. 4096, 64MiB, 1GiB)")
+            raise ValueError(f"invalid size {describe(value)} (expected e.g. 4096, 64MiB, 1GiB)")
         number, unit = float(match.group(1)), (match.group(2) or "B").upper()
         scale = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}[unit[0]]
         if number * scale > MAX_SIZE:
-            raise ValueError(f"size {value!r} is larger than 1 EiB")
+            raise ValueError(f"size {describe(value)} is larger than 1 EiB")
         size = int(number * scale)
     if size > MAX_SIZE:
-        raise ValueError(f"size {value!r} is larger than 1 EiB")
+        raise ValueError(f"size {describe(value)} is larger than 1 EiB")
     return size
 
 
@@ -130,10 +132,11 @@ def parse_rate(value) -> float:
     else:
         match = _RATE.match(str(value))
         if not match or (match.group(2) and match.group(2) not in _RATE_SCALE):
-            raise ValueError(f"invalid throughput {value!r} (expected e.g. 7.3GB/s, 3500MB/s or bytes per second)")
+            raise ValueError(f"invalid throughput {describe(value)} "
+                             f"(expected e.g. 7.3GB/s, 3500MB/s or bytes per second)")
         number = float(match.group(1)) * _RATE_SCALE[match.group(2) or "B/s"]
     if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"throughput must be above 0, got {value!r}")
+        raise ValueError(f"throughput must be above 0, got {describe(value)}")
     if number > MAX_RATE:
-        raise ValueError(f"throughput {value!r} is above 1 PB/s")
+        raise ValueError(f"throughput {describe(value)} is above 1 PB/s")
     return number

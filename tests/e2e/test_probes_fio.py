@@ -317,3 +317,96 @@ def test_the_budget_holds_for_a_profile_with_many_jobs(tmp_path, real_fio):
     outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "wide")
     assert outcome.status == "ok", outcome
     assert 0 < outcome.result.io_bytes <= 8 * MIB
+
+
+def _probe_with_planted_lock(tmp_path, plant):
+    """Run one probe to create its lock files, let `plant(locks folder, lock file names)`
+    replace them, and probe again: (second outcome, whether fio ran the second time)."""
+    ran = tmp_path / "fio-ran"
+    good = fake_fio(tmp_path, f"echo x >> {ran}\ncat <<'EOF'\n{GOOD_JSON}\nEOF\n")
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}], fio=good)
+    engine = ProbeEngine(cfg, Roots())
+    assert engine.run_probe(cfg.targets[0], "seqread").status == "ok"
+    locks = tmp_path / "state" / "locks"
+    names = sorted(os.listdir(locks))
+    assert names and all(n.endswith(".lock") for n in names)
+    plant(locks, names)
+    runs_before = ran.read_text().count("x")
+    outcome = ProbeEngine(cfg, Roots()).run_probe(cfg.targets[0], "seqread")
+    return outcome, ran.read_text().count("x") > runs_before
+
+
+def test_a_lock_file_planted_as_a_link_to_a_missing_path_creates_nothing(tmp_path):
+    """Before: the lock was opened O_RDWR|O_CREAT through the link: root's `storpath probe`
+    created any file the exporter's user named."""
+    victim = tmp_path / "victim" / "created-by-root"
+    victim.parent.mkdir()
+
+    def plant(locks, names):
+        for name in names:
+            os.unlink(locks / name)
+            os.symlink(victim, locks / name)
+
+    outcome, fio_ran = _probe_with_planted_lock(tmp_path, plant)
+    assert (outcome.status, outcome.reason) == ("failed", "target_unusable"), outcome
+    assert "probe lock refused" in outcome.message and "symbolic link" in outcome.message
+    assert not fio_ran
+    assert not os.path.lexists(victim)
+
+
+def test_a_lock_file_planted_as_a_link_to_a_file_leaves_that_file_alone(tmp_path):
+    victim = tmp_path / "shadow"
+    victim.write_text("root:secret\n")
+    os.utime(victim, (1_000_000_000, 1_000_000_000))
+
+    def plant(locks, names):
+        for name in names:
+            os.unlink(locks / name)
+            os.symlink(victim, locks / name)
+
+    outcome, fio_ran = _probe_with_planted_lock(tmp_path, plant)
+    assert (outcome.status, outcome.reason) == ("failed", "target_unusable"), outcome
+    assert not fio_ran
+    assert victim.read_text() == "root:secret\n" and os.stat(victim).st_mtime == 1_000_000_000
+
+
+def test_a_lock_folder_planted_as_a_link_creates_nothing_where_it_points(tmp_path):
+    elsewhere = tmp_path / "etc-cron.d"
+    elsewhere.mkdir()
+
+    def plant(locks, names):
+        for name in names:
+            os.unlink(locks / name)
+        os.rmdir(locks)
+        os.symlink(elsewhere, locks)
+
+    outcome, fio_ran = _probe_with_planted_lock(tmp_path, plant)
+    assert (outcome.status, outcome.reason) == ("failed", "target_unusable"), outcome
+    assert "symbolic link" in outcome.message and not fio_ran
+    assert os.listdir(elsewhere) == []
+
+
+@pytest.mark.parametrize("what", ["fifo", "hard link", "foreign owner"])
+def test_a_lock_file_that_is_not_storpaths_is_refused(tmp_path, what):
+    if what == "foreign owner":
+        require_root("giving a file to another user")
+    outside = tmp_path / "outside"
+    outside.write_text("keep\n")
+
+    def plant(locks, names):
+        for name in names:
+            os.unlink(locks / name)
+            if what == "fifo":
+                os.mkfifo(locks / name)
+            elif what == "hard link":
+                os.link(outside, locks / name)
+            else:
+                (locks / name).write_text("")
+                os.chown(locks / name, 65534, 65534)
+
+    outcome, fio_ran = _probe_with_planted_lock(tmp_path, plant)
+    assert (outcome.status, outcome.reason) == ("failed", "target_unusable"), outcome
+    assert not fio_ran
+    assert {"fifo": "not a regular file", "hard link": "other hard links",
+            "foreign owner": "owned by uid 65534"}[what] in outcome.message
+    assert outside.read_text() == "keep\n"

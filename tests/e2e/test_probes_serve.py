@@ -258,3 +258,30 @@ def test_sigterm_during_a_probe_is_not_a_probe_failure(tmp_path, fio_tool):
     records = [rec for profiles in saved["probes"].values() for rec in profiles.values()]
     assert all(not rec["failures"] and not rec["runs"] for rec in records), saved
     assert any(b > 0 for entries in saved["io"].values() for _, b in entries), saved  # what it read is charged
+
+
+def test_probe_command_never_follows_a_planted_lock_link(tmp_path):
+    """Before: `storpath probe` (run as root) opened locks/<device>.lock O_RDWR|O_CREAT through
+    whatever link the exporter's user had put there, creating or opening any path."""
+    fio = tmp_path / "fake-fio"
+    fio.write_text("#!/bin/sh\necho '{\"jobs\": [{\"error\": 0, \"read\": {\"io_bytes\": 1048576, "
+                   "\"bw_bytes\": 1048576, \"iops\": 256, \"runtime\": 1000}, \"write\": {\"io_bytes\": 0}}]}'\n")
+    fio.chmod(0o755)
+    config = write_config(tmp_path, {"busy_threshold": None, "file_size": "1MiB", "fio": str(fio),
+                                     "state_file": str(tmp_path / "state" / "probes.json"),
+                                     "targets": [{"file": str(tmp_path / "probe.dat"), "name": "scratch",
+                                                  "profiles": ["seqread"]}]})
+    (tmp_path / "state").mkdir()  # the exporter's state folder: `storpath probe` takes its locks there
+    assert storpath("probe", "scratch", f"--config.file={config}").returncode == 0
+    locks = tmp_path / "state" / "locks"
+    existing = tmp_path / "existing"
+    existing.write_text("keep\n")
+    missing = tmp_path / "missing"
+    for index, name in enumerate(sorted(os.listdir(locks))):
+        os.unlink(locks / name)
+        os.symlink(existing if index % 2 else missing, locks / name)
+    result = storpath("probe", "scratch", f"--config.file={config}")
+    assert result.returncode == 1, result
+    assert "probe lock refused" in result.stdout + result.stderr and "symbolic link" in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert not os.path.lexists(missing) and existing.read_text() == "keep\n"

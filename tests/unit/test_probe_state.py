@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
 from storpath.probes import state
 from storpath.probes.fio import FioResult
+from tests.conftest import require_root
 
 RESULT = FioResult(read_bytes_per_second=7.1e9, read_iops=6771.5, io_bytes=35_500_000_000, runtime_seconds=5.0,
                    latency_seconds=(("0.5", 0.0023), ("0.99", 0.0041), ("0.999", 0.0097)))
@@ -111,3 +113,36 @@ def test_a_state_file_that_is_not_utf8_is_ignored(tmp_path):
     path = tmp_path / "probes.json"
     path.write_bytes(b'{"version": 1, "last_attempt": {"\xff": 1}}')
     assert state.load(str(path)).records == {}
+
+
+def test_a_state_file_planted_as_a_link_is_neither_read_nor_written_through(tmp_path):
+    """Before: load() followed the link (root's `storpath probe` read whatever it pointed at)."""
+    elsewhere = tmp_path / "elsewhere.json"
+    state.save(str(elsewhere), _state())
+    before = elsewhere.read_bytes()
+    os.symlink(elsewhere, tmp_path / "probes.json")
+    assert state.load(str(tmp_path / "probes.json")).records == {}
+    assert "symbolic link" in state.save(str(tmp_path / "probes.json"), state.ProbeState())
+    assert elsewhere.read_bytes() == before and os.path.islink(tmp_path / "probes.json")
+    os.symlink(tmp_path / "missing.json", tmp_path / "dangling.json")
+    assert state.save(str(tmp_path / "dangling.json"), _state()) is not None
+    assert not os.path.lexists(tmp_path / "missing.json")
+
+
+def test_a_fifo_planted_as_the_state_file_does_not_block_the_start(tmp_path):
+    """Before: open() of a FIFO waited for a writer forever, and the exporter never started."""
+    os.mkfifo(tmp_path / "probes.json")
+    loaded = []
+    reader = threading.Thread(target=lambda: loaded.append(state.load(str(tmp_path / "probes.json"))), daemon=True)
+    reader.start()
+    reader.join(30)
+    assert loaded and loaded[0].records == {}
+
+
+def test_a_state_file_of_another_user_is_left_alone(tmp_path):
+    require_root("giving a file to another user")
+    path = tmp_path / "probes.json"
+    state.save(str(path), _state())
+    os.chown(path, 65534, 65534)
+    assert state.load(str(path)).records == {}
+    assert "owned by uid 65534" in state.save(str(path), state.ProbeState())

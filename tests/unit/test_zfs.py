@@ -15,6 +15,7 @@ import time
 import pytest
 from prometheus_client import generate_latest
 
+from storpath import log
 from storpath.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.zfs import ZfsCollector
@@ -480,6 +481,7 @@ def test_reader_asks_zfs_for_creation_once_per_new_pool(tmp_path):
 
 @pytest.mark.parametrize("body", ["exit 1\n", "echo 'not two fields'\n", "exec sleep 60\n"])
 def test_reader_without_creation_still_succeeds(tmp_path, body, caplog):
+    log.forget_once_keys()  # said once per run: each case here is a fresh run
     zpool = healthy_zpool(tmp_path)
     reader = ZpoolReader(Roots(), zpool=zpool, zfs=fake_zfs(tmp_path, body), timeout=1)
     snapshot = reader.read()

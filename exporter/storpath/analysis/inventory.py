@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from storpath.log import describe
 from storpath.readers.inventory import KINDS, storage_kind
 from storpath.readers.pci import PciDevice
 
@@ -21,12 +22,12 @@ def parse_expected(value: Any) -> Tuple[Dict[str, int], List[str]]:
     expected: Dict[str, int] = {}
     problems: List[str] = []
     if not isinstance(value, Mapping):
-        return expected, [f"expected a mapping of kind to count, got {value!r}"]
+        return expected, [f"expected a mapping of kind to count, got {describe(value)}"]
     for kind, count in value.items():
         if kind not in KINDS:
-            problems.append(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
+            problems.append(f"unknown kind {describe(kind)} (known: {', '.join(KINDS)})")
         elif isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            problems.append(f"{kind}: expected a whole number of devices, got {count!r}")
+            problems.append(f"{kind}: expected a whole number of devices, got {describe(count)}")
         else:
             expected[kind] = count
     return expected, problems

@@ -175,7 +175,8 @@ class ZfsCollector(Collector):
             # The details of a failed run are left out rather than served stale: the pool
             # state still comes from kstat on every scrape, and the last success
             # timestamp says how old the last good details were.
-            log.once(self.log, logging.WARNING, ("zpool", snapshot.reason), "zpool failed", reason=snapshot.reason)
+            # Keyed without the reason: it names pids and parse errors, new on every run.
+            log.once(self.log, logging.WARNING, ("zpool",), "zpool failed", reason=snapshot.reason)
         with self._lock:
             self._snapshot = snapshot
             self._block_sizes = sizes

@@ -41,8 +41,8 @@ def add_parser(sub, common):
     web.add_argument("--web.telemetry-path", dest="web_telemetry_path", metavar="PATH",
                      help="Path under which to expose metrics (default /metrics).")
     web.add_argument("--web.max-requests", dest="web_max_requests", metavar="N", type=int,
-                     help="Maximum number of concurrent scrape requests; more get 503. 0 means no limit "
-                          "(default 40).")
+                     help="Maximum number of concurrent scrape requests (at most 1024); more get 503. 0 means "
+                          "no limit (default 40).")
     web.add_argument("--web.disable-exporter-metrics", dest="web_disable_exporter_metrics", action="store_const",
                      const=True, help="Leave out the exporter's own process_* and python_* metrics.")
     web.add_argument("--web.scrape-timeout", dest="web_scrape_timeout", metavar="DURATION",
@@ -112,15 +112,23 @@ class Service:
         self.server = server
 
     def reload(self) -> bool:
-        """Re-read both config files; keep the running ones if either is bad."""
+        """Re-read both config files; keep the running ones if either is bad. Whatever goes
+        wrong is logged and the running configuration kept: the main loop that calls this
+        is what answers SIGTERM and the next SIGHUP, so no exception may end it."""
         try:
-            config = resolve_config(self.args)
-            web = webconfig.load(config["web"]["config_file"])
-            if web.tls != self.server.tls:
-                raise ConfigError("turning TLS on or off needs a restart")
+            return self._reload()
         except (ConfigError, webconfig.WebConfigError) as exc:
-            log.kv(LOG, logging.ERROR, "reload failed, keeping the running configuration", err=str(exc))
-            return False
+            err = str(exc)
+        except Exception as exc:  # a collector that cannot start, or what no check foresaw
+            err = f"{type(exc).__name__}: {str(exc)[:500]}"
+        log.kv(LOG, logging.ERROR, "reload failed, keeping the running configuration", err=err)
+        return False
+
+    def _reload(self) -> bool:
+        config = resolve_config(self.args)
+        web = webconfig.load(config["web"]["config_file"])
+        if web.tls != self.server.tls:
+            raise ConfigError("turning TLS on or off needs a restart")
         if config["web"]["listen_address"] != self.config["web"]["listen_address"]:
             log.kv(LOG, logging.WARNING, "a new listen address needs a restart; still listening on the old one",
                    address=self.config["web"]["listen_address"])
@@ -128,12 +136,7 @@ class Service:
         log.setup(config["log"]["level"], fmt=config["log"]["format"])
         old = None
         if _collecting_part(config) != _collecting_part(self.config):
-            try:
-                built = Built(config)
-            except Exception as exc:  # a collector that cannot start: keep the running ones
-                log.kv(LOG, logging.ERROR, "reload failed, keeping the running configuration",
-                       err=f"{type(exc).__name__}: {exc}")
-                return False
+            built = Built(config)  # a collector that cannot start raises: the running ones stay
             built.start()
             old, self.built = self.built, built
         self.server.swap(_site(self.built, web))

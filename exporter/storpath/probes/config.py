@@ -31,7 +31,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from storpath.config import SECTION_VALIDATORS, ConfigError, check_duration, check_size
+from storpath.config import SECTION_VALIDATORS, ConfigError, check_duration, check_size, shown_key
+from storpath.log import describe
 from storpath.probes.profiles import (BUILTIN_PROFILES, DEFAULT_PROFILES, PATH_EXPECTATION_MIN_BLOCK,  # noqa: F401
                                       Profile, check_profile)
 from storpath.probes.targets import MAX_FILE_SIZE, Target, check_target
@@ -91,7 +92,7 @@ def check_state_file(value: Any) -> str:
     inside it). Anywhere else is refused: storpath replaces that file whole, and must never
     replace a file it does not own."""
     if not isinstance(value, str):
-        raise ConfigError(f"probes.state_file: expected a string, got {value!r}")
+        raise ConfigError(f"probes.state_file: expected a string, got {describe(value)}")
     folder = state_directory()
     if not value:
         return ""
@@ -119,7 +120,7 @@ def check(raw: Any) -> ProbesConfig:
         raise ConfigError("probes: expected a mapping (see docs/probes.md)")
     for key in raw:
         if key not in _TOP_KEYS:
-            raise ConfigError(f"unknown key probes.{key} (known: {', '.join(_TOP_KEYS)})")
+            raise ConfigError(f"unknown key probes.{shown_key(key)} (known: {', '.join(_TOP_KEYS)})")
     defaults = ProbesConfig()
     raw_profiles = raw.get("profiles") or {}
     if not isinstance(raw_profiles, dict):
@@ -144,16 +145,16 @@ def check(raw: Any) -> ProbesConfig:
             settings["busy_threshold"] = None
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
             raise ConfigError(f"probes.busy_threshold: expected a fraction of time busy above 0 and at most 1 "
-                              f"(e.g. 0.5), or null to never skip; got {value!r}")
+                              f"(e.g. 0.5), or null to never skip; got {describe(value)}")
         else:
             settings["busy_threshold"] = float(value)
     if "io_priority" in raw:
         if raw["io_priority"] not in ("idle", "best-effort"):
-            raise ConfigError(f"probes.io_priority: expected idle or best-effort, got {raw['io_priority']!r}")
+            raise ConfigError(f"probes.io_priority: expected idle or best-effort, got {describe(raw['io_priority'])}")
         settings["io_priority"] = raw["io_priority"]
     if "fio" in raw:
         if not isinstance(raw["fio"], str):
-            raise ConfigError(f"probes.fio: expected a string, got {raw['fio']!r}")
+            raise ConfigError(f"probes.fio: expected a string, got {describe(raw['fio'])}")
         settings["fio"] = raw["fio"]
     if "state_file" in raw:
         settings["state_file"] = check_state_file(raw["state_file"])
@@ -172,7 +173,7 @@ def check(raw: Any) -> ProbesConfig:
         for target in targets:
             value = getattr(target, attr)
             if value in seen:
-                raise ConfigError(f"probes.targets: two targets have the {what} {value!r}")
+                raise ConfigError(f"probes.targets: two targets have the {what} {describe(value)}")
             seen.add(value)
     return ProbesConfig(targets=targets, profiles=profiles, **settings)
 

@@ -69,10 +69,26 @@ def _thread_lock(key: str) -> threading.Lock:
         return _LOCKS.setdefault(key, threading.Lock())
 
 
+def open_lock_file(lock_dir: str, key: str) -> int:
+    """A read-only fd of the device's lock file (flock needs no more), the folder and file
+    created when absent; state.Unsafe when either is a link or not storpath's (root's
+    `storpath probe` must not create or open a file a planted link points at)."""
+    owners = state_file.trusted_owners(os.path.dirname(lock_dir) or ".")
+    dir_fd = state_file.open_folder(lock_dir, owners)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", key) + ".lock"
+    try:
+        # 0644: the exporter's user and root both take the lock, whichever created the file.
+        return state_file.open_in(dir_fd, name, os.path.join(lock_dir, name), owners, os.O_RDONLY | os.O_CREAT,
+                                  0o644)
+    finally:
+        os.close(dir_fd)
+
+
 @contextlib.contextmanager
 def hold_devices(keys: List[str], wait: float, lock_dir: Optional[str]) -> Iterator[bool]:
     """Hold every device's lock (sorted, so two probes never wait on each other), or
-    yield False when one stays taken for `wait` seconds."""
+    yield False when one stays taken for `wait` seconds. Raises state.Unsafe when a lock
+    file or its folder is one storpath must not use: the probe is not run."""
     deadline = time.monotonic() + wait
     held: List[threading.Lock] = []
     files: List[int] = []
@@ -87,9 +103,7 @@ def hold_devices(keys: List[str], wait: float, lock_dir: Optional[str]) -> Itera
             if lock_dir is None:
                 continue
             try:
-                os.makedirs(lock_dir, exist_ok=True)
-                fd = os.open(os.path.join(lock_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", key) + ".lock"),
-                             os.O_RDWR | os.O_CREAT, 0o600)
+                fd = open_lock_file(lock_dir, key)
             except OSError as exc:
                 log.once(LOG, logging.INFO, ("lockdir", lock_dir), "probe lock files unavailable: only probes of "
                          "this process are kept apart", dir=lock_dir, err=exc.strerror)
@@ -291,7 +305,12 @@ class ProbeEngine:
             return outcome("failed", "target_unusable", resolved.problem, duration=0.0)
         keys = self._lock_keys(target, resolved)
         budget_key = resolved.disk or resolved.device or f"file:{target.path}"
-        with hold_devices(keys, cfg.hard_timeout + cfg.busy_sample + 5.0, self.lock_dir) as ok:
+        with contextlib.ExitStack() as stack:
+            try:
+                ok = stack.enter_context(hold_devices(keys, cfg.hard_timeout + cfg.busy_sample + 5.0, self.lock_dir))
+            except state_file.Unsafe as exc:
+                return outcome("failed", "target_unusable", f"probe lock refused: {exc}", duration=0.0,
+                               device=resolved.device)
             if not ok:
                 return outcome("skipped", "concurrent_probe", "another probe of the device did not finish in time",
                                device=resolved.device)

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from storpath.config import ConfigError
+from storpath.config import ConfigError, shown_key
+from storpath.log import describe
 from storpath.units import parse_size
 
 # Throughput saturates from about 32 KiB per request on NVMe drives: below that a probe
@@ -129,9 +130,9 @@ def _option_text(value: Any) -> str:
 
 
 def check_profile(name: str, raw: Any) -> Profile:
-    where = f"probes.profiles.{name}"
+    where = f"probes.profiles.{shown_key(name)}"
     if name in BUILTIN_PROFILES:
-        raise ConfigError(f"{where}: {name!r} is a built-in profile; give yours another name")
+        raise ConfigError(f"{where}: {describe(name)} is a built-in profile; give yours another name")
     if not re.fullmatch(r"[a-zA-Z0-9_.-]{1,64}", name):
         raise ConfigError(f"{where}: a profile name is 1 to 64 letters, digits, '_', '.' and '-'")
     if not isinstance(raw, dict):
@@ -139,7 +140,7 @@ def check_profile(name: str, raw: Any) -> Profile:
     options: List[Tuple[str, str]] = []
     path_expectation: Optional[bool] = None
     for key, value in raw.items():
-        key = str(key)
+        key = shown_key(str(key))  # as messages show it: a key that is no plain name is no fio option
         if key == "expect_path_bandwidth":
             if not isinstance(value, bool):
                 raise ConfigError(f"{where}.expect_path_bandwidth: expected true or false")
@@ -148,20 +149,20 @@ def check_profile(name: str, raw: Any) -> Profile:
         option = _ALIASES.get(key, key)
         text = _option_text(value)
         if option == "rw" and text not in READ_WORKLOADS:
-            raise ConfigError(f"{where}.{key}: {text!r} is not a read workload; probes only ever read "
+            raise ConfigError(f"{where}.{key}: {describe(text)} is not a read workload; probes only ever read "
                               f"(allowed: {', '.join(READ_WORKLOADS)})")
         if _WRITE_OPTIONS.match(option):
-            raise ConfigError(f"{where}.{key}: fio option {key!r} is refused: probes only ever read, with the "
+            raise ConfigError(f"{where}.{key}: fio option {describe(key)} is refused: probes only ever read, with the "
                               f"target and direct I/O set by storpath")
         check = ALLOWED_OPTIONS.get(option)
         if check is None:
-            raise ConfigError(f"{where}.{key}: fio option {key!r} is not allowed in a probe profile "
+            raise ConfigError(f"{where}.{key}: fio option {describe(key)} is not allowed in a probe profile "
                               f"(allowed: {', '.join(sorted(ALLOWED_OPTIONS))})")
         problem = check(text)
         if problem:
-            raise ConfigError(f"{where}.{key}: {text!r}: {problem}")
+            raise ConfigError(f"{where}.{key}: {describe(text)}: {problem}")
         if any(existing == option for existing, _ in options):
-            raise ConfigError(f"{where}.{key}: option {option!r} given twice")
+            raise ConfigError(f"{where}.{key}: option {describe(option)} given twice")
         options.append((option, text))
     keys = {k for k, _ in options}
     if "rw" not in keys:

@@ -8,17 +8,23 @@ rename), so a crash leaves the old state or the new one, never half of either. A
 that cannot be read or parsed is logged and ignored: the exporter starts empty. It is
 never replaced either: a file there that is not a storpath state file (or is no regular
 file) is someone else's, and storpath keeps its results in memory only.
+
+The state folder is writable by the exporter's user while root may run `storpath probe`
+on it, so nothing planted there is followed: the state file, its temporary file and the
+probe lock files are opened relative to their folder with O_NOFOLLOW, and used only when
+they are regular files owned by this process's user, root or the state folder's owner.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import stat
-import tempfile
+import secrets
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from storpath import log
 from storpath.probes.fio import FioResult
@@ -122,14 +128,108 @@ def from_json(text: str) -> ProbeState:
     return state
 
 
+class Unsafe(Exception):
+    """A file or folder storpath will not use: a symbolic link, not a regular file or
+    folder, or someone else's."""
+
+
+def trusted_owners(folder: str) -> Set[int]:
+    """Who may own the files storpath uses in `folder`: this process's user, root, and the
+    folder's owner (the exporter's user, whose files root's `storpath probe` shares)."""
+    owners = {os.geteuid(), 0}
+    try:
+        owners.add(os.stat(folder).st_uid)
+    except OSError:
+        pass
+    return owners
+
+
+def _check(fd: int, shown: str, owners: Set[int], regular: bool = True) -> None:
+    info = os.fstat(fd)
+    if regular and not stat.S_ISREG(info.st_mode):
+        raise Unsafe(f"{shown} is not a regular file: left alone")
+    if regular and info.st_nlink != 1:
+        raise Unsafe(f"{shown} has other hard links: left alone")
+    if info.st_uid not in owners:
+        raise Unsafe(f"{shown} is owned by uid {info.st_uid}, not by this user, root or the state folder's "
+                     f"owner: left alone")
+
+
+def _unsafe_open(exc: OSError, shown: str, what: str) -> Optional[Unsafe]:
+    """The Unsafe an O_NOFOLLOW open failed with, or None for another error."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return Unsafe(f"{shown} is a symbolic link or otherwise not a {what}: left alone")
+    return None
+
+
+def open_in(dir_fd: int, name: str, shown: str, owners: Set[int], flags: int, mode: int = 0o644) -> int:
+    """An fd of the regular file `name` in the folder `dir_fd`, never through a symbolic
+    link, never blocking on a FIFO; Unsafe when it is not a regular file of `owners`."""
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _unsafe_open(exc, shown, "regular file") or exc
+    try:
+        _check(fd, shown, owners)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_folder(path: str, owners: Set[int], follow: bool = False) -> int:
+    """An fd of the folder `path`, created when absent (parents too); Unsafe when it is a
+    symbolic link (unless `follow`: a folder the administrator configured, such as
+    systemd's StateDirectory, may be one) or someone else's."""
+    os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
+    try:
+        os.mkdir(path, 0o755)  # not makedirs: that follows a link planted at `path`
+    except FileExistsError:
+        pass
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise _unsafe_open(exc, path, "folder") or exc
+    try:
+        _check(fd, path, owners, regular=False)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read(dir_fd: int, name: str, shown: str, owners: Set[int]) -> Optional[bytes]:
+    """The start of the state file, or None when there is none."""
+    try:
+        fd = open_in(dir_fd, name, shown, owners, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(_MAX_STATE_BYTES)
+
+
+def _read_path(path: str) -> Optional[bytes]:
+    folder = os.path.dirname(path) or "."
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return _read(dir_fd, os.path.basename(path), path, trusted_owners(folder))
+    finally:
+        os.close(dir_fd)
+
+
 def load(path: str) -> ProbeState:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_STATE_BYTES)
+        data = _read_path(path)
     except FileNotFoundError:
+        return ProbeState()
+    except Unsafe as exc:
+        log.kv(LOG, logging.WARNING, "not reading the probe state file, starting empty", path=path, err=str(exc))
         return ProbeState()
     except OSError as exc:
         log.kv(LOG, logging.WARNING, "cannot read the probe state file, starting empty", path=path, err=exc.strerror)
+        return ProbeState()
+    if data is None:
         return ProbeState()
     try:
         state = from_json(data.decode("utf-8"))
@@ -140,59 +240,80 @@ def load(path: str) -> ProbeState:
     return state
 
 
-def foreign(path: str) -> Optional[str]:
-    """Why the file at `path` is not storpath's to replace, or None (absent, empty, or a
+def _foreign(dir_fd: int, name: str, shown: str, owners: Set[int]) -> Optional[str]:
+    """Why the file `name` is not storpath's to replace, or None (absent, empty, or a
     probe state file)."""
     try:
-        info = os.lstat(path)
+        data = _read(dir_fd, name, shown, owners)
+    except Unsafe as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{shown}: {exc.strerror}"
+    if not data:
+        return None
+    try:
+        from_json(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return f"{shown} is not a storpath probe state file: left alone (remove it to let storpath keep results)"
+    return None
+
+
+def foreign(path: str) -> Optional[str]:
+    """Why the file at `path` is not storpath's to replace, or None."""
+    folder = os.path.dirname(path) or "."
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return f"{path}: {exc.strerror}"
-    if not stat.S_ISREG(info.st_mode):
-        return f"{path} is not a regular file: left alone"
-    if info.st_size == 0:
-        return None
+        return f"{folder}: {exc.strerror}"
     try:
-        with open(path, "rb") as handle:
-            from_json(handle.read(_MAX_STATE_BYTES).decode("utf-8"))
-    except OSError as exc:
-        return f"{path}: {exc.strerror}"
-    except (UnicodeDecodeError, ValueError):
-        return f"{path} is not a storpath probe state file: left alone (remove it to let storpath keep results)"
-    return None
+        return _foreign(dir_fd, os.path.basename(path), path, trusted_owners(folder))
+    finally:
+        os.close(dir_fd)
 
 
 def save(path: str, state: ProbeState) -> Optional[str]:
     """Write the state atomically; returns the reason it could not, or None. A file at
-    `path` that is not a probe state file is never replaced."""
-    problem = foreign(path)
-    if problem:
-        return problem
+    `path` that is not a probe state file is never replaced. Every step works in the
+    folder's fd: a link planted at the file's name or the temporary's is never followed."""
     folder = os.path.dirname(path) or "."
+    name = os.path.basename(path)
     try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".probes-", suffix=".tmp", dir=folder)
+        dir_fd = open_folder(folder, trusted_owners(folder), follow=True)
+    except (OSError, Unsafe) as exc:
+        return f"{folder}: {getattr(exc, 'strerror', None) or exc}"
+    try:
+        problem = _foreign(dir_fd, name, path, trusted_owners(folder))
+        if problem:
+            return problem
+        return _replace(dir_fd, name, path, to_json(state).encode("utf-8"))
+    finally:
+        os.close(dir_fd)
+
+
+def _replace(dir_fd: int, name: str, shown: str, data: bytes) -> Optional[str]:
+    tmp = f".probes-{secrets.token_hex(8)}.tmp"
+    try:
+        # O_EXCL: a name that exists (a planted link included) is an error, never followed.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=dir_fd)
     except OSError as exc:
-        return f"{folder}: {exc.strerror}"
+        return f"{shown}: {exc.strerror}"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(to_json(state))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # a rename replaces a link, never follows it
     except OSError as exc:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
-        return f"{path}: {exc.strerror}"
+        return f"{shown}: {exc.strerror}"
     try:
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        os.fsync(dir_fd)
     except OSError:
         pass  # the rename is done; a folder that cannot be fsynced is no reason to fail
     return None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from storpath.config import ConfigError, check_size
+from storpath.log import describe
 from storpath.probes.profiles import DEFAULT_PROFILES, Profile
 from storpath.units import parse_rate
 
@@ -54,7 +55,7 @@ def _path_problem(path: str) -> Optional[str]:
     """What fio cannot be given: it strips a value's trailing blanks, and a control
     character has no place in a path an operator typed."""
     if path != path.rstrip() or any(ord(c) < 0x20 or c == "\x7f" for c in path):
-        return f"{path!r} ends in a blank or holds a control character"
+        return f"{describe(path)} ends in a blank or holds a control character"
     return None
 
 
@@ -65,13 +66,13 @@ def check_target(raw: Any, profiles: Mapping[str, Profile], where: str = "probes
         raise ConfigError(f"{where}: expected a mapping with `device: /dev/...` or `file: /path`")
     for key in raw:
         if key not in _TARGET_KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(_TARGET_KEYS)})")
+            raise ConfigError(f"{where}: unknown key {describe(key)} (known: {', '.join(_TARGET_KEYS)})")
     if ("device" in raw) == ("file" in raw):
         raise ConfigError(f"{where}: give exactly one of `device` (a block device) or `file` (a file storpath creates)")
     kind = "device" if "device" in raw else "file"
     path = raw[kind]
     if not isinstance(path, str) or not os.path.isabs(path):
-        raise ConfigError(f"{where}.{kind}: expected an absolute path, got {path!r}")
+        raise ConfigError(f"{where}.{kind}: expected an absolute path, got {describe(path)}")
     problem = _path_problem(path)
     if problem:
         raise ConfigError(f"{where}.{kind}: {problem}")
@@ -93,7 +94,8 @@ def check_target(raw: Any, profiles: Mapping[str, Profile], where: str = "probes
         raise ConfigError(f"{where}.profiles: expected a list of profile names")
     for profile in chosen:
         if not isinstance(profile, str) or profile not in profiles:
-            raise ConfigError(f"{where}.profiles: unknown profile {profile!r} (known: {', '.join(sorted(profiles))})")
+            raise ConfigError(f"{where}.profiles: unknown profile {describe(profile)} "
+                              f"(known: {', '.join(sorted(profiles))})")
     if len(set(chosen)) != len(chosen):
         raise ConfigError(f"{where}.profiles: a profile is listed twice")
     expected: Dict[str, float] = {}
@@ -103,8 +105,8 @@ def check_target(raw: Any, profiles: Mapping[str, Profile], where: str = "probes
         if isinstance(raw_expected, dict):
             for profile, value in raw_expected.items():
                 if profile not in chosen:
-                    raise ConfigError(f"{where}.expected_read_bytes_per_second: profile {profile!r} is not probed on "
-                                      f"this target (probed: {', '.join(chosen)})")
+                    raise ConfigError(f"{where}.expected_read_bytes_per_second: profile {describe(profile)} is not "
+                                      f"probed on this target (probed: {', '.join(chosen)})")
                 expected[profile] = parse_rate(value)
         elif raw_expected is not None:
             expected_all = parse_rate(raw_expected)

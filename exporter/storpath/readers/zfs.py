@@ -249,7 +249,7 @@ class ZpoolReader:
             except ZpoolOutputError as exc:
                 reason = reason or str(exc)
             if reason:
-                log.once(LOG, logging.WARNING, ("zfs-get", reason), "pool creation time unknown", reason=reason)
+                log.once(LOG, logging.WARNING, ("zfs-get",), "pool creation time unknown", reason=reason)
         apply_creation(pools, self._created)
 
     def _read_captured(self) -> ZpoolSnapshot:
