@@ -16,15 +16,21 @@ import sys
 import threading
 import time
 
+from storpath import safetext
+
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
-_LEVEL_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn", logging.ERROR: "error", logging.CRITICAL: "error"}
+_LEVEL_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn", logging.ERROR: "error",
+                logging.CRITICAL: "error"}
 
 
 def _quote(value: object) -> str:
+    # A value may come from the hardware (a model string, a sysfs name that is not UTF-8):
+    # shown escaped (storpath.safetext.display), so a log line is one line that cannot
+    # drive the terminal it is read on.
     text = str(value)
-    if text and not any(c in text for c in ' "=\n\t'):
+    if text and text.isprintable() and not any(c in text for c in ' "='):
         return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return '"' + safetext.display(text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")) + '"'
 
 
 class LogfmtFormatter(logging.Formatter):
@@ -47,12 +53,14 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + ".%03dZ" % record.msecs
         data = {"ts": ts, "level": _LEVEL_NAMES.get(record.levelno, "info"), "logger": record.name,
-                "msg": record.getMessage()}
+                "msg": safetext.utf8(record.getMessage())}
         for key, value in getattr(record, "fields", {}).items():
-            data.setdefault(key, value if isinstance(value, (int, float, bool)) or value is None else str(value))
+            data.setdefault(key, value if isinstance(value, (int, float, bool)) or value is None
+                            else safetext.utf8(str(value)))
         if record.exc_info:
             data["err"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False)
+        # ASCII only: the C1 controls and bidi overrides a hardware string may hold are escaped too.
+        return json.dumps(data)
 
 
 FORMATS = {"logfmt": LogfmtFormatter, "json": JsonFormatter}

@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from storpath import log
 from storpath.config import ConfigError, load_file
 
 
@@ -117,7 +118,7 @@ def parse(raw: Any, base: str = ".", path: Optional[str] = None) -> WebConfig:
         if key in UNSUPPORTED:
             raise WebConfigError(UNSUPPORTED[key])
         if key not in ("tls_server_config", "http_server_config", "basic_auth_users"):
-            raise WebConfigError(f"unknown key {key!r} (known: basic_auth_users, http_server_config, "
+            raise WebConfigError(f"unknown key {log.describe(key)} (known: basic_auth_users, http_server_config, "
                                  "tls_server_config)")
     config = WebConfig(path=path)
     tls = raw.get("tls_server_config")
@@ -136,7 +137,7 @@ def _mapping(value: Any, where: str) -> dict:
 
 def _string(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
-        raise WebConfigError(f"{where}: expected a non-empty string, got {value!r}")
+        raise WebConfigError(f"{where}: expected a non-empty string, got {log.describe(value)}")
     return value
 
 
@@ -173,7 +174,7 @@ def _ssl_context(tls: dict, base: str) -> ssl.SSLContext:
     for name, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
         value = tls.get(name) or default
         if value not in VERSIONS:
-            raise WebConfigError(f"tls_server_config.{name}: {value!r} is not one of {', '.join(VERSIONS)}")
+            raise WebConfigError(f"tls_server_config.{name}: {log.describe(value)} is not one of {', '.join(VERSIONS)}")
         versions[name] = VERSIONS[value]
     if versions["min_version"] > versions["max_version"]:
         raise WebConfigError("tls_server_config: min_version is above max_version")
@@ -190,7 +191,7 @@ def _ssl_context(tls: dict, base: str) -> ssl.SSLContext:
         if suite in CIPHER_SUITES:
             names.append(CIPHER_SUITES[suite])
         elif suite not in TLS13_SUITES:
-            raise WebConfigError(f"tls_server_config.cipher_suites: unknown cipher suite {suite!r} "
+            raise WebConfigError(f"tls_server_config.cipher_suites: unknown cipher suite {log.describe(suite)} "
                                  f"(known: {', '.join(sorted(CIPHER_SUITES))})")
     if names:
         try:
@@ -205,7 +206,7 @@ def _ssl_context(tls: dict, base: str) -> ssl.SSLContext:
         raise WebConfigError(f"tls_server_config.client_auth_type: {auth} (client certificates that are not "
                              "verified) is not supported; use RequireAndVerifyClientCert with client_ca_file")
     if auth not in CLIENT_AUTH:
-        raise WebConfigError(f"tls_server_config.client_auth_type: {auth!r} is not one of "
+        raise WebConfigError(f"tls_server_config.client_auth_type: {log.describe(auth)} is not one of "
                              f"{', '.join(CLIENT_AUTH)}")
     ca = _pem(tls, "client_ca", "client_ca_file", base)
     if CLIENT_AUTH[auth] != ssl.CERT_NONE:
@@ -258,7 +259,7 @@ def _users(raw: Any) -> Dict[str, bytes]:
     users = {}
     for user, hashed in raw.items():
         if not isinstance(user, str) or not user or ":" in user:
-            raise WebConfigError(f"basic_auth_users: {user!r} is not a valid user name")
+            raise WebConfigError(f"basic_auth_users: {log.describe(user)} is not a valid user name")
         if not isinstance(hashed, str) or not _is_bcrypt(hashed):
             raise WebConfigError(f"basic_auth_users.{user}: not a bcrypt hash (expected $2y$10$... as "
                                  "`htpasswd -nBC 10 \"\" | tr -d ':\\n'` prints)")
@@ -284,7 +285,7 @@ def _headers(raw: Any) -> List[tuple]:
     headers = []
     for name, value in _mapping(server.get("headers") or {}, "http_server_config.headers").items():
         if name not in HEADERS:
-            raise WebConfigError(f"http_server_config.headers: {name!r} cannot be set (allowed: "
+            raise WebConfigError(f"http_server_config.headers: {log.describe(name)} cannot be set (allowed: "
                                  f"{', '.join(HEADERS)})")
         if value in (None, ""):
             continue
@@ -292,7 +293,7 @@ def _headers(raw: Any) -> List[tuple]:
             raise WebConfigError(f"http_server_config.headers.{name}: expected a one-line string")
         allowed = HEADERS[name]
         if allowed and value.lower() not in allowed:
-            raise WebConfigError(f"http_server_config.headers.{name}: {value!r} is not one of {', '.join(allowed)}")
+            raise WebConfigError(f"http_server_config.headers.{name}: {log.describe(value)} is not one of {', '.join(allowed)}")
         headers.append((name, value))
     return headers
 
