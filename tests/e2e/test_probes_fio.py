@@ -336,18 +336,22 @@ def _probe_with_planted_lock(tmp_path, plant):
     return outcome, ran.read_text().count("x") > runs_before
 
 
+def _links_to(victim):
+    """A planting that replaces every lock file with a symbolic link to `victim`."""
+    def plant(locks, names):
+        for name in names:
+            os.unlink(locks / name)
+            os.symlink(victim, locks / name)
+    return plant
+
+
 def test_a_lock_file_planted_as_a_link_to_a_missing_path_creates_nothing(tmp_path):
     """Before: the lock was opened O_RDWR|O_CREAT through the link: root's `storpath probe`
     created any file the exporter's user named."""
     victim = tmp_path / "victim" / "created-by-root"
     victim.parent.mkdir()
 
-    def plant(locks, names):
-        for name in names:
-            os.unlink(locks / name)
-            os.symlink(victim, locks / name)
-
-    outcome, fio_ran = _probe_with_planted_lock(tmp_path, plant)
+    outcome, fio_ran = _probe_with_planted_lock(tmp_path, _links_to(victim))
     assert (outcome.status, outcome.reason) == ("failed", "target_unusable"), outcome
     assert "probe lock refused" in outcome.message and "symbolic link" in outcome.message
     assert not fio_ran
@@ -359,12 +363,7 @@ def test_a_lock_file_planted_as_a_link_to_a_file_leaves_that_file_alone(tmp_path
     victim.write_text("root:secret\n")
     os.utime(victim, (1_000_000_000, 1_000_000_000))
 
-    def plant(locks, names):
-        for name in names:
-            os.unlink(locks / name)
-            os.symlink(victim, locks / name)
-
-    outcome, fio_ran = _probe_with_planted_lock(tmp_path, plant)
+    outcome, fio_ran = _probe_with_planted_lock(tmp_path, _links_to(victim))
     assert (outcome.status, outcome.reason) == ("failed", "target_unusable"), outcome
     assert not fio_ran
     assert victim.read_text() == "root:secret\n" and os.stat(victim).st_mtime == 1_000_000_000

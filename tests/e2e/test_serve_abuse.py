@@ -66,6 +66,23 @@ def closed_by_server(sock: socket.socket) -> bool:
         return False
 
 
+def _trickle(socks: List[socket.socket], head: bytes, stop: threading.Event) -> threading.Thread:
+    """Send `head` a byte every half second on each of `socks` until `stop`, in a thread."""
+    def trickle():
+        for byte in range(len(head)):
+            for sock in socks:
+                try:
+                    sock.send(head[byte:byte + 1])
+                except OSError:  # closed by the server
+                    pass
+            if stop.wait(0.5):
+                return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_slowloris_costs_no_worker(exporter_on):
     """60 connections (more than the 44 workers of --web.max-requests=40) that trickle their
     request headers a byte at a time: scrapes and the health check are still answered at once,
@@ -73,20 +90,7 @@ def test_slowloris_costs_no_worker(exporter_on):
     with exporter_on("am4-x570-firecuda", "healthy") as exporter:
         slow = [socket.create_connection(("127.0.0.1", exporter.port), timeout=5) for _ in range(60)]
         stop = threading.Event()
-
-        def trickle():
-            head = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 1000
-            for byte in range(len(head)):
-                for sock in slow:
-                    try:
-                        sock.send(head[byte:byte + 1])
-                    except OSError:  # closed by the server
-                        pass
-                if stop.wait(0.5):
-                    return
-
-        trickler = threading.Thread(target=trickle, daemon=True)
-        trickler.start()
+        trickler = _trickle(slow, b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 1000, stop)
         try:
             time.sleep(1.5)  # every slow connection has sent its first bytes
             took = []
@@ -199,16 +203,6 @@ def test_tls_slowloris_costs_its_own_address_only(exporter_on, tmp_path):
         slow = [socket.create_connection(("127.0.0.1", exporter.port), timeout=5) for _ in range(60)]
         stop = threading.Event()
 
-        def trickle():
-            for byte in range(len(head)):
-                for sock in slow:
-                    try:
-                        sock.send(head[byte:byte + 1])
-                    except OSError:  # closed by the server
-                        pass
-                if stop.wait(0.5):
-                    return
-
         def get(path: str) -> float:
             context = ssl.create_default_context(cafile=certs.ca)
             conn = http.client.HTTPSConnection("127.0.0.1", exporter.port, timeout=PROMPT + 3, context=context,
@@ -223,8 +217,7 @@ def test_tls_slowloris_costs_its_own_address_only(exporter_on, tmp_path):
                 conn.close()
             return time.monotonic() - start
 
-        trickler = threading.Thread(target=trickle, daemon=True)
-        trickler.start()
+        trickler = _trickle(slow, head, stop)
         try:
             time.sleep(1.5)
             took = [get(path) for _ in range(4) for path in ("/metrics", "/-/healthy")]
