@@ -303,3 +303,43 @@ def test_landing_page_is_drawn_once_per_scrape_in_a_lane_of_its_own(tmp_path, mo
     for thread in visitors:
         thread.join(10)
     assert site.landing().drawings == 2
+
+
+class _Conn:
+    """What _Clients reads of a cheroot connection."""
+
+    def __init__(self, address: str):
+        self.remote_addr = address
+        self.head_started = None
+        self.in_worker = False
+
+
+def test_requests_read_ahead_are_bounded_per_address_and_in_all():
+    from storpath.http.cheroot_patches import _Clients
+
+    clients = _Clients()
+    clients.reading, clients.all_reading = 3, 5
+    one = [_Conn("10.0.0.1") for _ in range(4)]
+    assert [clients.start_reading(conn) for conn in one] == [True, True, True, False]
+    others = [_Conn(f"10.0.1.{n}") for n in range(3)]
+    assert [clients.start_reading(conn) for conn in others] == [True, True, False]
+    # A request whose head is complete leaves the read-ahead: room for another.
+    assert clients.to_worker(one[0])
+    assert clients.start_reading(others[2])
+    clients.stop_reading(one[1])
+    clients.stop_reading(one[1])  # twice: counted once
+    assert clients.start_reading(_Conn("10.0.2.1"))
+    assert not clients.start_reading(_Conn("10.0.2.2"))
+
+
+def test_one_address_waits_for_its_own_workers():
+    from storpath.http.cheroot_patches import _Clients
+
+    clients = _Clients()
+    clients.workers = 2
+    first, second, third = (_Conn("10.0.0.1") for _ in range(3))
+    assert clients.to_worker(first) and clients.to_worker(second)
+    assert not clients.to_worker(third)  # waits, holding no worker
+    assert clients.to_worker(_Conn("10.0.0.2"))  # another address is not held up
+    assert clients.done(first) is third and third.in_worker
+    assert clients.done(second) is None

@@ -215,14 +215,16 @@ class TLSAdapter(Adapter):
 
 class _Clients:
     """Per client address: the connections whose request is being read ahead (at most
-    `reading` at once: more are closed), and the connections held by workers (at most
+    `reading` at once, and `all_reading` from all addresses: more are closed), and the connections held by workers (at most
     `workers` at once: more wait, holding no worker, until one of that address's is done).
     One address cannot take every worker, nor fill memory with half-sent requests."""
 
     def __init__(self) -> None:
         self.reading = 64
+        self.all_reading = 256
         self.workers = 64
         self._reading: Dict[Any, int] = {}
+        self._all_reading = 0
         self._working: Dict[Any, int] = {}
         self._waiting: Dict[Any, Deque] = {}
         self._lock = threading.Lock()
@@ -230,9 +232,10 @@ class _Clients:
     def start_reading(self, conn) -> bool:
         with self._lock:
             count = self._reading.get(conn.remote_addr, 0)
-            if count >= self.reading:
+            if count >= self.reading or self._all_reading >= self.all_reading:
                 return False
             self._reading[conn.remote_addr] = count + 1
+            self._all_reading += 1
             conn.head_started = time.time()
             return True
 
@@ -244,6 +247,7 @@ class _Clients:
         if conn.head_started is not None:
             conn.head_started = None
             _decrement(self._reading, conn.remote_addr)
+            self._all_reading -= 1
 
     def to_worker(self, conn) -> bool:
         """True when `conn` may go to a worker now; else it waits for one of its address's."""
@@ -336,8 +340,9 @@ class WSGIServer(wsgi.Server):
         if _head_complete(raw.pending, limit):
             return True
         if raw.pending and conn.head_started is None and not self.clients.start_reading(conn):
-            log.once(LOG, logging.WARNING, ("per-client-reading",), "a client has too many half-sent requests "
-                     "at once: closing the newest", client=conn.remote_addr, max=self.clients.reading)
+            log.once(LOG, logging.WARNING, ("per-client-reading",), "too many half-sent requests at once (from "
+                     "one client, or from all): closing the newest", client=conn.remote_addr,
+                     max_per_client=self.clients.reading, max_all=self.clients.all_reading)
             conn.close()
             return False
         self._park(conn)

@@ -42,6 +42,7 @@ SOCKET_TIMEOUT = 10.0  # per read or write on a connection, and how long an idle
 # Prometheus sends its request in one packet.
 REQUEST_READ_TIMEOUT = 5.0
 PER_CLIENT_READING = 64  # requests from one address read ahead at once (each up to MAX_HEADER_BYTES)
+ALL_READING = 256  # requests read ahead at once from all addresses: at most 8 MiB of half-sent heads
 PER_CLIENT_SPARE = 2  # workers one address can never hold: left for the others
 LANDING_LANE = 2  # landing pages drawn or sent at once; more get 503
 KEEP_ALIVE_IDLE_MAX = 64  # idle keep-alive connections kept open; more are closed after their answer
@@ -234,6 +235,7 @@ class Server:
         self.http.keep_alive_conn_limit = KEEP_ALIVE_IDLE_MAX
         self.http.request_read_timeout = REQUEST_READ_TIMEOUT
         self.http.clients.reading = PER_CLIENT_READING
+        self.http.clients.all_reading = ALL_READING
         self.http.clients.workers = max(1, self.threads - PER_CLIENT_SPARE)
         self.adapter: Optional[TLSAdapter] = None
         if site.web.tls:
