@@ -143,12 +143,6 @@ class Landing:
             return self._drawn[1]
 
 
-def page(exporter, collectors: Sequence[str], metrics_path: str = "metrics",
-         runbook_base: str = DEFAULT_RUNBOOK_BASE, config: Optional[dict] = None) -> str:
-    """The landing page for the exporter's last scrape, drawn afresh."""
-    return Landing(collectors, metrics_path, runbook_base, config).page(exporter).decode()
-
-
 def _document(body: List[str], collectors: Sequence[str], metrics_path: str) -> str:
     legend = "".join(f"<span class=\"node {state}\">{html.escape(STATE_TEXT[state])}</span>"
                      for state in (HEALTHY, BELOW_EXPECTED, LIMITED_BY_PLACEMENT, UNVERIFIABLE))

@@ -147,7 +147,7 @@ def test_landing_page_escapes_what_the_hardware_says():
     evil = "<script>alert('x')</script>\" onmouseover=\"alert(1)"
     scrape = Snapshot(taken_at=0.0, pci=devices, blocks=[block("nvme0n1", "0000:01:00.0")],
                       nvme_controllers=[SimpleNamespace(address="0000:01:00.0", model=evil)])
-    page = landing.page(SimpleNamespace(last_snapshot=lambda: scrape), ["pcie"], config={})
+    page = landing.Landing(["pcie"], config={}).page(SimpleNamespace(last_snapshot=lambda: scrape)).decode()
     assert "<script" not in page and "onmouseover=\"" not in page
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;&quot; onmouseover=&quot;alert(1)" in page
     assert 'class="node pci below-expected"' in page  # the pcie findings ran on the snapshot
@@ -155,7 +155,7 @@ def test_landing_page_escapes_what_the_hardware_says():
 
 
 def test_landing_page_before_the_first_scrape_says_so_and_reads_nothing():
-    page = landing.page(SimpleNamespace(last_snapshot=lambda: None), [], config={})
+    page = landing.Landing([], config={}).page(SimpleNamespace(last_snapshot=lambda: None)).decode()
     assert 'id="no-scrape"' in page and "<ul class=\"tree\">" not in page
 
 
@@ -180,7 +180,7 @@ def test_landing_page_says_which_end_limits_a_sas_disk(tmp_path):
     machines.load("dell-r900-sas1068e").build(str(tmp_path), "before-fix")
     roots = Roots(sysfs=os.path.join(tmp_path, "sys"), procfs=os.path.join(tmp_path, "proc"))
     snapshot = take_snapshot(roots)
-    page = landing.page(SimpleNamespace(last_snapshot=lambda: snapshot), ["sas"], config={})
+    page = landing.Landing(["sas"], config={}).page(SimpleNamespace(last_snapshot=lambda: snapshot)).decode()
     assert page.count("1.5 Gbit/s, expected 3 Gbit/s (both ends alike)") == 8, page
 
 
@@ -199,6 +199,6 @@ def test_text_and_page_show_controls_and_undecodable_bytes_escaped():
     assert "nvme0 · PM9A3\\x1b]0;t\\x07\\x1b[2J\\x0d\\x0aX\\u202eY\\xff  ✗ below expected" in out
     scrape = Snapshot(taken_at=0.0, pci=devices, blocks=[block("nvme0n1", "0000:01:00.0")],
                       nvme_controllers=[SimpleNamespace(address="0000:01:00.0", model=evil)])
-    page = landing.page(SimpleNamespace(last_snapshot=lambda: scrape), ["pcie"], config={}).encode("utf-8")
+    page = landing.Landing(["pcie"], config={}).page(SimpleNamespace(last_snapshot=lambda: scrape))
     assert b"PM9A3\\x1b]0;t\\x07\\x1b[2J\\x0d\\x0aX\\u202eY\\xff" in page
     assert b"\x1b" not in page and "\u202e".encode() not in page
