@@ -343,3 +343,57 @@ def test_one_address_waits_for_its_own_workers():
     assert clients.to_worker(_Conn("10.0.0.2"))  # another address is not held up
     assert clients.done(first) is third and third.in_worker
     assert clients.done(second) is None
+
+
+def test_a_slow_reader_holds_its_worker_until_the_answer_deadline_only():
+    """A client that reads its answer a little at a time would hold the worker as long as it
+    kept reading (each write waits only for the next few bytes to go); the answer's deadline
+    frees the worker, here the only one, for the next client."""
+    import socket
+
+    from storpath.http.cheroot_patches import WSGIServer
+
+    answer = b"x" * (32 << 20)
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(answer)))])
+        return [answer]
+
+    server = WSGIServer(("127.0.0.1", 0), app, numthreads=1, max=1, timeout=10)
+    server.answer_write_timeout = 1.0
+    server.prepare()
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    port = server.bind_addr[1]
+    stop = threading.Event()
+
+    def read_slowly():
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.settimeout(1)
+            while not stop.wait(0.05):
+                try:
+                    if not sock.recv(512):
+                        return
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+
+    reader = threading.Thread(target=read_slowly, daemon=True)
+    try:
+        reader.start()
+        time.sleep(0.5)  # the slow reader has the worker
+        start = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            first = sock.recv(64)
+        waited = time.monotonic() - start
+        assert first.startswith(b"HTTP/1.1 200"), first
+        assert waited < 6, f"the next client waited {waited:.1f} s for the only worker"
+    finally:
+        stop.set()
+        reader.join(5)
+        server.stop()

@@ -18,6 +18,9 @@ What is changed:
   timeout; here a TLS connection also waits in the selector until it sends something, and the
   handshake is done on the first read, in the worker, which must have read the request within
   `request_read_timeout` of taking the connection (TLSAdapter, _RequestIO, _Connection).
+- cheroot waits for a slow reader per write, so a client that reads its answer a byte at a
+  time holds the worker for as long as it likes; here an answer must be sent within
+  `answer_write_timeout` of its first byte, then the connection is closed (_AnswerIO).
 - Per client address, at most `clients.reading` requests are read ahead at once and at most
   `clients.workers` connections are held by workers; more wait without a worker (_Clients).
 - Workers are started as requests need them (WSGIServer._to_worker).
@@ -82,16 +85,7 @@ class _RequestIO(socket.SocketIO):
             buffer[:count] = self.pending[:count]
             del self.pending[:count]
             return count
-        if self.deadline is None:
-            return self._read(buffer)
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise socket.timeout("timed out")
-        self._sock.settimeout(min(left, self._timeout))
-        try:
-            return self._read(buffer)
-        finally:
-            self._sock.settimeout(self._timeout)
+        return _by_deadline(self._sock, self.deadline, self._timeout, self._read, buffer)
 
     def _read(self, buffer):
         if not self._handshaken:
@@ -122,6 +116,48 @@ class _RequestIO(socket.SocketIO):
         self._handshaken = True
 
 
+def _by_deadline(sock, deadline: Optional[float], timeout: Optional[float], call, *args):
+    """`call(*args)`, one socket read or write, waiting at most what is left until
+    `deadline` (time.monotonic()) and at most `timeout`; socket.timeout once it has passed."""
+    if deadline is None:
+        return call(*args)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("timed out")
+    sock.settimeout(min(left, timeout) if timeout is not None else left)
+    try:
+        return call(*args)
+    finally:
+        sock.settimeout(timeout)
+
+
+class _AnswerIO(socket.SocketIO):
+    """Writes a connection's answers: an answer must be sent within `limit` seconds of its
+    first write, so a client that reads it slowly (or never) holds its worker that long at
+    most, however little it reads at a time."""
+
+    def __init__(self, sock):
+        super().__init__(sock, "wb")
+        self.limit: Optional[float] = None
+        self.deadline: Optional[float] = None  # time.monotonic() by which the answer must be sent
+        self._timeout = sock.gettimeout()
+
+    def write(self, data):
+        if self.limit is not None and self.deadline is None:
+            self.deadline = time.monotonic() + self.limit
+        return _by_deadline(self._sock, self.deadline, self._timeout, super().write, data)
+
+
+class _Writer(StreamWriter):
+    """cheroot's StreamWriter writing through _AnswerIO."""
+
+    def __init__(self, sock, bufsize: int = 8192):
+        # Private: as _Reader, StreamWriter.__init__ is skipped for its base's (cheroot's
+        # BufferedWriter, from _pyio), around _AnswerIO; `bytes_written` is StreamWriter's counter.
+        _pyio.BufferedWriter.__init__(self, _AnswerIO(sock), bufsize)
+        self.bytes_written = 0
+
+
 class _Reader(StreamReader):
     """cheroot's StreamReader reading through _RequestIO."""
 
@@ -144,7 +180,8 @@ class _Headers(dict):
     """A request's headers as cheroot's header reader fills them, refusing a second
     Content-Length (cheroot keeps the last, and a proxy in front may have used the first), or
     a Content-Length beside a Transfer-Encoding (which of the two frames the body is what
-    request smuggling plays on; nothing here takes a body). The ValueError is answered with 400 and the message."""
+    request smuggling plays on; nothing here takes a body). The ValueError is answered with
+    400 and the message."""
 
     def __setitem__(self, key, value):
         if key == b"Content-Length" and key in self:
@@ -162,8 +199,9 @@ class _Request(HTTPRequest):
 
 
 class _Connection(HTTPConnection):
-    """A connection read through _Reader; its request must be read within the server's
-    `request_read_timeout` of a worker taking it."""
+    """A connection read through _Reader and written through _Writer: its request must be
+    read within the server's `request_read_timeout` of a worker taking it, and each answer
+    sent within `answer_write_timeout` of its first byte."""
 
     RequestHandlerClass = _Request
 
@@ -171,15 +209,18 @@ class _Connection(HTTPConnection):
         super().__init__(server, sock, *([makefile] if makefile else []))
         if not isinstance(self.rfile, _Reader):  # TLSAdapter.makefile gives one already
             self.rfile = _Reader(sock, tls=False)
+        if not isinstance(self.wfile, _Writer):
+            self.wfile = _Writer(sock)
         self.head_started: Optional[float] = None  # time.time() of the first byte of a request being read ahead
         self.in_worker = False
 
     def communicate(self):
         self.rfile.raw.deadline = time.monotonic() + self.server.request_read_timeout
+        self.wfile.raw.limit = self.server.answer_write_timeout
         try:
             return super().communicate()
         finally:
-            self.rfile.raw.deadline = None
+            self.rfile.raw.deadline = self.wfile.raw.deadline = None
             self.server.worker_done(self)
 
     def close(self):
@@ -210,7 +251,7 @@ class TLSAdapter(Adapter):
     def makefile(self, sock, mode="r", bufsize=-1):
         if "r" in mode:
             return _Reader(sock, tls=True)
-        return StreamWriter(sock, mode, bufsize if bufsize > 0 else 8192)
+        return _Writer(sock)
 
 
 class _Clients:
@@ -304,6 +345,7 @@ class WSGIServer(wsgi.Server):
 
     ConnectionClass = _Connection
     request_read_timeout = 5.0
+    answer_write_timeout = 30.0
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

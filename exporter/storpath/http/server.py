@@ -41,6 +41,7 @@ SOCKET_TIMEOUT = 10.0  # per read or write on a connection, and how long an idle
 # read ahead without a worker) or of a worker taking the connection (TLS: handshake included).
 # Prometheus sends its request in one packet.
 REQUEST_READ_TIMEOUT = 5.0
+ANSWER_WRITE_TIMEOUT = 30.0  # an answer not taken by then is of no use to a scraper (Prometheus' default: 10 s)
 PER_CLIENT_READING = 64  # requests from one address read ahead at once (each up to MAX_HEADER_BYTES)
 ALL_READING = 256  # requests read ahead at once from all addresses: at most 8 MiB of half-sent heads
 PER_CLIENT_SPARE = 2  # workers one address can never hold: left for the others
@@ -234,6 +235,7 @@ class Server:
         self.http.max_request_body_size = MAX_BODY_BYTES
         self.http.keep_alive_conn_limit = KEEP_ALIVE_IDLE_MAX
         self.http.request_read_timeout = REQUEST_READ_TIMEOUT
+        self.http.answer_write_timeout = ANSWER_WRITE_TIMEOUT
         self.http.clients.reading = PER_CLIENT_READING
         self.http.clients.all_reading = ALL_READING
         self.http.clients.workers = max(1, self.threads - PER_CLIENT_SPARE)
