@@ -504,8 +504,10 @@ def test_exporter_keeps_serving_with_bad_zpool(tmp_path, body):
     zpool = fake_zpool(tmp_path, body)
     config = tmp_path / "storpath.yml"
     config.write_text(f"collectors:\n  zfs:\n    zpool_path: {zpool}\n    timeout: 2s\n    interval: 1h\n")
-    with run_exporter([f"--config.file={config}", f"--path.sysfs={roots.sysfs}", f"--path.procfs={roots.procfs}"],
-                      str(tmp_path)) as exporter:
+    # --path.dev: the tree stands for this host (its zpool is run), not a replayed machine.
+    (tmp_path / "dev").mkdir()
+    with run_exporter([f"--config.file={config}", f"--path.sysfs={roots.sysfs}", f"--path.procfs={roots.procfs}",
+                       f"--path.dev={tmp_path / 'dev'}"], str(tmp_path)) as exporter:
         start = time.monotonic()
         text = exporter.metrics()
         assert time.monotonic() - start < 2
@@ -555,3 +557,14 @@ def test_check_uses_kstat_state_when_zpool_cannot_run(tmp_path):
 def test_check_without_zpool_and_healthy_kstat_is_info_only(tmp_path):
     findings = _check_without_zpool(tmp_path, {"tank": "ONLINE"})
     assert set(findings) == {("zfs", "zfs.unreadable")}
+
+
+def test_a_replayed_machine_never_gets_this_hosts_pools(tmp_path):
+    """--path.sysfs of another machine without --path.captured (Roots.dev ""): zpool is
+    not run, so this host's pools are never reported as the replayed machine's."""
+    ran = tmp_path / "ran"
+    zpool = fake_zpool(tmp_path, f"touch {ran}\necho '{{\"pools\": {{}}}}'\n")
+    snapshot = ZpoolReader(Roots(sysfs=str(tmp_path / "sys"), dev=""), zpool=zpool, timeout=5).read()
+    assert not ran.exists()
+    assert snapshot.ok and snapshot.pools == [] and snapshot.source == "none"
+    assert ZpoolReader(Roots(), zpool=zpool, timeout=5).read() is not None and ran.exists()  # the fake does run

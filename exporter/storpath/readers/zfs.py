@@ -195,6 +195,12 @@ class ZpoolReader:
     def read(self) -> ZpoolSnapshot:
         if self.roots.captured:
             return self._read_captured()
+        if not self.roots.devices:
+            # --path.sysfs replays another machine (storpath.roots): this host's pools are not
+            # its pools. Its kstat still gives their states; zpool's details need --path.captured.
+            log.once(LOG, logging.INFO, ("zpool-replay",), "zpool not run: --path.sysfs replays another machine "
+                     "and --path.captured is not given, so this host's pools would be reported as the replayed one's")
+            return ZpoolSnapshot(pools=[], ok=True, reason=None, finished_at=time.time(), source="none")
         self._stuck = [p for p in self._stuck if p.poll() is None]
         if self._stuck:
             # A zpool hung in the kernel (a pool stuck in I/O) would hang every new one
