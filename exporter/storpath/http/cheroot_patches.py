@@ -24,7 +24,7 @@ What is changed:
 - Per client address, at most `clients.reading` requests are read ahead at once and at most
   `clients.workers` connections are held by workers; more wait without a worker (_Clients).
 - Workers are started as requests need them (WSGIServer._to_worker).
-- A second Content-Length header is refused with 400 (cheroot keeps the last) (_Headers).
+- A request body, or a second Content-Length header, is refused with 400 (_Headers).
 """
 
 from __future__ import annotations
@@ -173,21 +173,19 @@ class _Reader(StreamReader):
         return self.read(len(self.peek(0))) if self.has_data() else b""
 
 
-_FRAMING = {b"Content-Length", b"Transfer-Encoding"}
-
-
 class _Headers(dict):
-    """A request's headers as cheroot's header reader fills them, refusing a second
-    Content-Length (cheroot keeps the last, and a proxy in front may have used the first), or
-    a Content-Length beside a Transfer-Encoding (which of the two frames the body is what
-    request smuggling plays on; nothing here takes a body). The ValueError is answered with
-    400 and the message."""
+    """A request's headers as cheroot's header reader fills them, refusing any request body:
+    nothing here takes one, and a body cheroot does not read stays on a kept-alive connection
+    to be parsed as the next request, which a proxy in front would not expect (request
+    smuggling). So a Content-Length above 0 or any Transfer-Encoding is refused, and with them
+    a second Content-Length (cheroot keeps the last; a proxy may have used the first). The
+    ValueError is answered with 400 and the message, and the connection closed."""
 
     def __setitem__(self, key, value):
         if key == b"Content-Length" and key in self:
             raise ValueError("Duplicate Content-Length header")
-        if key in _FRAMING and (_FRAMING - {key}) & self.keys():
-            raise ValueError("Content-Length and Transfer-Encoding together")
+        if (key == b"Content-Length" and value.strip() != b"0") or key == b"Transfer-Encoding":
+            raise ValueError("A request body (Content-Length above 0, or Transfer-Encoding) is not accepted")
         super().__setitem__(key, value)
 
 
