@@ -35,7 +35,7 @@ LOG = log.get("web")
 
 # Bounds on what one client can make the server hold (see docs/serving.md).
 MAX_HEADER_BYTES = 32 * 1024  # request line and headers; Prometheus sends well under 1 KiB
-MAX_BODY_BYTES = 4 * 1024  # nothing here takes a body
+MAX_BODY_BYTES = 4 * 1024  # cheroot's own bound; cheroot_patches._Headers refuses any body before it
 SOCKET_TIMEOUT = 10.0  # per read or write on a connection, and how long an idle keep-alive connection is kept
 # A request's line and headers must have arrived within this of their first byte (plain HTTP,
 # read ahead without a worker) or of a worker taking the connection (TLS: handshake included).
