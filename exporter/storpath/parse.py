@@ -108,22 +108,22 @@ def parse_pcie_width(text: Optional[str], allow_zero: bool) -> Tuple[Optional[in
     return value, None
 
 
-def parse_sas_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
-    """'6.0 Gbit' -> (6e9, None). Statuses ('Unknown', 'Phy disabled', 'Link Rate failed',
-    'Spin-up hold') carry no rate: (None, status)."""
+def _link_rate(text: Optional[str], pattern: "re.Pattern[str]") -> Tuple[Optional[float], Optional[str]]:
+    """A rate in Gbit/s as `pattern` spells it -> (bits/s, None); anything else -> (None, the text)."""
     if text is None:
         return None, "missing"
-    match = _GBIT.match(text)
+    match = pattern.match(text)
     if not match:
         return None, text.strip() or "empty"
     return float(match.group(1)) * 1e9, None
+
+
+def parse_sas_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
+    """'6.0 Gbit' -> (6e9, None). Statuses ('Unknown', 'Phy disabled', 'Link Rate failed',
+    'Spin-up hold') carry no rate: (None, status)."""
+    return _link_rate(text, _GBIT)
 
 
 def parse_sata_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
     """'3.0 Gbps' -> (3e9, None); '<unknown>' -> (None, '<unknown>')."""
-    if text is None:
-        return None, "missing"
-    match = _GBPS.match(text)
-    if not match:
-        return None, text.strip() or "empty"
-    return float(match.group(1)) * 1e9, None
+    return _link_rate(text, _GBPS)
