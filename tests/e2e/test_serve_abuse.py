@@ -83,6 +83,13 @@ def _trickle(socks: List[socket.socket], head: bytes, stop: threading.Event) -> 
     return thread
 
 
+def _assert_all_closed(socks: List[socket.socket], stop: threading.Event, trickler: threading.Thread) -> None:
+    stop.set()
+    trickler.join(5)
+    still_open = [sock for sock in socks if not closed_by_server(sock)]
+    assert not still_open, f"{len(still_open)} trickling connections still open"
+
+
 def test_slowloris_costs_no_worker(exporter_on):
     """60 connections (more than the 44 workers of --web.max-requests=40) that trickle their
     request headers a byte at a time: scrapes and the health check are still answered at once,
@@ -101,11 +108,8 @@ def test_slowloris_costs_no_worker(exporter_on):
                 time.sleep(0.3)
             print(f"slowloris: slowest scrape or health check {max(took):.3f} s")  # docs/serving.md quotes it
             assert max(took) < PROMPT, took
-            stop.set()
-            trickler.join(5)
             # Each request is overdue by now: the server has closed its connection.
-            still_open = [sock for sock in slow if not closed_by_server(sock)]
-            assert not still_open, f"{len(still_open)} trickling connections still open"
+            _assert_all_closed(slow, stop, trickler)
         finally:
             stop.set()
             trickler.join(5)
@@ -248,10 +252,7 @@ def test_tls_slowloris_costs_its_own_address_only(exporter_on, tmp_path):
             # Past the deadline of every trickling request: those past the address's share of the
             # workers (60 - 42) got theirs only when the first ones were closed, 5 s after taking them.
             time.sleep(10)
-            stop.set()
-            trickler.join(5)
-            still_open = [sock for sock in slow if not closed_by_server(sock)]
-            assert not still_open, f"{len(still_open)} trickling connections still open"
+            _assert_all_closed(slow, stop, trickler)
         finally:
             stop.set()
             for sock in slow:
