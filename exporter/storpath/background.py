@@ -42,6 +42,7 @@ class Task:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._started = 0.0  # time.monotonic() of start()
 
     def trigger(self) -> None:
         self._wake.set()
@@ -93,13 +94,17 @@ class Task:
                 delay = 60.0
 
     def wait_first_run(self, timeout: float) -> None:
-        """While the task runs on its schedule, wait at most `timeout` for its first run to
-        end: the first scrapes after start serve its result rather than nothing. (A one-shot
-        command runs the task inline instead: nothing to wait for.)"""
+        """While the task runs on its schedule, wait for its first run to end until `timeout`
+        seconds after the task started: the first scrapes after start serve its result rather
+        than nothing, and a first run that hangs costs the scrapes of those seconds only.
+        (A one-shot command runs the task inline instead: nothing to wait for.)"""
         if self._thread is not None:
-            self.first_run.wait(timeout)
+            left = self._started + timeout - time.monotonic()
+            if left > 0:
+                self.first_run.wait(left)
 
     def start(self) -> None:
+        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._loop, name=f"task-{self.name}", daemon=True)
         self._thread.start()
 

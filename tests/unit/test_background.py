@@ -72,3 +72,20 @@ def test_a_zero_interval_does_not_run_back_to_back(monkeypatch):
         assert 1 <= task.runs <= 4, task.runs
     finally:
         task.stop()
+
+
+def test_a_first_run_that_hangs_is_waited_for_only_in_the_seconds_after_start():
+    release = threading.Event()
+    task = Task("hangs", lambda: release.wait(30), interval=3600)
+    task.start()
+    try:
+        start = time.monotonic()
+        task.wait_first_run(0.5)
+        first = time.monotonic() - start
+        start = time.monotonic()
+        task.wait_first_run(0.5)  # a later scrape: the 0.5 s after start are over
+        later = time.monotonic() - start
+        assert 0.3 < first < 2 and later < 0.1, (first, later)
+    finally:
+        release.set()
+        task.stop()
