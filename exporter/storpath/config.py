@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
+import stat
 from typing import Any, Callable, Dict, List, Optional
 
 import yaml
@@ -343,7 +345,10 @@ def check_web(web: Dict[str, Any]) -> None:
 def load_file(path: str) -> Dict[str, Any]:
     """A YAML file's document, within the loader's bounds; ConfigError saying why not."""
     try:
-        with open(path, "rb") as handle:
+        # O_NONBLOCK: a FIFO at the path must not hold the loop that also answers SIGTERM.
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ConfigError(f"config file {path} is not a regular file")
             raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None

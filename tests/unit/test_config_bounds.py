@@ -5,6 +5,7 @@ whole value. Bounds on time and memory are generous: the faults they catch cost 
 
 from __future__ import annotations
 
+import os
 import time
 import tracemalloc
 
@@ -158,3 +159,10 @@ def test_a_reload_that_raises_anything_keeps_the_running_configuration(monkeypat
         assert service.reload() is False
     assert any(r.getMessage() == "reload failed, keeping the running configuration" and
                r.fields["err"].startswith("MemoryError") for r in records)
+
+
+def test_a_fifo_at_the_config_path_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "storpath.yml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_file(str(fifo))
