@@ -238,4 +238,4 @@ def _finding(finding, title: str, more: int, runbook_base: str) -> str:
             f"{finding.severity.upper()}</span>{text}{extra}</span>")
 
 
-__all__ = ["Landing", "page", "tree_html", "RUNBOOKS", "DEFAULT_RUNBOOK_BASE"]
+__all__ = ["Landing", "tree_html", "RUNBOOKS", "DEFAULT_RUNBOOK_BASE"]

@@ -56,8 +56,6 @@ def add_tree_arguments(parser, flag: bool) -> None:
     parser.add_argument("--ascii", action="store_true", help="Draw the tree with plain ASCII instead of box drawing.")
 
 
-
-
 class _NoteCollector(logging.Handler):
     """Warnings the readers log while the check runs ('PCI attribute not usable...'),
     kept for the report's notes instead of interleaving logfmt lines with it."""
@@ -246,7 +244,7 @@ def render(result: CheckResult, subjects: Dict[str, str], notes: List[Dict[str, 
                     out.extend(_wrap(value, width, f"    {name:<9} ", " " * 14))
         out.append("")
     if probes:
-        out.extend(_render_probes(probes, width))
+        out.extend(_probes.render(probes, width))
         out.append("")
     if notes:
         out.append(_paint("notes (values storpath could not read, left out):", "dim", colour))
@@ -293,10 +291,6 @@ def _summary(result: CheckResult, width: int, colour: bool) -> List[str]:
     lines = _wrap(plain, width, "", "  ")
     lines[0] = lines[0].replace(status.upper() if status != "clean" else "clean", head, 1)
     return lines
-
-
-def _render_probes(probes: List[Dict[str, Any]], width: int) -> List[str]:
-    return _probes.render(probes, width)
 
 
 # ---- JSON ---------------------------------------------------------------------

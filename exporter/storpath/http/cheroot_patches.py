@@ -239,7 +239,7 @@ class TLSAdapter(Adapter):
 
     def wrap(self, sock):
         # Called in the accepting thread: no handshake here (do_handshake_on_connect=False);
-        # _HandshakeIO does it on the first read, in the worker.
+        # _RequestIO does it on the first read, in the worker.
         wrapped = self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         return wrapped, {"wsgi.url_scheme": "https", "HTTPS": "on"}
 

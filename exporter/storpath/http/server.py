@@ -95,7 +95,7 @@ class Site:
     telemetry_path: str = "/metrics"
     max_requests: int = 40
     timeout: float = 10.0  # scrape deadline when the scraper does not say its own
-    exporter: Any = None  # what the landing page draws: its last_scrape()
+    exporter: Any = None  # what the landing page draws: its last_snapshot()
     runbook_base: str = DEFAULTS["web"]["runbook_url_base"]
     config: dict = field(default_factory=dict)  # the validated config: which findings subsystems are enabled
 
