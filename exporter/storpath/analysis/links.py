@@ -47,11 +47,19 @@ class LinkExpectation:
 
     def limited_by(self, port: Optional[float]) -> str:
         """Which end sets the expected rate: "port", "device", "both" (they agree), "" unknown."""
-        if port is None or self.far_end is None:
-            return "device" if self.basis == DEVICE_ONLY else ""
-        if port == self.far_end:
-            return "both"
-        return "port" if port < self.far_end else "device"
+        if (port is None or self.far_end is None) and self.basis == DEVICE_ONLY:
+            return "device"
+        return limiting_end(port, self.far_end)
+
+
+def limiting_end(port: Optional[float], far_end: Optional[float]) -> str:
+    """Of a port's and its far end's capabilities, which is lower: "port", "device", "both"
+    (they agree), "" (one is unknown)."""
+    if port is None or far_end is None:
+        return ""
+    if port == far_end:
+        return "both"
+    return "port" if port < far_end else "device"
 
 
 def _lower(port: Optional[float], far_end: Optional[float], unset_reason: str) -> LinkExpectation:

@@ -18,18 +18,15 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Tuple
 
-from storpath.analysis.links import (at_lowered_minimum, drive_phys, expander_capabilities, sas_expectation,
-                                     sata_expectation)
+from storpath.analysis.links import (at_lowered_minimum, drive_phys, expander_capabilities, limiting_end,
+                                     sas_expectation, sata_expectation)
 from storpath.analysis.sata import speed_limited
 from storpath.collectors.base import SourceFailed
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
 from storpath.readers.sas import NO_ERRORS_READ, SasPhy, SasPhyErrors, SasReader
 from storpath.readers.sas_pcd import DrivePhysResult, read_all
 from storpath.snapshot import Snapshotter, Source
-
-
-def gbit(rate: Optional[float]) -> str:
-    return "unknown" if rate is None else f"{rate / 1e9:g} Gbit/s"
+from storpath.units import human_bits_per_second as gbit
 
 
 def payload_mb(rate: float) -> str:
@@ -171,13 +168,13 @@ def _range(low: Optional[float], high: Optional[float]) -> str:
     return f"{low / 1e9:g} to {high / 1e9:g} Gbit/s"
 
 
+_LIMITING_END = {"port": "the port's limit", "device": "the far end's limit", "both": "both ends alike",
+                 "": "one end unknown"}
+
+
 def _limiting_end(port: Optional[float], far_end: Optional[float]) -> str:
     """Which end sets the expected rate, in words."""
-    if port is None or far_end is None:
-        return "one end unknown"
-    if port == far_end:
-        return "both ends alike"
-    return "the port's limit" if port < far_end else "the far end's limit"
+    return _LIMITING_END[limiting_end(port, far_end)]
 
 
 def phy_hw_min(phys: List[SasPhy]) -> Optional[float]:

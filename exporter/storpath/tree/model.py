@@ -38,7 +38,7 @@ from storpath.analysis.links import (BOTH_ENDS, DEVICE_ONLY, drive_phys, expande
 from storpath.analysis.topology import DOWNSTREAM_FACING
 from storpath.findings import Finding, natural_key, pci_kind, severity_rank, worst
 from storpath.readers.pci import PciDevice
-from storpath.units import human_transfers, pcie_link_bytes_per_second
+from storpath.units import human_bits_per_second, human_transfers, pcie_link_bytes_per_second
 
 HEALTHY = "healthy"
 BELOW_EXPECTED = "below-expected"
@@ -131,7 +131,7 @@ class TreeInput:
 
 
 def _gbit(rate: Optional[float]) -> str:
-    return "?" if rate is None else f"{rate / 1e9:g} Gbit/s"
+    return "?" if rate is None else human_bits_per_second(rate)
 
 
 def _which_end(expectation, port: Optional[float]) -> str:
