@@ -229,8 +229,12 @@ class Snapshotter:
             if why is not None:
                 failed[name] = why
                 continue
-            later = [max(MIN_SHARE, 2 * self._last_seconds.get(s.name, 0.0)) for s in self.sources[index + 1:]]
             remaining = end - time.monotonic()
+            if remaining <= 0:
+                # Not a blocked read: nothing was started, and the next scrape reads it as usual.
+                failed[name] = "not started: the scrape's deadline was spent before its turn"
+                continue
+            later = [max(MIN_SHARE, 2 * self._last_seconds.get(s.name, 0.0)) for s in self.sources[index + 1:]]
             share = max(remaining - sum(later), remaining / (len(later) + 1), 0.0)
             job = _Job(source, {need: got[need] for need in source.needs})
             if self._lane is None:

@@ -115,3 +115,14 @@ def test_a_blocked_read_leaves_no_thread_per_scrape(tmp_path):
     assert threading.active_count() <= before + 2  # the blocked reader and one fresh lane
     _unblock(fifo)
     snapshotter.close()
+
+
+def test_sources_past_a_spent_deadline_are_not_started_nor_called_blocked():
+    calls = []
+    snapshotter = Snapshotter([Source("md", lambda _: calls.append("md") or []),
+                               Source("ata_links", lambda _: calls.append("ata") or [])])
+    snapshot = snapshotter.take(timeout=0.0)
+    assert all("deadline was spent" in snapshot.failed[name] for name in ("md", "ata_links")), snapshot.failed
+    assert calls == [] and snapshotter.blocked() == {}
+    snapshot = snapshotter.take(timeout=2)
+    assert not snapshot.failed and calls == ["md", "ata"]
