@@ -117,3 +117,22 @@ def test_emulated_device_is_never_judged(b):
            device=0x0010, speed=2.5, width=1)
     link = _links(b, guest=True)["0000:01:00.0"]
     assert link.basis == "none" and link.trust_reason == "emulated_device" and link.bottleneck is None
+
+
+def test_kept_expectations_follow_a_link_that_retrains(b):
+    """Whether the ends disagree reads the current link: a retrain past the port's maximum
+    must reach the expectations a long-running exporter keeps."""
+    import os
+
+    from storpath.analysis.pcie import InstanceExpectations, expectations
+
+    _passthrough(b, (0x8086, 0x3420), 16.0, 2, cur_width=2)
+    roots = Roots(sysfs=b.sys, procfs=b.proc)
+    kept = InstanceExpectations()
+    before = kept(read_pci_tree(roots), False)["0000:01:00.0"]
+    with open(os.path.join(b.sys, "bus/pci/devices/0000:01:00.0/current_link_width"), "w") as handle:
+        handle.write("4\n")  # wider than the port's x2: the port's numbers are not hardware
+    devices = read_pci_tree(roots)
+    after = kept(devices, False)["0000:01:00.0"]
+    assert after == expectations(devices, False)["0000:01:00.0"]
+    assert before.trust_reason != "ends_disagree" and after.trust_reason == "ends_disagree", (before, after)

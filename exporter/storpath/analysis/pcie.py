@@ -155,17 +155,18 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Lin
 
 class InstanceExpectations:
     """`expectations()` for a long-running reader of the PCI tree: they follow from the
-    devices' static records alone (capabilities, place in the tree, port types), so they
-    are derived again only when a device instance comes, goes or is replaced (the static
-    records, which the PCI reader keeps per instance, differ). Measured on the benchmark's
-    2048-device host: 8 ms a scrape derived anew, a tenth of the scrape (docs/performance.md)."""
+    devices' static records (capabilities, place in the tree, port types) and, for whether a
+    port's numbers are hardware (virtual.ends_disagree), the links' current speed and width;
+    so they are derived again only when a device instance comes, goes or is replaced, or a
+    link retrains. Measured on the benchmark's 2048-device host: 8 ms a scrape derived anew,
+    a tenth of the scrape (docs/performance.md)."""
 
     def __init__(self) -> None:
         self._key: Optional[Tuple] = None
         self._value: Dict[str, LinkExpectation] = {}
 
     def __call__(self, devices: List[PciDevice], guest: bool) -> Dict[str, LinkExpectation]:
-        key = (guest, [d.static for d in devices])
+        key = (guest, [(d.static, d.current_link_speed, d.current_link_width) for d in devices])
         if key != self._key:
             self._value = expectations(devices, guest)
             self._key = key
