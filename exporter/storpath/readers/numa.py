@@ -26,8 +26,8 @@ from storpath.readers.pci import PciReader
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr
 
-# What this reader reads (storpath capture takes these). The online lists tell the numa
-# collector when to read the topology again; numa_node and class come through the PCI reader.
+# What this reader reads (storpath capture takes these; the online lists too, for whoever reads
+# the archive); numa_node and class come through the PCI reader.
 CAPTURE_SYSFS = (
     "devices/system/node/node*/cpulist",
     "devices/system/cpu/cpu*/topology/physical_package_id",
@@ -86,12 +86,6 @@ def _note(problems: Optional[List[Problem]], msg: str, **fields) -> None:
     """A problem met, for the caller that keeps them (`problems` None: left out unsaid)."""
     if problems is not None:
         problems.append(Problem(msg, tuple(fields.items())))
-
-
-def read_online(roots: Roots) -> Tuple[Optional[str], Optional[str]]:
-    """The kernel's lists of online NUMA nodes and CPUs: the topology changes only with them."""
-    return (read_attr(roots.sys("devices", "system", "node", "online")),
-            read_attr(roots.sys("devices", "system", "cpu", "online")))
 
 
 def read_cpus_possible(roots: Roots) -> int:
@@ -182,14 +176,9 @@ class NumaTopology:
     pci: Tuple[PciNuma, ...] = ()  # pci_numa(), with numa_node checked against `bound`
 
 
-def read_numa(roots: Roots, pci_devices=()) -> NumaTopology:
-    """The topology (what could not be used is left out unsaid: read_numa_with_problems)."""
-    return read_numa_with_problems(roots, pci_devices)[0]
-
-
 def read_numa_with_problems(roots: Roots, pci_devices=()) -> Tuple[NumaTopology, List[Problem]]:
     """The topology, with the NUMA node of each of `pci_devices` (readers.pci.PciDevice),
-    and what could not be used."""
+    and what could not be used (left out of the topology, said in the problems)."""
     problems: List[Problem] = []
     nodes = tuple(read_nodes(roots, problems))
     packages = read_cpu_packages(roots, problems)
