@@ -85,6 +85,17 @@ class BlockReader:
         return [device for _, _, device in found if device is not None]
 
 
+_SCSI_TARGET = re.compile(r"^target\d+:\d+:\d+$")
+
+
+def scsi_devices_below(end_device_dir: str) -> List[str]:
+    """The SCSI devices' directories (targetH:C:T/H:C:T:L) below a SAS end device's
+    directory, in order."""
+    return [os.path.join(end_device_dir, target, lun)
+            for target in sorted(list_dir(end_device_dir)) if _SCSI_TARGET.match(target)
+            for lun in sorted(list_dir(os.path.join(end_device_dir, target))) if _SCSI_DEVICE.match(lun)]
+
+
 def scsi_target_disks(target_dir: str) -> List[str]:
     """Block devices of the SCSI devices (H:C:T:L) below a SCSI target's directory
     (targetH:C:T), as found below an ATA port's SCSI host or a SAS end device."""

@@ -43,7 +43,7 @@ from typing import Dict, List, Optional, Tuple
 from storpath.parse import parse_int, parse_sas_rate
 from storpath.problems import Problem
 from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_vpd_pg89
-from storpath.readers.block import scsi_target_disks
+from storpath.readers.block import scsi_devices_below
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr_why, read_bytes
 
@@ -68,8 +68,6 @@ CAPTURE_SYSFS = (
 )
 
 _REMOTE = re.compile(r"^(end_device|expander)-\d+:\d+(?::\d+)?$")
-_TARGET = re.compile(r"^target\d+:\d+:\d+$")
-_LUN = re.compile(r"^\d+:\d+:\d+:\d+$")
 VPD_PG89_BYTES = 1024  # the page is 572 bytes
 
 
@@ -327,40 +325,25 @@ class SasReader:
         remote_dir = os.path.join(port_dir, remote)
         attrs = os.path.join(remote_dir, "sas_device", remote)
         address_text = self._attr(phy, attrs, "sas_address", problems)
+        luns = scsi_devices_below(remote_dir) if remote.startswith("end_device") else []
         return SasRemote(
             name=remote,
             device_type=_text(self._attr(phy, attrs, "device_type", problems)),
             sas_address=parse_sas_address(address_text),
             target_port_protocols=_text(self._attr(phy, attrs, "target_port_protocols", problems)),
-            block_devices=tuple(block_devices_below(remote_dir)) if remote.startswith("end_device") else (),
-            sata_capability=(sata_capability_below(phy, remote_dir, problems) if remote.startswith("end_device")
-                             else UNREPORTED),
+            block_devices=tuple(sorted(disk for lun in luns for disk in list_dir(os.path.join(lun, "block")))),
+            sata_capability=sata_capability_below(phy, luns, problems),
         )
 
 
-def sata_capability_below(phy: str, end_device_dir: str, problems: List[Problem]) -> SataCapability:
-    """The SATA link capability the first SCSI device of an end device reports in its
-    vpd_pg89 (UNREPORTED when none has the page: a SAS drive, or an older kernel)."""
-    for target in list_dir(end_device_dir):
-        if not _TARGET.match(target):
-            continue
-        target_dir = os.path.join(end_device_dir, target)
-        for lun in sorted(list_dir(target_dir)):
-            if not _LUN.match(lun):
-                continue
-            words, problem = parse_vpd_pg89(read_bytes(os.path.join(target_dir, lun, "vpd_pg89"), VPD_PG89_BYTES))
-            if problem:
-                problems.append(_problem(phy, f"{lun}/vpd_pg89", problem, logging.INFO))
-            if words is not None:
-                return capability_of(words)
+def sata_capability_below(phy: str, luns: List[str], problems: List[Problem]) -> SataCapability:
+    """The SATA link capability the first of an end device's SCSI devices (`luns`:
+    block.scsi_devices_below) reports in its vpd_pg89 (UNREPORTED when none has the page:
+    a SAS drive, or an older kernel)."""
+    for lun_dir in luns:
+        words, problem = parse_vpd_pg89(read_bytes(os.path.join(lun_dir, "vpd_pg89"), VPD_PG89_BYTES))
+        if problem:
+            problems.append(_problem(phy, f"{os.path.basename(lun_dir)}/vpd_pg89", problem, logging.INFO))
+        if words is not None:
+            return capability_of(words)
     return UNREPORTED
-
-
-def block_devices_below(end_device_dir: str) -> List[str]:
-    """Block devices of the SCSI devices of an end device (targetH:C:T/H:C:T:L/block/*)."""
-    found = []
-    for target in list_dir(end_device_dir):
-        if not _TARGET.match(target):
-            continue
-        found.extend(scsi_target_disks(os.path.join(end_device_dir, target)))
-    return sorted(found)

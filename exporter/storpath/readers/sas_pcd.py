@@ -43,12 +43,12 @@ drive PHY, and an expander is no SCSI target.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath.readers.block import scsi_devices_below
 from storpath.readers.sas import parse_sas_address
 from storpath.roots import Roots
 from storpath.subprocesses import run_command
@@ -72,8 +72,6 @@ CAPTURE_SYSFS = (
     "class/sas_device/end_device-*/../../target*/*/{scsi_generic,block}/*",
 )
 
-_TARGET = re.compile(r"^target\d+:\d+:\d+$")
-_LUN = re.compile(r"^\d+:\d+:\d+:\d+$")
 
 
 @dataclass(frozen=True)
@@ -184,17 +182,11 @@ def ssp_drives(roots: Roots) -> List[SasDrive]:
 
 
 def _node(end_device_dir: str) -> Optional[str]:
-    for target in sorted(list_dir(end_device_dir)):
-        if not _TARGET.match(target):
-            continue
-        for lun in sorted(list_dir(os.path.join(end_device_dir, target))):
-            if not _LUN.match(lun):
-                continue
-            lun_dir = os.path.join(end_device_dir, target, lun)
-            for kind in ("scsi_generic", "block"):
-                names = sorted(list_dir(os.path.join(lun_dir, kind)))
-                if names:
-                    return names[0]
+    for lun_dir in scsi_devices_below(end_device_dir):
+        for kind in ("scsi_generic", "block"):
+            names = sorted(list_dir(os.path.join(lun_dir, kind)))
+            if names:
+                return names[0]
     return None
 
 
