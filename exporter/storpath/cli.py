@@ -78,7 +78,7 @@ def resolve_config(args: argparse.Namespace) -> Dict:
 
 # serve's --web.* flags -> the config's web section.
 WEB_FLAGS = ("listen_address", "config_file", "telemetry_path", "max_requests", "disable_exporter_metrics",
-             "scrape_timeout")
+             "scrape_timeout", "read_blocked_after")
 
 
 def web_flags(args: argparse.Namespace, web: Dict) -> None:

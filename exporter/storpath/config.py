@@ -8,7 +8,8 @@ Layout (every key optional):
       telemetry_path: /metrics
       max_requests: 40                # concurrent scrapes (at most 1024); more get 503; 0: no limit
       disable_exporter_metrics: false # leave out process_* and python_*
-      scrape_timeout: 10s             # deadline of a scrape when the scraper sends none
+      scrape_timeout: 10s             # the server's deadline for one scrape (a client's header bounds only its wait)
+      read_blocked_after: 5s          # a read outstanding this long means a device stopped answering
       runbook_url_base: https://...   # where the landing page links runbooks (<base><AlertName>.md)
     paths: {sysfs: /sys, procfs: /proc, dev: /dev}
     log: {level: info, format: logfmt}
@@ -55,6 +56,7 @@ DEFAULTS: Dict[str, Any] = {
     # rules/config/thresholds.yml does for the alerts; point it at a copy of docs/runbooks/ you serve.
     "web": {"listen_address": f":{DEFAULT_PORT}", "config_file": "", "telemetry_path": "/metrics",
             "max_requests": 40, "disable_exporter_metrics": False, "scrape_timeout": "10s",
+            "read_blocked_after": "5s",
             "runbook_url_base": "https://github.com/storpath/storpath/blob/main/docs/runbooks/"},
     "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev", "captured": ""},
     "log": {"level": "info", "format": "logfmt"},
@@ -333,13 +335,14 @@ def check_web(web: Dict[str, Any]) -> None:
     if not 0 <= web["max_requests"] <= MAX_REQUESTS:
         raise ConfigError(f"web.max_requests: {describe(web['max_requests'])} is not between 0 (no limit) and "
                           f"{MAX_REQUESTS}")
-    timeout = web["scrape_timeout"]
-    try:
-        web["scrape_timeout"] = timeout if isinstance(timeout, float) else parse_duration(timeout)
-    except ValueError as exc:
-        raise ConfigError(f"web.scrape_timeout: {exc}") from None
-    if not 0 < web["scrape_timeout"] <= 3600:
-        raise ConfigError(f"web.scrape_timeout: {web['scrape_timeout']} s is not between 0 and 1h")
+    for key in ("scrape_timeout", "read_blocked_after"):
+        value = web[key]
+        try:
+            web[key] = value if isinstance(value, float) else parse_duration(value)
+        except ValueError as exc:
+            raise ConfigError(f"web.{key}: {exc}") from None
+        if not 0 < web[key] <= 3600:
+            raise ConfigError(f"web.{key}: {web[key]} s is not between 0 and 1h")
 
 
 def load_file(path: str) -> Dict[str, Any]:

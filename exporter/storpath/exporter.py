@@ -12,7 +12,7 @@ from storpath.collectors import Collector, Context, load_all
 from storpath.exposition import FamilyTexts, SeriesFamily
 from storpath.families import GAUGE, Family, Rows
 from storpath.roots import Roots
-from storpath.snapshot import Snapshot, Snapshotter, needed, sysfs_sources
+from storpath.snapshot import BLOCKED_AFTER, Snapshot, Snapshotter, needed, sysfs_sources
 
 LOG = log.get("exporter")
 
@@ -24,8 +24,24 @@ SOURCE_SUCCESS = Family(
     "storpath_scrape_source_success", GAUGE,
     "Whether a part of the machine was read (1) or could not be (0) on this scrape.", ("source",),
     doc="1 if the source (the PCI tree, the block devices, md...) was read on this scrape, 0 if it could not be "
-        "(a read blocked past its share of the scrape deadline, or its directory is unreadable: the reason is "
-        "logged); the collectors that need it report success 0")
+        "(blocked, see `storpath_scrape_source_blocked`; still reading when the scrape's deadline ran out, see "
+        "`storpath_scrape_deadline_exceeded`; its directory unreadable: the reason is logged); the collectors "
+        "that need it report success 0")
+SOURCE_BLOCKED = Family(
+    "storpath_scrape_source_blocked", GAUGE,
+    "Whether a part of the machine is not read because one of its reads has been outstanding longer than "
+    "web.read_blocked_after (1), or not (0).", ("source",),
+    doc="1 while one read of the source (a file's open and read, a directory listing) has been outstanding longer "
+        "than `web.read_blocked_after` (default 5 s, set by the server only): a device that stopped answering. The "
+        "source is not read again until that read returns; the log names the file. A busy CPU or a big tree never "
+        "sets it")
+DEADLINE_EXCEEDED = Family(
+    "storpath_scrape_deadline_exceeded", GAUGE,
+    "Whether this scrape's deadline (web.scrape_timeout) ran out before every part of the machine was read (1) or "
+    "not (0).", (),
+    doc="1 when the server's scrape deadline (`web.scrape_timeout`, never a client's header) ran out while a source "
+        "was still reading or before its turn: the machine is slow, not stuck. Such a source keeps reading and the "
+        "next scrape takes its result")
 SOURCE_DURATION = Family(
     "storpath_scrape_source_duration_seconds", GAUGE, "How long reading a part of the machine took on this scrape.",
     ("source",), "seconds", doc="time reading the source took on this scrape")
@@ -39,7 +55,8 @@ COLLECTOR_DURATION = Family(
                                    "reading is `storpath_scrape_source_duration_seconds`)")
 
 # The exporter's own families, after every collector's.
-FAMILIES = (BUILD_INFO, SOURCE_SUCCESS, SOURCE_DURATION, COLLECTOR_SUCCESS, COLLECTOR_DURATION)
+FAMILIES = (BUILD_INFO, SOURCE_SUCCESS, SOURCE_BLOCKED, SOURCE_DURATION, DEADLINE_EXCEEDED, COLLECTOR_SUCCESS,
+            COLLECTOR_DURATION)
 
 # Kept from the scrape deadline for making and sending the answer once the reading is done.
 RENDER_MARGIN = 0.25
@@ -51,13 +68,15 @@ class StorpathExporter:
 
     DEFAULT_TIMEOUT = 10.0
 
-    def __init__(self, collectors: List[Collector], roots: Optional[Roots] = None):
+    def __init__(self, collectors: List[Collector], roots: Optional[Roots] = None,
+                 blocked_after: float = BLOCKED_AFTER):
         self.collectors = collectors
         roots = roots or (collectors[0].roots if collectors else Roots())
         table = sysfs_sources(roots)
         for collector in collectors:
             table.update({s.name: s for s in collector.sources()})
-        self.snapshotter = Snapshotter(needed(table, [name for c in collectors for name in c.reads]))
+        names = [name for c in collectors for name in c.reads + c.enriches]
+        self.snapshotter = Snapshotter(needed(table, names), blocked_after=blocked_after)
         self._texts = FamilyTexts(FAMILIES)
         build = buildinfo.info()
         self._build = tuple(build[label] for label in BUILD_INFO.labels)
@@ -72,7 +91,9 @@ class StorpathExporter:
             if source.name in snapshot.seconds or source.name in snapshot.failed:
                 key = (source.name,)
                 rows.add(SOURCE_SUCCESS, key, 0.0 if source.name in snapshot.failed else 1.0)
+                rows.add(SOURCE_BLOCKED, key, 1.0 if source.name in snapshot.blocked else 0.0)
                 rows.add(SOURCE_DURATION, key, snapshot.seconds.get(source.name, 0.0))
+        rows.add(DEADLINE_EXCEEDED, (), 1.0 if snapshot.deadline_exceeded else 0.0)
         out: List[SeriesFamily] = []
         for collector in self.collectors:
             start = time.perf_counter()

@@ -9,11 +9,17 @@ none of them reads a file.
 
 A sysfs read normally takes microseconds, but an attribute of a device that stopped
 answering blocks `open()` or `read()` in the kernel, and a thread blocked there cannot be
-interrupted from Python. So each source gets a share of the scrape deadline; one that
-overruns is reported failed ("blocked reading <file>"), its thread is left to return on
-its own and a fresh thread reads the rest. Until the blocked read returns, the source is
-not started again (it fails at once with the same reason), so one stuck file costs one
-thread, not one per scrape; reading threads are daemons, so shutdown never waits for one.
+interrupted from Python. Slow is not stuck: a source is called blocked only when one of its
+reads has been outstanding longer than a server-side bound no client sets (`blocked_after`,
+web.read_blocked_after); the reason names that read's file. Its thread is left to return on
+its own and a fresh thread reads the rest; until the blocked read returns, the source is not
+started again (it fails at once with the same reason), so one stuck file costs one thread,
+not one per scrape; reading threads are daemons, so shutdown never waits for one.
+
+A source that is merely slow (a busy CPU, a big tree) is never called blocked. When the
+snapshot's deadline (the server's, web.scrape_timeout: never a client's) runs out while it
+still reads, it is reported "timed out" for that snapshot and keeps reading; the next
+snapshot takes its result, or waits for it, rather than starting it again.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import log, sysfs
 from storpath.analysis.pcie import InstanceExpectations
@@ -45,7 +51,7 @@ from storpath.roots import Roots
 
 LOG = log.get("snapshot")
 
-MIN_SHARE = 0.1  # seconds kept for a source still to run (sysfs reads take milliseconds)
+BLOCKED_AFTER = 5.0  # seconds one read may be outstanding before its source is called blocked (web.read_blocked_after)
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,8 @@ class Snapshot:
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read
     seconds: Mapping[str, float] = field(default_factory=dict)  # source -> how long it took
     problems: Tuple["Problem", ...] = ()
+    blocked: FrozenSet[str] = frozenset()  # sources failed on a read outstanding past the server's bound
+    deadline_exceeded: bool = False  # the deadline ran out before every source was read (slow, not stuck)
 
     def why_missing(self, names: Iterable[str]) -> Optional[str]:
         """Why one of the sources `names` is missing from this snapshot; None when all were read."""
@@ -89,7 +97,8 @@ class Snapshot:
         return None
 
 
-SOURCE_NAMES = tuple(f.name for f in fields(Snapshot) if f.name not in ("taken_at", "failed", "seconds", "problems"))
+SOURCE_NAMES = tuple(f.name for f in fields(Snapshot)
+                     if f.name not in ("taken_at", "failed", "seconds", "problems", "blocked", "deadline_exceeded"))
 
 
 @dataclass(frozen=True)
@@ -147,8 +156,9 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
 
 
 class _Lane:
-    """A long-lived thread that runs reads one after another. When a read overruns its
-    share, the lane is given up (`stop()`): it finishes that read on its own and then ends."""
+    """A long-lived thread that runs reads one after another. When a read is left behind
+    (blocked, or still going when a scrape's deadline ran out), the lane is given up
+    (`stop()`): it finishes that read on its own and then ends."""
 
     def __init__(self) -> None:
         self._jobs: "queue.SimpleQueue[Optional[_Job]]" = queue.SimpleQueue()
@@ -177,12 +187,12 @@ class _Job:
         self.started = time.monotonic()
         self.value: Any = None
         self.error: Optional[BaseException] = None
-        self.reason = ""  # why the snapshot gave up on it
         self.thread_id: Optional[int] = None
+        self.blocked_on: Optional[str] = None  # the file whose read overran the bound, once it has
 
     def run(self) -> None:
         self.thread_id = threading.get_ident()
-        sysfs.reading_clear()
+        self.started = time.monotonic()  # queued behind nothing: the lane is free when a job is given
         try:
             self.value = self.source.read(self.got)
         except BaseException as exc:  # handed to the snapshot, which reports it
@@ -190,22 +200,36 @@ class _Job:
         finally:
             self.done.set()
 
-    def where(self) -> str:
-        """The file the blocked read is on, as far as the reader said."""
-        path = sysfs.reading(self.thread_id) if self.thread_id is not None else None
-        return path or "its first file"
+    def overrun(self, now: float, bound: float) -> Tuple[Optional[str], float]:
+        """(file, None) when the read the job has outstanding started more than `bound` ago:
+        it is blocked on that file. Otherwise (None, when to look again): the moment the read
+        outstanding now would overrun, or `bound` from now when no read is outstanding."""
+        reading = sysfs.outstanding(self.thread_id) if self.thread_id is not None else None
+        if reading is None:
+            return None, now + bound
+        path, since = reading
+        if now - since >= bound:
+            return path, now
+        return None, since + bound
 
 
 class Snapshotter:
     """Takes snapshots of the machine from a fixed set of sources. One snapshot at a time
-    (the HTTP side's single flight makes concurrent scrapes share one)."""
+    (the HTTP side's single flight makes concurrent scrapes share one).
 
-    def __init__(self, sources: Sequence[Source]):
+    `blocked_after`: the server-side bound that tells slow from stuck. A source is called
+    blocked only when one of its reads (a file's open and read, a directory listing) has
+    been outstanding longer than this; no client sets it. A source still reading when a
+    snapshot's deadline runs out, with no read outstanding that long, is slow: it is
+    reported "timed out" for that snapshot, keeps reading in the background, and the next
+    snapshot takes its result (or waits for it) instead of starting it again."""
+
+    def __init__(self, sources: Sequence[Source], blocked_after: float = 5.0):
         self.sources = _in_order(sources)
+        self.blocked_after = blocked_after
         self._lane: Optional[_Lane] = None
-        self._blocked: Dict[str, _Job] = {}  # source -> its run that is still blocked
+        self._behind: Dict[str, _Job] = {}  # source -> its run left behind by an earlier snapshot
         self._kept: Dict[str, Any] = {}  # `once` sources, read
-        self._last_seconds: Dict[str, float] = {}
         self._lock = threading.Lock()
         self.last: Optional[Snapshot] = None
 
@@ -219,37 +243,47 @@ class Snapshotter:
         failed: Dict[str, str] = {}
         seconds: Dict[str, float] = {}
         problems: List[Problem] = []
-        for index, source in enumerate(self.sources):
+        blocked: List[str] = []
+        exceeded = False
+        for source in self.sources:
             name = source.name
             if name in self._kept:
                 got[name] = self._kept[name]
                 seconds[name] = 0.0  # read once, earlier
                 continue
-            why = self._why_not_started(source, failed)
+            job = self._behind.pop(name, None)
+            if job is not None and job.blocked_on is not None and job.done.is_set():
+                # What a read that blocked for so long returned is no reading of now: read afresh.
+                log.kv(LOG, logging.INFO, "blocked read returned", source=name, file=job.blocked_on,
+                       seconds=round(time.monotonic() - job.started, 1))
+                job = None
+            if job is None:
+                why = self._why_not_started(source, failed)
+                if why is not None:
+                    failed[name] = why
+                    continue
+                if end - time.monotonic() <= 0:
+                    # Not a blocked read: nothing was started, and the next scrape reads it as usual.
+                    failed[name] = "not started: the scrape's deadline was spent before its turn"
+                    exceeded = True
+                    continue
+                job = _Job(source, {need: got[need] for need in source.needs})
+                if self._lane is None:
+                    self._lane = _Lane()
+                self._lane.submit(job)
+            elif not job.done.is_set() and job.blocked_on is None:
+                log.kv(LOG, logging.DEBUG, "waiting for a slow read left by the last scrape", source=name,
+                       seconds=round(time.monotonic() - job.started, 1))
+            why = self._wait(job, end)
+            seconds[name] = time.monotonic() - job.started
             if why is not None:
                 failed[name] = why
+                self._behind[name] = job
+                if job.blocked_on is not None:
+                    blocked.append(name)
+                else:
+                    exceeded = True
                 continue
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                # Not a blocked read: nothing was started, and the next scrape reads it as usual.
-                failed[name] = "not started: the scrape's deadline was spent before its turn"
-                continue
-            later = [max(MIN_SHARE, 2 * self._last_seconds.get(s.name, 0.0)) for s in self.sources[index + 1:]]
-            share = max(remaining - sum(later), remaining / (len(later) + 1), 0.0)
-            job = _Job(source, {need: got[need] for need in source.needs})
-            if self._lane is None:
-                self._lane = _Lane()
-            self._lane.submit(job)
-            if not job.done.wait(share):
-                self._lane.stop()  # it ends once the read returns
-                self._lane = None
-                # The same reason on every scrape until the read returns: logged once.
-                job.reason = f"blocked reading {job.where()}; not started again until that read returns"
-                self._blocked[name] = job
-                failed[name] = job.reason
-                seconds[name] = time.monotonic() - job.started
-                continue
-            seconds[name] = self._last_seconds[name] = time.monotonic() - job.started
             if job.error is not None:
                 failed[name] = _describe(job.error)
                 continue
@@ -265,18 +299,39 @@ class Snapshotter:
         for problem in problems:
             self._log_once(problem)
         snapshot = Snapshot(taken_at=time.time(), failed=failed, seconds=seconds, problems=tuple(problems),
-                            **got)
+                            blocked=frozenset(blocked), deadline_exceeded=exceeded, **got)
         self.last = snapshot
         return snapshot
 
+    def _wait(self, job: _Job, end: float) -> Optional[str]:
+        """Wait for `job` until it is done (None), one of its reads has been outstanding past
+        `blocked_after` (blocked), or the snapshot's deadline `end` comes (timed out). A job
+        not done is left behind: its lane is given up, so the sources after it get a fresh one."""
+        while not job.done.is_set():
+            now = time.monotonic()
+            if job.blocked_on is None:
+                path, look_again = job.overrun(now, self.blocked_after)
+                if path is not None:
+                    job.blocked_on = path
+            if job.blocked_on is not None:
+                why = (f"blocked reading {job.blocked_on} (outstanding longer than {self.blocked_after:g} s); "
+                       "not started again until that read returns")
+            elif now >= end:
+                why = (f"timed out: still reading when the scrape's deadline ran out, no read outstanding longer "
+                       f"than {self.blocked_after:g} s (slow, not blocked); the next scrape takes its result")
+            else:
+                job.done.wait(max(min(end, look_again) - now, 0.001))
+                continue
+            self._give_up_lane(job)
+            return why
+        return None
+
+    def _give_up_lane(self, job: _Job) -> None:
+        if self._lane is not None and job.thread_id in (None, self._lane.thread.ident):
+            self._lane.stop()  # it ends once the read returns
+            self._lane = None
+
     def _why_not_started(self, source: Source, failed: Mapping[str, str]) -> Optional[str]:
-        blocked = self._blocked.get(source.name)
-        if blocked is not None:
-            if not blocked.done.is_set():
-                return blocked.reason
-            del self._blocked[source.name]
-            log.kv(LOG, logging.INFO, "blocked read returned", source=source.name,
-                   seconds=round(time.monotonic() - blocked.started, 1))
         for need in source.needs:
             if need in failed:
                 return f"needs {need}, which was not read"
@@ -287,9 +342,10 @@ class Snapshotter:
         log.once(LOG, problem.level, problem.key, problem.message, **dict(problem.fields))
 
     def blocked(self) -> Dict[str, float]:
-        """Sources whose read is still blocked: name -> seconds since it started."""
+        """Sources whose read is blocked: name -> seconds since it started."""
         now = time.monotonic()
-        return {name: now - job.started for name, job in self._blocked.items() if not job.done.is_set()}
+        return {name: now - job.started for name, job in self._behind.items()
+                if job.blocked_on is not None and not job.done.is_set()}
 
     def close(self) -> None:
         """Stop the reading thread (a blocked one is left to return on its own)."""

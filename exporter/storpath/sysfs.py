@@ -17,22 +17,35 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from typing import Dict, List, Optional, Tuple
 
 from storpath.parse import parse_int
 
-# The file each reading thread opened last, by thread: when a read blocks, the snapshot
-# (storpath.snapshot) says which file it blocks on.
-_READING: Dict[int, str] = {}
+# The read each reading thread has outstanding, by thread: (file, time.monotonic() when the
+# read started), set before the open and removed once the read returns. The snapshot
+# (storpath.snapshot) calls a source blocked only when one read has been outstanding longer
+# than its bound, and then names that read's file: a thread that is merely slow (a busy
+# CPU, a big tree) has no read outstanding for long. Every read of a file's content below
+# goes through `_start`/`_done`.
+_READING: Dict[int, Tuple[str, float]] = {}
+_now = time.monotonic
 
 
-def reading(thread_id: int) -> Optional[str]:
-    """The file the thread `thread_id` opened last through these helpers (None: none)."""
+def outstanding(thread_id: int) -> Optional[Tuple[str, float]]:
+    """The read the thread `thread_id` has outstanding through these helpers: (file, when it
+    started, on time.monotonic()); None when it is not reading a file now."""
     return _READING.get(thread_id)
 
 
-def reading_clear() -> None:
-    _READING.pop(threading.get_ident(), None)
+def _start(path: str) -> int:
+    ident = threading.get_ident()
+    _READING[ident] = (path, _now())
+    return ident
+
+
+def _done(ident: int) -> None:
+    _READING.pop(ident, None)
 
 
 # errno values that mean "the thing is not there (any more)".
@@ -53,33 +66,33 @@ def read_attr(path: str, limit: int = ATTRIBUTE_BYTES) -> Optional[str]:
 
 def read_attr_why(path: str, limit: int = ATTRIBUTE_BYTES) -> Tuple[Optional[str], Optional[str]]:
     """Like read_attr, but also says why a read failed (None reason when the file is absent)."""
-    _READING[threading.get_ident()] = path
+    ident = _start(path)
     try:
         fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        return None, (None if exc.errno in _GONE else os.strerror(exc.errno or 0))
-    try:
-        data = os.read(fd, limit)
+        try:
+            data = os.read(fd, limit)
+        finally:
+            os.close(fd)
     except OSError as exc:
         return None, (None if exc.errno in _GONE else os.strerror(exc.errno or 0))
     finally:
-        os.close(fd)
+        _done(ident)
     return data.decode("utf-8", "replace").strip(), None
 
 
 def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:
     """The raw bytes of a file."""
-    _READING[threading.get_ident()] = path
+    ident = _start(path)
     try:
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, limit)
+        try:
+            return os.read(fd, limit)
+        finally:
+            os.close(fd)
     except OSError:
         return None
     finally:
-        os.close(fd)
+        _done(ident)
 
 
 def read_int(path: str, base: int = 10) -> Optional[int]:
@@ -120,22 +133,26 @@ def list_dir(path: str, root: Optional[str] = None) -> List[str]:
     (the filesystem root it lies below: --path.sysfs, --path.procfs) a directory a reader
     depends on: RootUnreadable if it cannot be read, or if it is absent because `root`
     itself cannot be read."""
-    _READING[threading.get_ident()] = path
+    ident = _start(path)
     try:
         return sorted(os.listdir(path))
     except OSError as exc:
         if _unreadable(path, root, exc):
             raise RootUnreadable(f"{path}: {os.strerror(exc.errno or 0)}") from None
         return []
+    finally:
+        _done(ident)
 
 
 def link_name(path: str) -> Optional[str]:
     """The last component of a symlink's target (a driver's name, a device's name)."""
-    _READING[threading.get_ident()] = path
+    ident = _start(path)
     try:
         target = os.readlink(path)
     except OSError:
         return None
+    finally:
+        _done(ident)
     return target[target.rfind("/") + 1:]
 
 
@@ -147,7 +164,7 @@ def list_entries(path: str, root: Optional[str] = None) -> List[Tuple[str, int]]
     gives every node a new inode number when it is created, so the inode of a class or
     bus symlink (/sys/bus/pci/devices/<address>) tells one device instance from another
     that later appears under the same name."""
-    _READING[threading.get_ident()] = path
+    ident = _start(path)
     try:
         with os.scandir(path) as it:
             entries = [(entry.name, entry.inode()) for entry in it]
@@ -155,6 +172,8 @@ def list_entries(path: str, root: Optional[str] = None) -> List[Tuple[str, int]]
         if _unreadable(path, root, exc):
             raise RootUnreadable(f"{path}: {os.strerror(exc.errno or 0)}") from None
         return []
+    finally:
+        _done(ident)
     entries.sort()
     return entries
 

@@ -1,7 +1,9 @@
 """The real `storpath serve` on a fixture machine where one file blocks every read (a FIFO
 nobody writes to, as an attribute of a device that stopped answering does): each scrape
-still answers within its deadline, only the collectors that need the blocked source fail,
-each failure is logged once, and SIGTERM still stops the process.
+still answers within its deadline, the source is called blocked once that read has been
+outstanding past --web.read-blocked-after (the server's bound, 1 s here), only the
+collectors that need the blocked source fail (an enrichment such as md's PCI paths is left
+out, not the collector), each failure is logged once, and SIGTERM still stops the process.
 
 What is expected to fail is derived from the exporter itself: the sources that read the
 blocked file (named per case), every source that needs one of them, and every collector
@@ -26,8 +28,12 @@ from tests.conftest import run_exporter
 from tests.e2e.test_golden import normalise
 from tests.fixtures import machines
 
-DEADLINE = {"X-Prometheus-Scrape-Timeout-Seconds": "2"}
-SCRAPE_WALL = 3.0  # the 2 s deadline and a margin for the answer to travel
+DEADLINE = {"X-Prometheus-Scrape-Timeout-Seconds": "3"}
+BLOCKED_AFTER = "1s"  # --web.read-blocked-after: the bound a read must overrun to be called blocked
+SCRAPE_WALL = 3.0  # the 3 s client deadline: the blocked read is given up after 1 s
+# Series that only enrich a collector's rows from another source: left out, not the collector,
+# when that source fails (collectors' `enriches`).
+ENRICHMENTS = {"storpath_md_member_numa_nodes": ("pci", "blocks")}
 SCRAPES = 3
 STOP_WITHIN = 5.0
 
@@ -51,7 +57,10 @@ class Case:
 
 CASES = [
     Case("pci-current-link-speed", "am4-x570-firecuda", "healthy",
-         "sys/class/nvme/nvme0/device/current_link_speed", ("pci",), ("pcie", "numa", "md", "inventory")),
+         "sys/class/nvme/nvme0/device/current_link_speed", ("pci",), ("pcie", "numa", "inventory")),
+    # md state never waits on the PCI tree: MdArrayDegraded must still be able to fire.
+    Case("pci-beside-a-degraded-md-array", "epyc-7443-highpoint", "md-degraded",
+         "sys/class/nvme/nvme0/device/current_link_speed", ("pci",), ("pcie", "numa")),
     Case("nvme-namespace-logical-block-size", "am4-x570-firecuda", "healthy",
          "sys/class/block/nvme0n1/queue/logical_block_size", ("nvme_namespaces",), ("nvme",)),
     Case("nvme-hwmon-temperature", "am4-x570-firecuda", "healthy",
@@ -83,7 +92,7 @@ def _expected(root: str, blocked: Tuple[str, ...]) -> Expected:
         table = sysfs_sources(roots)
         for collector in collectors:
             table.update({s.name: s for s in collector.sources()})
-        read = needed(table, [name for c in collectors for name in c.reads])
+        read = needed(table, [name for c in collectors for name in c.reads + c.enriches])
         assert set(blocked) <= {s.name for s in read}, blocked
         failing: Set[str] = set(blocked)
         for source in read:  # each after the sources it needs
@@ -118,7 +127,7 @@ def _blocking_tree(case: Case, machine_tree, tmp_path) -> Tuple[str, str, bytes]
 
 def _start(root: str, tmp_path):
     return run_exporter([f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={root}/captured",
-                         "--web.disable-exporter-metrics"], str(tmp_path))
+                         "--web.disable-exporter-metrics", f"--web.read-blocked-after={BLOCKED_AFTER}"], str(tmp_path))
 
 
 def _gauges(text: str, family: str, label: str) -> Dict[str, str]:
@@ -216,11 +225,22 @@ def test_a_blocking_file_fails_the_collectors_that_need_it_once_and_sigterm_stil
                                                                             "collector").items()}
             if collectors != expected.collectors:
                 wrong.append(f"scrape {scrape}: collectors {collectors}, expected {expected.collectors}")
+            blocked_now = {name for name, value in _gauges(text, "storpath_scrape_source_blocked", "source").items()
+                           if value == "1.0"}
+            if blocked_now != set(case.sources):
+                wrong.append(f"scrape {scrape}: sources reported blocked {sorted(blocked_now)}, expected {case.sources}")
+            if "storpath_scrape_deadline_exceeded 0.0" not in text:
+                wrong.append(f"scrape {scrape}: a blocked read was taken for a spent deadline")
+            if case.id == "pci-beside-a-degraded-md-array" and 'storpath_md_degraded_disks{device="md1"} 1.0' not in text:
+                wrong.append(f"scrape {scrape}: storpath_md_degraded_disks of the degraded array not served")
             if "storpath_build_info{" not in text:
                 wrong.append(f"scrape {scrape}: no storpath_build_info")
             served = set(normalise(text).splitlines())
+            blocked = {name for name, ok in expected.sources.items() if not ok}
             for line in golden:
                 owner = expected.families.get(_sample_name(line))
+                if set(ENRICHMENTS.get(_sample_name(line), ())) & blocked:
+                    continue
                 if owner is not None and expected.collectors[owner] and line not in served:
                     wrong.append(f"scrape {scrape}: {owner} succeeds but its series is missing: {line}")
                     break

@@ -15,7 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from storpath import exposition
 from storpath.http import negotiation, webconfig
 from storpath.http.scrape import Scraper
-from storpath.http.server import scrape_timeout
+from storpath.http.server import client_wait
 from tests.conftest import require_tool
 from tests.tls import bcrypt_hash, make_certs
 
@@ -50,10 +50,42 @@ def test_accept_encoding(header, gzip):
 
 
 @pytest.mark.parametrize("header,expected", [
-    (None, 9.5), ("10", 9.5), ("2", 1.8), ("0.2", 0.18), ("bogus", 9.5), ("600", 9.5), ("-1", 9.5),
+    ("10", 9.5), ("2", 1.8), ("0.2", 0.18), ("0.001", 0.0009), ("600", 599.5),
+    # No usable header: the server's deadline, its margin, and a second to land.
+    (None, 11.5), ("bogus", 11.5), ("-1", 11.5), ("nan", 11.5), ("inf", 11.5),
 ])
-def test_scrape_timeout_keeps_time_to_answer(header, expected):
-    assert scrape_timeout(header, 10.0) == pytest.approx(expected)
+def test_client_wait_is_the_clients_own_deadline_less_time_to_answer(header, expected):
+    assert client_wait(header, 10.0) == pytest.approx(expected)
+
+
+def test_a_short_client_deadline_never_shortens_the_shared_scrape():
+    """The flight runs under the server's deadline whoever starts it; a client whose own wait
+    ends first gets the last complete answer (or None when there is none), and a patient
+    client gets the full scrape."""
+    gate, deadlines = threading.Event(), []
+
+    def collect(deadline):
+        deadlines.append(deadline)
+        gate.wait(10)
+        return [GaugeMetricFamily("storpath_t", "T.", value=len(deadlines))]
+
+    scraper = Scraper(collect, deadline=7.0)
+    assert scraper.scrape(0.001) is None  # nothing landed yet
+    patient = []
+    thread = threading.Thread(target=lambda: patient.append(scraper.scrape(5.0)))
+    thread.start()
+    time.sleep(0.1)
+    gate.set()
+    thread.join()
+    assert deadlines == [7.0] and patient[0].body(False, False).endswith(b"storpath_t 1.0\n")
+    gate.clear()
+    impatient = scraper.scrape(0.001)  # starts the next flight, waits 1 ms, gets the last answer
+    assert impatient is patient[0]
+    gate.set()
+    deadline = time.monotonic() + 5
+    while scraper.busy() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert deadlines == [7.0, 7.0]
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +189,7 @@ def test_single_flight_shares_one_scrape():
     gate.set()
     for thread in threads:
         thread.join()
-    assert len(calls) == 1 and len({id(f) for f in flights}) == 1
+    assert calls == [10.0] and len({id(f) for f in flights}) == 1
     body = flights[0].body(openmetrics=False, compressed=False)
     assert body == b"# HELP storpath_t T.\n# TYPE storpath_t gauge\nstorpath_t 1.0\n"
     assert flights[0].body(False, True) is flights[0].body(False, True)

@@ -1,5 +1,7 @@
-"""The snapshot step: each source under its share of the deadline, a blocked one reported
-with the file it blocks on and not started again, its needs respected, problems logged once."""
+"""The snapshot step: slow is not stuck. A source is blocked only when one read has been
+outstanding past the server's bound (reported with that file, not started again until the
+read returns); a slow one is never called blocked, and one still reading at the deadline is
+"timed out" and taken up by the next snapshot. Needs respected, problems logged once."""
 
 import logging
 import os
@@ -30,16 +32,20 @@ def test_a_blocked_source_fails_with_its_file_and_the_others_are_read(tmp_path):
     snapshotter = Snapshotter([
         Source("pci", lambda _: (sysfs.read_bytes(fifo), []), with_problems=True),
         Source("md", lambda _: ["md0"]),
-    ])
+    ], blocked_after=0.3)
     start = time.monotonic()
-    first = snapshotter.take(timeout=1.0)
-    assert time.monotonic() - start < 1.5
+    first = snapshotter.take(timeout=5.0)
+    assert time.monotonic() - start < 1.5  # called blocked at the bound, not at the deadline
     assert first.md == ["md0"] and first.pci is None
-    assert first.failed["pci"] == f"blocked reading {fifo}; not started again until that read returns"
+    assert first.failed["pci"] == (f"blocked reading {fifo} (outstanding longer than 0.3 s); "
+                                   "not started again until that read returns")
+    assert first.blocked == {"pci"} and not first.deadline_exceeded
     assert first.why_missing(("md", "pci")).startswith("pci: blocked reading")
     assert first.why_missing(("md",)) is None
 
-    second = snapshotter.take(timeout=1.0)  # not started again: fails at once
+    start = time.monotonic()
+    second = snapshotter.take(timeout=5.0)  # not started again: fails at once
+    assert time.monotonic() - start < 0.2
     assert second.failed["pci"] == first.failed["pci"] and second.md == ["md0"]  # the same: logged once
     assert "pci" in snapshotter.blocked()
 
@@ -50,8 +56,65 @@ def test_a_blocked_source_fails_with_its_file_and_the_others_are_read(tmp_path):
     os.unlink(fifo)
     with open(fifo, "w") as handle:
         handle.write("16.0 GT/s PCIe\n")
-    third = snapshotter.take(timeout=1.0)
-    assert third.pci == b"16.0 GT/s PCIe\n" and not third.failed
+    third = snapshotter.take(timeout=1.0)  # what the blocked read returned is old: read afresh
+    assert third.pci == b"16.0 GT/s PCIe\n" and not third.failed and not third.blocked
+    snapshotter.close()
+
+
+def _many_reads(path, count, pause):
+    """A source that is slow but never stuck: `count` quick reads with a pause between."""
+    def read(_):
+        for _ in range(count):
+            sysfs.read_bytes(path)
+            time.sleep(pause)
+        return count
+    return read
+
+
+def test_a_slow_source_is_never_called_blocked(tmp_path):
+    path = str(tmp_path / "attr")
+    with open(path, "w") as handle:
+        handle.write("1\n")
+    # 1.2 s of reading in all, each read quick: four times the bound, never blocked.
+    snapshotter = Snapshotter([Source("md", _many_reads(path, 60, 0.02))], blocked_after=0.3)
+    snapshot = snapshotter.take(timeout=10.0)
+    assert snapshot.md == 60 and not snapshot.failed and not snapshot.blocked
+    assert snapshot.seconds["md"] > 1.0
+    snapshotter.close()
+
+
+def test_a_busy_cpu_with_no_read_outstanding_is_not_blocked():
+    def spin(_):
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            pass
+        return []
+    snapshotter = Snapshotter([Source("md", spin)], blocked_after=0.2)
+    snapshot = snapshotter.take(timeout=10.0)
+    assert snapshot.md == [] and not snapshot.failed and not snapshot.blocked
+    snapshotter.close()
+
+
+def test_a_source_still_reading_at_the_deadline_times_out_and_the_next_snapshot_takes_its_result(tmp_path):
+    path = str(tmp_path / "attr")
+    with open(path, "w") as handle:
+        handle.write("1\n")
+    calls = []
+
+    def slow(got):
+        calls.append(1)
+        return _many_reads(path, 40, 0.02)(got)  # about 0.8 s
+
+    snapshotter = Snapshotter([Source("md", slow), Source("ata_links", lambda _: ["link1"])], blocked_after=5.0)
+    first = snapshotter.take(timeout=0.3)
+    assert first.md is None and first.failed["md"].startswith("timed out: still reading")
+    assert "blocked" not in first.failed["md"].split(":")[0]
+    assert first.deadline_exceeded and not first.blocked
+    assert first.failed["ata_links"].startswith("not started")
+    second = snapshotter.take(timeout=5.0)
+    assert second.md == 40 and second.ata_links == ["link1"] and not second.failed
+    assert calls == [1]  # taken up, not started again
+    assert not second.deadline_exceeded
     snapshotter.close()
 
 
@@ -108,10 +171,11 @@ def test_sources_that_need_each_other_are_refused():
 
 def test_a_blocked_read_leaves_no_thread_per_scrape(tmp_path):
     fifo = _fifo(tmp_path)
-    snapshotter = Snapshotter([Source("md", lambda _: sysfs.read_bytes(fifo)), Source("ata_links", lambda _: [])])
+    snapshotter = Snapshotter([Source("md", lambda _: sysfs.read_bytes(fifo)), Source("ata_links", lambda _: [])],
+                              blocked_after=0.1)
     before = threading.active_count()
     for _ in range(5):
-        snapshotter.take(0.3)
+        snapshotter.take(1.0)
     assert threading.active_count() <= before + 2  # the blocked reader and one fresh lane
     _unblock(fifo)
     snapshotter.close()

@@ -39,6 +39,10 @@ class Collector:
     # The snapshot fields its rows come from: when one could not be read, the collector
     # fails the scrape (storpath_scrape_collector_success 0) with that as the reason.
     reads: Tuple[str, ...] = ()
+    # Snapshot fields that only add to some of its rows (an md member's NUMA node from the PCI
+    # tree): read when the collector is enabled, but one that could not be read leaves those
+    # rows out (the field is None), never the collector's other series.
+    enriches: Tuple[str, ...] = ()
     # Keys a collector accepts in its `collectors.<name>` config section, with defaults.
     # The type of each default is the type the config loader checks.
     config_defaults: Dict[str, Any] = {}
@@ -75,7 +79,7 @@ class Collector:
     def own_snapshot(self, timeout: float = 30.0) -> Snapshot:
         if self._own is None:
             table = {**sysfs_sources(self.roots), **{s.name: s for s in self.sources()}}
-            self._own = Snapshotter(needed(table, self.reads))
+            self._own = Snapshotter(needed(table, self.reads + self.enriches))
         return self._own.take(timeout)
 
 

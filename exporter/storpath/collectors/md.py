@@ -70,7 +70,8 @@ MEMBER_NUMA_NODES = Family(
     "Distinct NUMA nodes of the PCI functions behind the working members; above 1 means the array spans sockets "
     "or dies.", ("device",),
     doc="distinct NUMA nodes of the PCI functions behind the working (not faulty) members; above 1: the array "
-        "spans sockets or dies. Absent when no member's node is known")
+        "spans sockets or dies. Absent when no member's node is known, or the PCI tree or block devices could not be "
+        "read on this scrape (the array's other series are served all the same)")
 
 FAMILIES = (ARRAY_STATE, LEVEL_INFO, RAID_DISKS, DEGRADED_DISKS, SYNC_ACTION, SYNC_COMPLETED, SYNC_WAITING,
             MISMATCH_SECTORS,
@@ -82,7 +83,8 @@ class MdCollector(Collector):
     """md RAID arrays: state, level, degraded disks, sync progress, members and their NUMA nodes."""
 
     families = FAMILIES
-    reads = ("md", "blocks", "pci")
+    reads = ("md",)
+    enriches = ("blocks", "pci")  # members' NUMA nodes: md state never waits on the PCI tree
 
     def values(self, snapshot) -> Rows:
         arrays = snapshot.md
@@ -111,7 +113,7 @@ class MdCollector(Collector):
                 slot = str(m.slot) if m.slot is not None else ("none" if m.slot_known else "")
                 rows.add(MEMBER_INFO, (array.name, m.name, m.disk, slot, ",".join(m.state)), 1)
 
-        if any(a.members for a in arrays):
+        if any(a.members for a in arrays) and snapshot.blocks is not None and snapshot.pci is not None:
             disk_address = {d.name: d.pci_address for d in snapshot.blocks}
             address_node = {d.address: d.static.numa_node for d in snapshot.pci}
             for name, placement in sorted(member_placement(arrays, disk_address, address_node).items()):

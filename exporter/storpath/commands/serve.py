@@ -46,9 +46,12 @@ def add_parser(sub, common):
     web.add_argument("--web.disable-exporter-metrics", dest="web_disable_exporter_metrics", action="store_const",
                      const=True, help="Leave out the exporter's own process_* and python_* metrics.")
     web.add_argument("--web.scrape-timeout", dest="web_scrape_timeout", metavar="DURATION",
-                     help="Scrape deadline when the scraper sends none (Prometheus does: "
-                          "X-Prometheus-Scrape-Timeout-Seconds); a collector that blocks past its share is "
-                          "reported failed (default 10s).")
+                     help="The server's deadline for one scrape, shared by every request that arrives while it "
+                          "runs; a client's X-Prometheus-Scrape-Timeout-Seconds bounds only its own wait "
+                          "(default 10s).")
+    web.add_argument("--web.read-blocked-after", dest="web_read_blocked_after", metavar="DURATION",
+                     help="A source is reported blocked (a device that stopped answering) when one of its reads "
+                          "has been outstanding this long; slow reads are not (default 5s).")
     parser.set_defaults(run=run)
 
 
@@ -62,11 +65,11 @@ class Built:
         self.scheduler = Scheduler()
         self.collectors = build_collectors(self.roots, config, self.scheduler)
         self.names = [c.name for c in self.collectors]
-        self.exporter = StorpathExporter(self.collectors, self.roots)
+        self.exporter = StorpathExporter(self.collectors, self.roots, blocked_after=config["web"]["read_blocked_after"])
         self.runtime = None if config["web"]["disable_exporter_metrics"] else exporter_metrics()
-        self.scraper = Scraper(self.collect)
+        self.scraper = Scraper(self.collect, deadline=config["web"]["scrape_timeout"])
 
-    def collect(self, timeout: Optional[float]) -> Iterable[SeriesFamily]:
+    def collect(self, timeout: float) -> Iterable[SeriesFamily]:
         yield from self.exporter.collect(timeout)
         if self.runtime is not None:
             yield from self.runtime.collect()
@@ -97,9 +100,11 @@ def _site(built: Built, web: webconfig.WebConfig) -> Site:
 
 
 def _collecting_part(config: Dict) -> Dict:
-    """What a reload must rebuild the collectors for: all but the web and log sections."""
+    """What a reload must rebuild the collectors for: all but the web and log sections, and the
+    web settings the scrape is built with."""
     part = {k: v for k, v in config.items() if k not in ("web", "log")}
-    part["disable_exporter_metrics"] = config["web"]["disable_exporter_metrics"]
+    for key in ("disable_exporter_metrics", "scrape_timeout", "read_blocked_after"):
+        part[key] = config["web"][key]
     return part
 
 

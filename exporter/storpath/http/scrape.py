@@ -1,14 +1,15 @@
 """One scrape shared by every request that arrives while it is computed (single flight).
 
 A scrape of a large host costs a few hundred milliseconds of CPU; 200 scrapers asking at
-once would queue 200 of them behind the exporter's lock. Instead the first request computes
-the scrape and the others that arrive meanwhile wait for it and get the same result. Each
-result is written at most once per format and gzipped at most once, whoever asks first.
+once would queue 200 of them behind the exporter's lock. Instead the first request starts
+the scrape and every request that arrives meanwhile waits for the same one. Each result is
+written at most once per format and gzipped at most once, whoever asks first.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -18,12 +19,18 @@ from storpath import exposition
 # 6.5 ms of CPU for 161 KB, level 6 27 ms for 139 KB.
 GZIP_LEVEL = 1
 
+# How old the last complete answer may be when a client's deadline ends before the scrape in
+# progress: Prometheus' default lookback (query.lookback-delta). Older samples would read as
+# stale anyway, so such a client gets 503 instead.
+STALE_AFTER = 300.0
+
 
 class Flight:
     def __init__(self) -> None:
         self.done = threading.Event()
         self.families: List = []
         self.error: Optional[BaseException] = None
+        self.landed = 0.0  # time.monotonic() when its scrape ended
         self._bodies: Dict[Tuple[bool, bool], List[bytes]] = {}
         self._lock = threading.Lock()
 
@@ -53,12 +60,21 @@ class Flight:
 
 
 class Scraper:
-    """`collect(timeout)` yields the families of one scrape; `scrape(timeout)` returns the
-    flight that holds them, shared with every request that asked meanwhile."""
+    """`collect(deadline)` yields the families of one scrape. `scrape(wait)` returns the
+    flight that holds them, shared with every request that asked meanwhile.
 
-    def __init__(self, collect: Callable[[Optional[float]], Iterable[exposition.SeriesFamily]]):
+    The deadline model (docs/serving.md): a flight runs on a thread of its own under the
+    server's deadline (`deadline`, web.scrape_timeout), whoever asked for it. A client's
+    deadline (Prometheus' X-Prometheus-Scrape-Timeout-Seconds) bounds only its own wait: a
+    client whose wait ends before the flight lands gets the last complete flight when it
+    landed within STALE_AFTER (its answer says its age), and otherwise none (the server
+    answers 503). Nobody's scrape is shortened by another client's header."""
+
+    def __init__(self, collect: Callable[[float], Iterable[exposition.SeriesFamily]], deadline: float = 10.0):
         self.collect = collect
+        self.deadline = deadline
         self._current: Optional[Flight] = None
+        self._last: Optional[Flight] = None  # the last flight that landed
         self._lock = threading.Lock()
         self.flights = 0  # scrapes computed (for tests and the load benchmark)
 
@@ -66,22 +82,32 @@ class Scraper:
         with self._lock:
             return self._current is not None
 
-    def scrape(self, timeout: Optional[float] = None) -> Flight:
+    def scrape(self, wait: Optional[float] = None) -> Optional[Flight]:
+        """The flight in progress, or a new one, once it has landed within `wait` seconds
+        (None: as long as it takes); otherwise the last one that landed within STALE_AFTER,
+        or None."""
         with self._lock:
             flight = self._current
-            leader = flight is None
-            if leader:
+            if flight is None:
                 flight = self._current = Flight()
-        if not leader:
-            flight.done.wait()
+                threading.Thread(target=self._fly, args=(flight,), name="scrape", daemon=True).start()
+        if flight.done.wait(wait):
             return flight
+        last = self._last
+        if last is not None and time.monotonic() - last.landed <= STALE_AFTER:
+            return last
+        return None
+
+    def _fly(self, flight: Flight) -> None:
         try:
-            flight.families = list(self.collect(timeout))
+            flight.families = list(self.collect(self.deadline))
         except Exception as exc:  # handed to every waiting request
             flight.error = exc
         finally:
+            flight.landed = time.monotonic()
             with self._lock:
                 self._current = None
+                if flight.error is None:
+                    self._last = flight
                 self.flights += 1
             flight.done.set()
-        return flight

@@ -19,6 +19,7 @@ import base64
 import logging
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
@@ -28,7 +29,7 @@ from storpath import __version__, exposition, log
 from storpath.config import DEFAULTS
 from storpath.http import negotiation
 from storpath.http.cheroot_patches import TLSAdapter, WSGIServer
-from storpath.http.scrape import Scraper
+from storpath.http.scrape import STALE_AFTER, Scraper
 from storpath.http.webconfig import Authenticator, AuthenticatorBusy, WebConfig
 
 LOG = log.get("web")
@@ -94,7 +95,7 @@ class Site:
     web: WebConfig = field(default_factory=WebConfig)
     telemetry_path: str = "/metrics"
     max_requests: int = 40
-    timeout: float = 10.0  # scrape deadline when the scraper does not say its own
+    timeout: float = 10.0  # the server's scrape deadline (web.scrape_timeout): the scraper was made with it
     exporter: Any = None  # what the landing page draws: its last_snapshot()
     runbook_base: str = DEFAULTS["web"]["runbook_url_base"]
     config: dict = field(default_factory=dict)  # the validated config: which findings subsystems are enabled
@@ -121,16 +122,18 @@ class Site:
             return self._landing
 
 
-def scrape_timeout(header: Optional[str], default: float) -> float:
-    """The scrape deadline: Prometheus sends its scrape timeout (X-Prometheus-Scrape-Timeout-
-    Seconds); the answer must still be rendered and sent within it, so a tenth (at most half a
-    second) is kept for that."""
+def client_wait(header: Optional[str], deadline: float) -> float:
+    """How long one request waits for the scrape: its own deadline, never anyone else's.
+    Prometheus sends its scrape timeout (X-Prometheus-Scrape-Timeout-Seconds); the answer must
+    still be sent within it, so a tenth (at most half a second) is kept for that. Without a
+    usable header: the server's scrape deadline and the same margin again."""
     try:
-        value = float(header) if header else default
+        value = float(header) if header else 0.0
     except ValueError:
-        value = default
-    value = min(value, default) if value > 0 else default
-    return max(value - min(0.5, value / 10), 0.05)
+        value = 0.0
+    if not value > 0 or value != value or value == float("inf"):
+        return deadline + min(0.5, deadline / 10) + 1.0
+    return max(value - min(0.5, value / 10), 0.0)
 
 
 class App:
@@ -198,8 +201,15 @@ class App:
             return answer("503 Service Unavailable", b"Too many concurrent scrapes (--web.max-requests)\n",
                           extra=[("Retry-After", "1")])
         try:
-            timeout = scrape_timeout(environ.get("HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS"), site.timeout)
-            flight = site.scraper.scrape(timeout)
+            wait = client_wait(environ.get("HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS"), site.timeout)
+            flight = site.scraper.scrape(wait)
+            if flight is None:
+                # This client's deadline ended before the scrape in progress landed, and there is no
+                # recent answer to give: it is told so; the scrape goes on for everyone else.
+                return answer("503 Service Unavailable",
+                              f"The scrape in progress did not finish within this request's deadline ({wait:.3g} s) "
+                              f"and no answer of the last {STALE_AFTER:g} s is kept\n".encode(),
+                              extra=[("Retry-After", "1")])
             if flight.error is not None:  # never expected: collectors are fenced off in StorpathExporter
                 log.kv(LOG, logging.ERROR, "metrics exposition failed", err=str(flight.error))
                 return answer("500 Internal Server Error", b"exposition failed\n")
@@ -207,6 +217,9 @@ class App:
             compressed = negotiation.wants_gzip(environ.get("HTTP_ACCEPT_ENCODING"))
             body = flight.chunks(openmetrics, compressed)
             extra = [("Vary", "Accept, Accept-Encoding")]
+            age = time.monotonic() - flight.landed
+            if age >= 1.0:  # the last complete answer, given to a client whose deadline ended first
+                extra.append(("Age", str(int(age))))
             if compressed:
                 extra.append(("Content-Encoding", "gzip"))
             content_type = exposition.OPENMETRICS_CONTENT_TYPE if openmetrics else exposition.CONTENT_TYPE

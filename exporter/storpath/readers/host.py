@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional
 
 from storpath.roots import Roots
-from storpath.sysfs import read_attr
+from storpath.sysfs import read_attr, read_bytes
 
 DMI_FIELDS = ("sys_vendor", "product_name", "board_vendor", "board_name", "bios_vendor", "bios_version")
 
@@ -121,11 +121,8 @@ def _dmi_text(dmi: Dict[str, str]) -> str:
 
 def _read_head(path: str, limit: int) -> Optional[str]:
     """The start of a file: the first CPU's block of /proc/cpuinfo is all that is needed."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(limit).decode("utf-8", "replace")
-    except OSError:
-        return None
+    data = read_bytes(path, limit)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 def read_host(roots: Roots) -> HostIdentity:
