@@ -84,7 +84,11 @@ class StorpathExporter:
 
     def collect(self, timeout: Optional[float] = None) -> List[SeriesFamily]:
         timeout = timeout or self.DEFAULT_TIMEOUT
-        snapshot = self.snapshotter.take(max(timeout - RENDER_MARGIN, timeout / 2))
+        # Done reading in time for a client with the same deadline to get the answer: it keeps
+        # min(0.5 s, a tenth) for sending (storpath.http.server.client_wait), this keeps
+        # RENDER_MARGIN more for making it.
+        reading = timeout - min(0.5, timeout / 10) - RENDER_MARGIN
+        snapshot = self.snapshotter.take(max(reading, timeout / 2))
         rows = Rows()
         rows.add(BUILD_INFO, self._build, 1)
         for source in self.snapshotter.sources:
