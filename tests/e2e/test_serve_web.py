@@ -198,7 +198,8 @@ def _success(text: str, collector: str) -> str:
 
 def test_a_blocking_attribute_fails_its_collector_only_and_threads_do_not_pile_up(machine_tree, tmp_path):
     root, fifo = _blocking_md_tree(machine_tree, tmp_path)
-    args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", "--web.disable-exporter-metrics"]
+    args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", "--web.disable-exporter-metrics",
+            "--web.read-blocked-after=1s"]
     with run_exporter(args, str(tmp_path)) as exporter:
         deadline = {"X-Prometheus-Scrape-Timeout-Seconds": "2"}
         start = time.monotonic()
@@ -231,8 +232,8 @@ def test_a_blocking_attribute_fails_its_collector_only_and_threads_do_not_pile_u
 
 def test_max_requests_answers_503_past_the_limit(machine_tree, tmp_path):
     root, fifo = _blocking_md_tree(machine_tree, tmp_path)
-    # md's share of a 4 s deadline: about 3 s of waiting for the blocked read.
-    args = [f"--path.sysfs={root}/sys", "--web.max-requests=1", "--web.scrape-timeout=4s"]
+    # The blocked md read is given up after 3 s (the server's bound): the first scrape waits that long.
+    args = [f"--path.sysfs={root}/sys", "--web.max-requests=1", "--web.read-blocked-after=3s"]
     with run_exporter(args, str(tmp_path)) as exporter:
         statuses = []
         slow = threading.Thread(target=lambda: statuses.append(exporter.get("/metrics").status_code))

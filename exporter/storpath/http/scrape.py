@@ -8,6 +8,7 @@ written at most once per format and gzipped at most once, whoever asks first.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import zlib
@@ -76,6 +77,8 @@ class Scraper:
         self._current: Optional[Flight] = None
         self._last: Optional[Flight] = None  # the last flight that landed
         self._lock = threading.Lock()
+        self._flights: "queue.SimpleQueue[Flight]" = queue.SimpleQueue()
+        self._thread: Optional[threading.Thread] = None
         self.flights = 0  # scrapes computed (for tests and the load benchmark)
 
     def busy(self) -> bool:
@@ -90,13 +93,22 @@ class Scraper:
             flight = self._current
             if flight is None:
                 flight = self._current = Flight()
-                threading.Thread(target=self._fly, args=(flight,), name="scrape", daemon=True).start()
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name="scrape", daemon=True)
+                    self._thread.start()
+                self._flights.put(flight)
         if flight.done.wait(wait):
             return flight
         last = self._last
         if last is not None and time.monotonic() - last.landed <= STALE_AFTER:
             return last
         return None
+
+    def _loop(self) -> None:
+        # One long-lived thread computes every flight, one after another: a daemon, so a scrape
+        # still reading never holds up shutdown.
+        while True:
+            self._fly(self._flights.get())
 
     def _fly(self, flight: Flight) -> None:
         try:
