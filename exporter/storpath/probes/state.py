@@ -128,6 +128,32 @@ def from_json(text: str) -> ProbeState:
     return state
 
 
+def take_future_as_now(state: ProbeState, now: float) -> Optional[float]:
+    """Set every time in `state` that lies after `now` to `now`; returns how far the
+    latest of them lay ahead (seconds), or None when none did.
+
+    A time ahead of the clock was written while the clock ran ahead (and was then set
+    back, by NTP say): kept as it is, the target would wait until then to be tried again,
+    its reads would hold the budget that long, and its results would never look old."""
+    ahead = 0.0
+
+    def held(when: Optional[float]) -> Optional[float]:
+        nonlocal ahead
+        if when is None or not when > now:
+            return when
+        ahead = max(ahead, when - now)
+        return now
+
+    for target, when in list(state.last_attempt.items()):
+        state.last_attempt[target] = held(when)
+    for rec in state.records.values():
+        rec.last_run = held(rec.last_run)
+        rec.last_success = held(rec.last_success)
+    for device, entries in state.io.items():
+        state.io[device] = [(held(t), b) for t, b in entries]
+    return ahead if ahead > 0 else None
+
+
 class Unsafe(Exception):
     """A file or folder storpath will not use: a symbolic link, not a regular file or
     folder, or someone else's."""
