@@ -3,10 +3,10 @@
 each target was last tried. Kept in a small JSON file so that a restart does not blank
 the dashboards, reset a slow-probe alert, or forget the budget already spent.
 
-The file is replaced atomically (write a temporary file in the same folder, fsync,
-rename), so a crash leaves the old state or the new one, never half of either. A file
-that cannot be read or parsed is logged and ignored: the exporter starts empty. It is
-never replaced either: a file there that is not a storpath state file (or is no regular
+The file is replaced atomically (storpath.atomicfile: a temporary file in the same
+folder, fsync, rename), so a crash leaves the old state or the new one, never half of
+either. A file that cannot be read or parsed is logged and ignored: the exporter starts
+empty. It is never replaced either: a file there that is not a storpath state file (or is no regular
 file) is someone else's, and storpath keeps its results in memory only.
 
 The state folder is writable by the exporter's user while root may run `storpath probe`
@@ -22,11 +22,10 @@ import json
 import logging
 import os
 import stat
-import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from storpath import log
+from storpath import atomicfile, log
 from storpath.probes.fio import FioResult
 
 LOG = log.get("probes")
@@ -319,27 +318,8 @@ def save(path: str, state: ProbeState) -> Optional[str]:
 
 
 def _replace(dir_fd: int, name: str, shown: str, data: bytes) -> Optional[str]:
-    tmp = f".probes-{secrets.token_hex(8)}.tmp"
     try:
-        # O_EXCL: a name that exists (a planted link included) is an error, never followed.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=dir_fd)
+        atomicfile.replace_file(name, data, mode=0o600, dir_fd=dir_fd)
     except OSError as exc:
-        return f"{shown}: {exc.strerror}"
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # a rename replaces a link, never follows it
-    except OSError as exc:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
-        return f"{shown}: {exc.strerror}"
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass  # the rename is done; a folder that cannot be fsynced is no reason to fail
+        return f"{shown}: {exc.strerror or exc}"
     return None

@@ -51,6 +51,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath import atomicfile
 from storpath.subprocesses import run_command
 from storpath.parse import parse_int
 from storpath.readers.block import physical_block_size
@@ -465,8 +466,7 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
                 notes.append(f"{ns.device}: ioctl: {ioctl_error}; nvme-cli: {cli_error}")
                 continue
         os.makedirs(target, exist_ok=True)
-        with open(os.path.join(target, name), "wb") as handle:
-            handle.write(data)
+        atomicfile.replace_file(os.path.join(target, name), data)
     return notes
 
 

@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath import log
+from storpath import atomicfile, log
 from storpath.subprocesses import run_command
 from storpath.problems import Problem
 # The parsers and records of zpool's output (re-exported: the readers' records live here).
@@ -317,8 +317,7 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
     for key, text in outputs.items():
         path = os.path.join(folder, *CAPTURED_FILES[key])
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        atomicfile.replace_file(path, text.encode("utf-8"))
     return notes
 
 
