@@ -13,7 +13,8 @@ PACKAGE = os.path.join(ROOT, "exporter", "storpath")
 LAYERS = (
     ("base", ("storpath", "storpath.roots", "storpath.problems", "storpath.log", "storpath.parse", "storpath.units",
               "storpath.sysfs", "storpath.subprocesses", "storpath.buildinfo", "storpath.progress",
-              "storpath.config", "storpath.background", "storpath.atomicfile")),
+              "storpath.config", "storpath.background", "storpath.atomicfile",
+              "storpath.boundedjson")),
     ("readers", ("storpath.readers",)),
     ("analysis", ("storpath.analysis",)),
     ("snapshot", ("storpath.snapshot",)),

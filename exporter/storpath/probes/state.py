@@ -25,7 +25,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from storpath import atomicfile, log
+from storpath import atomicfile, boundedjson, log
 from storpath.probes.fio import FioResult
 
 LOG = log.get("probes")
@@ -102,8 +102,8 @@ def to_json(state: ProbeState) -> str:
 def from_json(text: str) -> ProbeState:
     """Parse a state file; raises ValueError when it is not one."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = boundedjson.loads(text, max_chars=_MAX_STATE_BYTES)
+    except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("version") != VERSION:
         raise ValueError(f"not a version {VERSION} probe state file")
