@@ -165,6 +165,8 @@ class ZfsCollector(Collector):
                 self._snapshot = None
             return
         snapshot = self.reader.read()
+        for problem in snapshot.problems:  # the task runs outside the snapshot step: said here, once each
+            log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
         if snapshot.source == "none" and snapshot.ok:
             with self._lock:
                 self._snapshot = None  # a replayed machine without ZFS
