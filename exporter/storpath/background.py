@@ -6,6 +6,12 @@ example when a new NVMe namespace appears). A task that raises is logged and run
 again at its next time: it never stops the exporter, and neither does a schedule that
 makes no sense (a NaN, infinite or zero interval): its delay is held between MIN_DELAY
 and MAX_DELAY.
+
+A run that raises (anything: a RecursionError in a parser included) is that task's
+failure, never a success that left the last results in place: until a run returns, the
+source that serves the task's results raises TaskFailed (`Task.raise_if_failed`), so the
+scrape reports the source and its collectors failed with the reason, or the collector
+reports the failure its own way (the zpool task: `storpath_zfs_zpool_up 0`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ MIN_DELAY = 1.0
 MAX_DELAY = min(366 * 86400.0, threading.TIMEOUT_MAX)
 
 
+class TaskFailed(Exception):
+    """The latest run of a background task raised: what it produced before is not current."""
+
+
 class Task:
     def __init__(self, name: str, func: Callable[[], None], interval: float, jitter: float = 0.0,
                  initial_delay: float = 0.0):
@@ -36,7 +46,7 @@ class Task:
         self.initial_delay = initial_delay
         self.runs = 0
         self.failures = 0
-        self.last_error: Optional[str] = None
+        self.last_error: Optional[str] = None  # why the latest run raised; None once a run returns
         self.last_run_end: Optional[float] = None
         self.first_run = threading.Event()  # set once the first run has ended, however it ended
         self._wake = threading.Event()
@@ -59,6 +69,13 @@ class Task:
             self.runs += 1
             self.last_run_end = time.time()
             self.first_run.set()
+
+    def raise_if_failed(self) -> None:
+        """For the source that serves this task's results: TaskFailed, with the reason, when
+        the latest run raised."""
+        error = self.last_error
+        if error is not None:
+            raise TaskFailed(f"background task {self.name} failed: {error}")
 
     def next_delay(self) -> float:
         """Seconds until the next run: interval plus jitter, held between MIN_DELAY and MAX_DELAY."""

@@ -17,6 +17,7 @@ import re
 import sys
 from typing import Dict, Optional, Sequence
 
+from storpath import atomicfile
 from storpath.collectors import load_all
 from storpath.exporter import FAMILIES
 from storpath.families import SUMMARY, Family
@@ -71,8 +72,7 @@ def main(argv=None) -> int:
                 print(f"{OUTPUT} is out of date: run python -m storpath.metricsdoc", file=sys.stderr)
                 return 1
         return 0
-    with open(OUTPUT, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    atomicfile.replace_file(OUTPUT, text.encode("utf-8"))
     return 0
 
 

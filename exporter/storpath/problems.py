@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Tuple
 
 
+# How loud a problem is, as the snapshot step logs it: readers name a level from here, never
+# importing logging themselves (a reader never logs; tests/unit/test_layers.py keeps it so).
+DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
+
 # Fields of a problem that say where it is. Any other field (value, reason, err, ...) is what
 # was found there: left out of the key.
 PLACE_FIELDS = frozenset({"source", "address", "attribute", "device", "link", "phy", "path", "zpool", "node",

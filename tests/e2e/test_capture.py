@@ -3,6 +3,7 @@ gives the same `storpath check` report and the same /metrics as the machine itse
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import tarfile
 
 import pytest
 
-from tests.conftest import ROOT, run_exporter
+from tests.conftest import ROOT, require_root, run_exporter
 from tests.e2e.test_golden import normalise
 from tests.fixtures import machines
 
@@ -149,6 +150,40 @@ def test_capture_of_a_missing_tree_fails_clearly(tmp_path):
     result = storpath("capture", f"--path.sysfs={tmp_path}/nope", "-o", str(tmp_path / "x.tar.gz"))
     assert result.returncode == 3 and "is not a folder" in result.stderr
     assert not (tmp_path / "x.tar.gz").exists()
+
+
+@pytest.fixture
+def full_filesystem(tmp_path):
+    """A 64 KiB tmpfs, filled to the last block."""
+    require_root("mounting a tmpfs")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(mount)], check=True)
+    try:
+        with open(mount / "filler", "wb") as handle:
+            try:
+                while True:
+                    handle.write(b"\0" * 4096)
+                    handle.flush()
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                try:
+                    handle.close()
+                except OSError:
+                    pass
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_capture_onto_a_full_filesystem_fails_clearly_and_leaves_nothing(full_filesystem, machine_tree):
+    root = machine_tree(*CASES[0])
+    for _ in range(3):
+        result = storpath("capture", *paths(root), "-o", str(full_filesystem / "machine.tar.gz"))
+        assert result.returncode == 1, result.stderr
+        assert "storpath capture: cannot write" in result.stderr and "No space left on device" in result.stderr
+        assert "Traceback" not in result.stderr, result.stderr
+        assert sorted(os.listdir(full_filesystem)) == ["filler"]
 
 
 # ---- --redact against every fixture machine ------------------------------------------

@@ -17,11 +17,11 @@ import time
 import pytest
 
 from storpath.config import ConfigError
-from storpath.probes import devices
+from storpath.probes import devices, state
 from storpath.probes.config import check
 from storpath.probes.engine import ProbeEngine
 from storpath.roots import Roots
-from tests.conftest import require_root, require_tool
+from tests.conftest import log_records, require_root, require_tool
 
 MIB = 1 << 20
 
@@ -253,6 +253,40 @@ def test_results_survive_a_new_engine(tmp_path, real_fio):
     # The next probe waits out the interval from the last one rather than running at start.
     assert 3500 < second.initial_delay(cfg.targets[0]) <= 3600
     assert second.budget_used(outcome.device or f"file:{cfg.targets[0].path}", time.time()) == outcome.result.io_bytes
+
+
+def test_times_from_ahead_of_the_clock_are_taken_as_now(tmp_path):
+    """The clock ran 30 days ahead while the state file was written, then NTP set it back:
+    the target waits one interval at most, its budget is not held, its results age, and
+    the log says so once."""
+    cfg = probes_config(tmp_path, [{"file": str(tmp_path / "probe.dat"), "profiles": ["seqread"]}], interval="1h",
+                        io_budget_per_hour="64MiB", fio=fake_fio(tmp_path, f"echo '{GOOD_JSON}'\n"))
+    target = cfg.targets[0]
+    now = time.time()
+    ahead = now + 30 * 86400
+    kept = state.ProbeState(last_attempt={target.name: ahead},
+                            io={f"file:{target.path}": [(ahead, 64 * MIB)]})
+    kept.records[(target.name, "seqread")] = state.ProbeRecord(last_run=ahead, last_success=ahead, runs=1)
+    assert state.save(cfg.state_file, kept) is None
+    clock = [now]
+    with log_records("storpath.probes") as records:
+        engine = ProbeEngine(cfg, Roots(), clock=lambda: clock[0])
+        assert engine.initial_delay(target) <= 3600  # not 30 days
+        rec = engine.snapshot()[(target.name, "seqread")]
+        assert rec.last_success <= now and rec.last_run <= now  # ProbeResultsStale can fire in time
+        outcome = engine.run_probe(target, "seqread")
+        assert outcome.status == "ok", outcome  # the budget was not held by reads "in the future"
+        clock[0] += 60
+        engine.run_probe(target, "seqread")
+    told = [r for r in records if "ahead of the clock" in r.getMessage()]
+    assert len(told) == 1, [r.getMessage() for r in records]
+    assert told[0].fields["ahead_seconds"] == pytest.approx(30 * 86400, abs=1)
+    # The clock set back while the exporter runs: the same, without a restart.
+    clock[0] -= 10 * 86400
+    with log_records("storpath.probes") as records:
+        assert engine.run_probe(target, "seqread").status == "ok"
+    assert engine.snapshot()[(target.name, "seqread")].last_success == clock[0]
+    assert sum("ahead of the clock" in r.getMessage() for r in records) == 1
 
 
 def test_file_target_that_is_a_device_node_at_run_time(tmp_path):

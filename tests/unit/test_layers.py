@@ -13,7 +13,8 @@ PACKAGE = os.path.join(ROOT, "exporter", "storpath")
 LAYERS = (
     ("base", ("storpath", "storpath.roots", "storpath.problems", "storpath.log", "storpath.parse", "storpath.units",
               "storpath.sysfs", "storpath.subprocesses", "storpath.buildinfo", "storpath.progress",
-              "storpath.config", "storpath.background")),
+              "storpath.config", "storpath.background", "storpath.atomicfile",
+              "storpath.boundedjson")),
     ("readers", ("storpath.readers",)),
     ("analysis", ("storpath.analysis",)),
     ("snapshot", ("storpath.snapshot",)),
@@ -99,3 +100,22 @@ def test_no_import_cycles():
         if module not in state:
             visit(module, [])
     assert cycles == []
+
+
+def test_readers_never_log():
+    """A reader returns `Problem`s beside its records (the snapshot step, or the background
+    task that ran it, logs them once): no module of storpath.readers imports logging or
+    storpath.log. Levels come from storpath.problems."""
+    modules, graph = _graph()
+    found = []
+    for module, path in sorted(modules.items()):
+        if _layer(module) != _layer("storpath.readers"):
+            continue
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [(module, a.name) for a in node.names if a.name.split(".")[0] == "logging"]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "logging":
+                found.append((module, node.module))
+        found += [(module, dep) for dep, _ in graph[module] if dep == "storpath.log"]
+    assert found == []

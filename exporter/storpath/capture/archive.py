@@ -10,7 +10,7 @@ import tarfile
 import time
 from typing import Dict, List, Optional
 
-from storpath import __version__, log
+from storpath import __version__, atomicfile, log
 from storpath.capture.files import Tree, reader_files
 from storpath.capture.redact import Redactor
 from storpath.roots import Roots
@@ -97,8 +97,7 @@ def write_archive(output: str, top: str, trees: Dict[str, Tree], manifest: Dict,
         entry.uname = entry.gname = ""
         return entry
 
-    tmp = f"{output}.tmp{os.getpid()}"
-    with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+    def add_all(tar: tarfile.TarFile) -> None:
         tar.addfile(info("", tarfile.DIRTYPE))
         for name, tree in trees.items():
             tar.addfile(info(name, tarfile.DIRTYPE))
@@ -118,4 +117,10 @@ def write_archive(output: str, top: str, trees: Dict[str, Tree], manifest: Dict,
         for name, text in (("README.md", readme), ("MANIFEST.json", json.dumps(manifest, indent=2) + "\n")):
             data = text.encode()
             tar.addfile(info(name, tarfile.REGTYPE, len(data)), io.BytesIO(data))
-    os.replace(tmp, output)
+
+    def write(handle) -> None:
+        with tarfile.open(fileobj=handle, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+            add_all(tar)
+
+    # 0666 less the umask, as any file a command writes: the operator chooses who reads it.
+    atomicfile.replace_file(output, write, mode=0o666)

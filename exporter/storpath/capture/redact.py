@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import os
 import re
 import secrets
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from storpath import boundedjson
 from storpath.capture.files import Tree
 from storpath.capture.layouts import NUMBER, OPAQUE, Layout, layout_of, swap_pairs
 
@@ -121,7 +121,7 @@ class Redactor:
                 continue
             if rel.endswith(".json"):
                 try:
-                    self.learn_json(json.loads(text))
+                    self.learn_json(boundedjson.loads(text))
                 except ValueError:
                     pass
             self.learn_text(text)

@@ -218,8 +218,10 @@ class NvmeHealthCollector(Collector):
 
     def latest(self, _=None) -> Dict[str, HealthResult]:
         """The background task's last pass: controller -> SMART log. The first scrapes after
-        start wait a little for the first pass."""
+        start wait a little for the first pass. A pass that raised fails the source
+        (background.TaskFailed)."""
         self.task.wait_first_run(self.startup_wait)
+        self.task.raise_if_failed()
         with self._lock:
             return self._results
 

@@ -101,15 +101,17 @@ class ProbesCollector(Collector):
         super().__init__(ctx)
         self.probes = probes_config.from_full_config(ctx.full_config)
         self.engine = None
+        self.tasks = []
         if not self.probes.targets:
             return
         self.engine = ProbeEngine(self.probes, self.roots)
         self.reads = ("probes",)
-        ctx.scheduler.add("probes-expectation", self.engine.refresh_expectations, EXPECTATION_INTERVAL)
+        self.tasks.append(ctx.scheduler.add("probes-expectation", self.engine.refresh_expectations,
+                                            EXPECTATION_INTERVAL))
         for target in self.probes.targets:
             delay = self.engine.initial_delay(target)
-            ctx.scheduler.add(f"probe:{target.name}", lambda t=target: self.engine.run_target(t),
-                              self.probes.interval, self.probes.jitter, initial_delay=delay)
+            self.tasks.append(ctx.scheduler.add(f"probe:{target.name}", lambda t=target: self.engine.run_target(t),
+                                                self.probes.interval, self.probes.jitter, initial_delay=delay))
             log.kv(self.log, logging.INFO, "probe scheduled", target=target.name, profiles=",".join(target.profiles),
                    first_in_seconds=round(delay, 1))
 
@@ -121,7 +123,11 @@ class ProbesCollector(Collector):
         return (Source("probes", self.latest),) if self.engine is not None else ()
 
     def latest(self, _=None) -> "ProbeResults":
-        """What the probes found so far, and what each target's links allow."""
+        """What the probes found so far, and what each target's links allow. A probe task
+        whose latest run raised (not a probe that failed: that is counted) fails the source
+        (background.TaskFailed)."""
+        for task in self.tasks:
+            task.raise_if_failed()
         engine = self.engine
         expected = {(t.name, p): engine.expected(t, p)[0] for t in self.probes.targets for p in t.profiles}
         return ProbeResults(engine.snapshot(), dict(engine.target_devices), expected)

@@ -213,6 +213,7 @@ class SasCollector(Collector):
         snapshot sees that the pass did not (`got`: its PHYs) has the task run again early."""
         self.drive_task.wait_first_run(self.startup_wait)
         self._maybe_trigger(got.get("sas_phys") or ())
+        self.drive_task.raise_if_failed()  # a pass that raised fails the source
         with self._lock:
             return self._drives  # replaced, never changed, by each pass
 
@@ -233,6 +234,7 @@ class SasCollector(Collector):
         """The background task's last read: (PHY -> error counters, when read). The first
         scrapes after start wait a little for the first read."""
         self.task.wait_first_run(self.startup_wait)
+        self.task.raise_if_failed()  # a read that raised fails the source
         with self._lock:
             return self._errors, self._errors_read_at
 

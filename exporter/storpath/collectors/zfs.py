@@ -14,6 +14,7 @@ from typing import Dict, NamedTuple, Optional
 
 from storpath import log
 from storpath.analysis.zfs import data_leaves, expected_ashift
+from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
@@ -164,6 +165,8 @@ class ZfsCollector(Collector):
                 self._snapshot = None
             return
         snapshot = self.reader.read()
+        for problem in snapshot.problems:  # the task runs outside the snapshot step: said here, once each
+            log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
         if snapshot.source == "none" and snapshot.ok:
             with self._lock:
                 self._snapshot = None  # a replayed machine without ZFS
@@ -187,6 +190,16 @@ class ZfsCollector(Collector):
         return (Source("zpool", self.latest),)
 
     def latest(self, _=None) -> "ZpoolPass":
+        """The task's last pass. One that raised is a failed zpool run (`zpool_up 0`, the
+        reason logged by the task), not the pass before it served as current: the pool
+        states still come from kstat."""
+        try:
+            self.task.raise_if_failed()
+        except TaskFailed as exc:
+            failed = ZpoolSnapshot(pools=[], ok=False, reason=str(exc), finished_at=self.task.last_run_end or 0.0,
+                                   source="none")
+            with self._lock:
+                return ZpoolPass(failed, {}, self._last_success)
         with self._lock:
             return ZpoolPass(self._snapshot, self._block_sizes, self._last_success)
 

@@ -10,10 +10,13 @@ storpath_zfs_pool_state agree, also when zpool cannot be run."""
 
 from __future__ import annotations
 
+from storpath import log
 from storpath.analysis.zfs import data_leaves, expected_ashift
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, SourceFailed, register
 from storpath.readers.block import device_physical_block_size
 from storpath.readers.zfs import ZpoolReader, find_zfs, find_zpool, zfs_present
+
+LOG = log.get("zfs")
 
 # As rules/config/thresholds.yml zfs.capacity_warning_ratio / capacity_critical_ratio.
 CAPACITY_WARNING, CAPACITY_CRITICAL = 0.70, 0.90
@@ -29,6 +32,8 @@ def check(facts: Facts, out: Outcome) -> None:
     snapshot = facts.memo("zfs.snapshot", lambda: ZpoolReader(
         facts.roots, zpool=zpool, zfs=find_zfs(str(settings.get("zfs_path", "zfs")), zpool),
         timeout=float(settings.get("timeout", 10))).read())
+    for problem in snapshot.problems:  # zpool ran here, outside the snapshot step
+        log.once(LOG, problem.level, problem.key, problem.message, **dict(problem.fields))
     try:
         kstat = dict(facts.part("zfs_kstat"))
     except SourceFailed:

@@ -298,6 +298,10 @@ def _headers(raw: Any) -> List[tuple]:
     return headers
 
 
+# How much of a password bcrypt uses (the Blowfish key schedule's 18 words of 4 bytes).
+BCRYPT_KEY_BYTES = 72
+
+
 class AuthenticatorBusy(Exception):
     """Too many password checks at once: this one was refused without one."""
 
@@ -352,8 +356,11 @@ class Authenticator:
     def _checkpw(self, password: str, hashed: bytes) -> bool:
         import bcrypt
 
+        # bcrypt keys on the first 72 bytes of a password: htpasswd hashes those, and
+        # exporter-toolkit (Go's bcrypt) checks those, so a longer password Prometheus sends
+        # matches. bcrypt 5 raises on more than 72 bytes rather than cutting: cut here.
         with self._bcrypt:
             try:
-                return bcrypt.checkpw(password.encode("utf-8"), hashed)
+                return bcrypt.checkpw(password.encode("utf-8")[:BCRYPT_KEY_BYTES], hashed)
             except ValueError:  # a malformed hash: never a match
                 return False

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from storpath import log
+from storpath import atomicfile, log
 from storpath.analysis.throughput import MdShape
 from storpath.parse import parse_int
 from storpath.probes.targets import pseudo_filesystem_problem
@@ -213,7 +213,6 @@ def ensure_file(path: str, size: int) -> Tuple[int, Optional[str]]:
         if info.st_size == 0:
             return 0, f"{path} is empty"
         return info.st_size, None
-    tmp = f"{path}.storpath-tmp"
     try:
         fs = os.statvfs(os.path.dirname(path) or ".")
     except OSError as exc:
@@ -223,32 +222,15 @@ def ensure_file(path: str, size: int) -> Tuple[int, Optional[str]]:
         return 0, (f"not creating {path} ({size} bytes): the filesystem has {free} bytes free and must keep "
                    f"{MIN_FREE_SHARE:.0%} of its {total} bytes free (lower file_size)")
     log.kv(LOG, logging.INFO, "creating probe file", path=path, size=size)
-    try:
-        # O_EXCL|O_NOFOLLOW: never write through a link someone placed there.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        try:
-            os.unlink(tmp)  # left over from an interrupted creation
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except OSError as exc:
-            return 0, f"cannot create {tmp}: {exc.strerror}"
-    except OSError as exc:
-        return 0, f"cannot create {tmp}: {exc.strerror}"
-    try:
+
+    def fill(handle) -> None:
         written = 0
         while written < size:
-            written += os.write(fd, os.urandom(min(_CHUNK, size - written)))
-        os.fsync(fd)
-    except OSError as exc:
-        os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return 0, f"cannot write {tmp}: {exc.strerror}"
-    os.close(fd)
+            written += handle.write(os.urandom(min(_CHUNK, size - written)))
+
     try:
-        os.rename(tmp, path)
+        # A fixed temporary name: what an interrupted creation left is reused, not piled up.
+        atomicfile.replace_file(path, fill, mode=0o600, temp_name=f"{os.path.basename(path)}.storpath-tmp")
     except OSError as exc:
-        return 0, f"cannot rename {tmp} to {path}: {exc.strerror}"
+        return 0, f"cannot create {path}: {exc.strerror or exc}"
     return size, None

@@ -146,17 +146,30 @@ class ProbeEngine:
             if lock_dir is ProbeEngine._DEFAULT else lock_dir
         self.state = state_file.load(self.state_path)
         self._lock = threading.Lock()
+        self._take_future_as_now()
         self.expectations: Dict[str, PathExpectation] = {}  # target name -> what its path allows
         self.target_devices: Dict[str, Optional[str]] = {}  # target name -> its disk or array, once looked up
         self._running: Dict[int, subprocess.Popen] = {}
         self._closed = False
 
     # ---- scheduling ---------------------------------------------------------------
+    def _take_future_as_now(self) -> None:
+        """Times remembered from ahead of the clock are taken as now (the clock was set back
+        since they were written): a target then waits one interval at most, not until the
+        clock catches up, and says so once per correction."""
+        now = self.clock()
+        with self._lock:
+            ahead = state_file.take_future_as_now(self.state, now)
+        if ahead is not None:
+            log.kv(LOG, logging.WARNING, "probe times remembered from ahead of the clock are taken as now (the "
+                   "clock was set back)", path=self.state_path, ahead_seconds=round(ahead, 1))
+
     def initial_delay(self, target: Target, rng: random.Random = random.Random()) -> float:
         """After a restart, a target waits out its interval from the last attempt (no
-        probe storm when a fleet restarts), plus jitter."""
+        probe storm when a fleet restarts), plus jitter; one interval at most."""
         last = self.state.last_attempt.get(target.name)
-        base = 0.0 if last is None else max(0.0, last + self.config.interval - self.clock())
+        now = self.clock()
+        base = 0.0 if last is None else max(0.0, min(last, now) + self.config.interval - now)
         return base + (rng.uniform(0, self.config.jitter) if self.config.jitter > 0 else 0.0)
 
     def run_target(self, target: Target) -> List[Outcome]:
@@ -290,6 +303,7 @@ class ProbeEngine:
                   tick: Optional[Callable[[float], None]] = None) -> Outcome:
         cfg = self.config
         profile = cfg.profiles[profile_name]
+        self._take_future_as_now()  # the clock may have been set back while the exporter ran
         started = self.clock()
         with self._lock:
             self.state.last_attempt[target.name] = started

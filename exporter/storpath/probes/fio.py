@@ -9,7 +9,6 @@ keys such as "50.000000", "99.000000", "99.900000" (completion latency in ns).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -18,6 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from storpath import boundedjson
 from storpath.subprocesses import kill_group, run_command  # noqa: F401 (kill_group: the engine stops runs)
 from storpath.probes.profiles import Profile
 
@@ -96,8 +96,8 @@ def parse_output(text: str) -> FioResult:
     if start < 0:
         raise FioError("bad_output", f"no JSON in fio's output: {text.strip()[:200]!r}")
     try:
-        data = json.loads(text[start:])
-    except json.JSONDecodeError as exc:
+        data = boundedjson.loads(text[start:])
+    except ValueError as exc:
         raise FioError("bad_output", f"fio's JSON does not parse: {exc}") from None
     try:
         job: Dict[str, Any] = data["jobs"][0]

@@ -3,10 +3,10 @@
 each target was last tried. Kept in a small JSON file so that a restart does not blank
 the dashboards, reset a slow-probe alert, or forget the budget already spent.
 
-The file is replaced atomically (write a temporary file in the same folder, fsync,
-rename), so a crash leaves the old state or the new one, never half of either. A file
-that cannot be read or parsed is logged and ignored: the exporter starts empty. It is
-never replaced either: a file there that is not a storpath state file (or is no regular
+The file is replaced atomically (storpath.atomicfile: a temporary file in the same
+folder, fsync, rename), so a crash leaves the old state or the new one, never half of
+either. A file that cannot be read or parsed is logged and ignored: the exporter starts
+empty. It is never replaced either: a file there that is not a storpath state file (or is no regular
 file) is someone else's, and storpath keeps its results in memory only.
 
 The state folder is writable by the exporter's user while root may run `storpath probe`
@@ -22,11 +22,10 @@ import json
 import logging
 import os
 import stat
-import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from storpath import log
+from storpath import atomicfile, boundedjson, log
 from storpath.probes.fio import FioResult
 
 LOG = log.get("probes")
@@ -103,8 +102,8 @@ def to_json(state: ProbeState) -> str:
 def from_json(text: str) -> ProbeState:
     """Parse a state file; raises ValueError when it is not one."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = boundedjson.loads(text, max_chars=_MAX_STATE_BYTES)
+    except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("version") != VERSION:
         raise ValueError(f"not a version {VERSION} probe state file")
@@ -126,6 +125,32 @@ def from_json(text: str) -> ProbeState:
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"malformed probe state ({type(exc).__name__}: {exc})") from None
     return state
+
+
+def take_future_as_now(state: ProbeState, now: float) -> Optional[float]:
+    """Set every time in `state` that lies after `now` to `now`; returns how far the
+    latest of them lay ahead (seconds), or None when none did.
+
+    A time ahead of the clock was written while the clock ran ahead (and was then set
+    back, by NTP say): kept as it is, the target would wait until then to be tried again,
+    its reads would hold the budget that long, and its results would never look old."""
+    ahead = 0.0
+
+    def held(when: Optional[float]) -> Optional[float]:
+        nonlocal ahead
+        if when is None or not when > now:
+            return when
+        ahead = max(ahead, when - now)
+        return now
+
+    for target, when in list(state.last_attempt.items()):
+        state.last_attempt[target] = held(when)
+    for rec in state.records.values():
+        rec.last_run = held(rec.last_run)
+        rec.last_success = held(rec.last_success)
+    for device, entries in state.io.items():
+        state.io[device] = [(held(t), b) for t, b in entries]
+    return ahead if ahead > 0 else None
 
 
 class Unsafe(Exception):
@@ -293,27 +318,8 @@ def save(path: str, state: ProbeState) -> Optional[str]:
 
 
 def _replace(dir_fd: int, name: str, shown: str, data: bytes) -> Optional[str]:
-    tmp = f".probes-{secrets.token_hex(8)}.tmp"
     try:
-        # O_EXCL: a name that exists (a planted link included) is an error, never followed.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=dir_fd)
+        atomicfile.replace_file(name, data, mode=0o600, dir_fd=dir_fd)
     except OSError as exc:
-        return f"{shown}: {exc.strerror}"
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # a rename replaces a link, never follows it
-    except OSError as exc:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
-        return f"{shown}: {exc.strerror}"
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass  # the rename is done; a folder that cannot be fsynced is no reason to fail
+        return f"{shown}: {exc.strerror or exc}"
     return None

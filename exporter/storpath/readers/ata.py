@@ -26,14 +26,13 @@ not a disk.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from storpath.parse import parse_sata_rate
-from storpath.problems import Problem
+from storpath.problems import DEBUG, Problem
 from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_id_text
 from storpath.readers.block import scsi_target_disks
 from storpath.roots import Roots
@@ -110,7 +109,7 @@ class AtaReader:
                 link = self._read_link(name, os.path.join(base, name), problems)
             except OSError as exc:
                 problems.append(Problem("ATA link vanished while reading it", (("link", name), ("err", str(exc))),
-                                        logging.DEBUG))
+                                        DEBUG))
                 continue
             if link is not None:
                 links.append(link)

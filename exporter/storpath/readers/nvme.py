@@ -41,7 +41,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
-import json
 import os
 import re
 import shutil
@@ -51,6 +50,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath import atomicfile, boundedjson
 from storpath.subprocesses import run_command
 from storpath.parse import parse_int
 from storpath.readers.block import physical_block_size
@@ -201,7 +201,7 @@ def _json_int(value, maximum: int) -> int:
 def json_object(text: str, error: type = IdentifyError) -> dict:
     """nvme-cli's `-o json` output as a dict; `error` (an IdentifyError) when it is not one."""
     try:
-        doc = json.loads(text)
+        doc = boundedjson.loads(text)
     except ValueError as exc:
         raise error(f"nvme-cli output is not JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -465,8 +465,7 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
                 notes.append(f"{ns.device}: ioctl: {ioctl_error}; nvme-cli: {cli_error}")
                 continue
         os.makedirs(target, exist_ok=True)
-        with open(os.path.join(target, name), "wb") as handle:
-            handle.write(data)
+        atomicfile.replace_file(os.path.join(target, name), data)
     return notes
 
 

@@ -50,6 +50,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath import atomicfile
 from storpath.readers.nvme import (CAPTURED_DIR, NO_DEVICES_REASON, OPCODE_IDENTIFY, IdentifyError, admin_command,
                                    identify_nvme_cli, json_object, read_controllers)
 from storpath.parse import parse_int
@@ -412,6 +413,5 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
         target = os.path.join(folder, CAPTURED_DIR, ctrl.name)
         os.makedirs(target, exist_ok=True)
         for name, data in files.items():
-            with open(os.path.join(target, name), "wb") as handle:
-                handle.write(data)
+            atomicfile.replace_file(os.path.join(target, name), data)
     return notes

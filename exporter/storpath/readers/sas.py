@@ -34,14 +34,13 @@ read by a background task.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from storpath.parse import parse_int, parse_sas_rate
-from storpath.problems import Problem
+from storpath.problems import DEBUG, INFO, WARNING, Problem
 from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_vpd_pg89
 from storpath.readers.block import scsi_devices_below
 from storpath.roots import Roots
@@ -191,7 +190,7 @@ def _text(text: Optional[str]) -> Optional[str]:
     return text or None
 
 
-def _problem(phy: str, attribute: str, reason: str, level: int = logging.WARNING) -> Problem:
+def _problem(phy: str, attribute: str, reason: str, level: int = WARNING) -> Problem:
     return Problem("SAS PHY attribute not usable, leaving it out",
                    (("phy", phy), ("attribute", attribute), ("reason", reason)), level)
 
@@ -208,7 +207,7 @@ class SasReader:
         if why is not None:
             # Link error counters are fetched from the HBA on each read; drivers refuse
             # (EINVAL, EIO...) for PHYs they cannot ask, which is not worth a warning.
-            level = logging.INFO if name in ERROR_COUNTERS else logging.WARNING
+            level = INFO if name in ERROR_COUNTERS else WARNING
             problems.append(_problem(phy, name, why, level))
         return value
 
@@ -263,7 +262,7 @@ class SasReader:
                 phy = self._read_phy(name, os.path.join(base, name), errors, problems)
             except OSError as exc:  # a PHY removed while it was read
                 problems.append(Problem("SAS PHY vanished while reading it", (("phy", name), ("err", str(exc))),
-                                        logging.DEBUG))
+                                        DEBUG))
                 continue
             if phy is not None:
                 phys.append(phy)
@@ -343,7 +342,7 @@ def sata_capability_below(phy: str, luns: List[str], problems: List[Problem]) ->
     for lun_dir in luns:
         words, problem = parse_vpd_pg89(read_bytes(os.path.join(lun_dir, "vpd_pg89"), VPD_PG89_BYTES))
         if problem:
-            problems.append(_problem(phy, f"{os.path.basename(lun_dir)}/vpd_pg89", problem, logging.INFO))
+            problems.append(_problem(phy, f"{os.path.basename(lun_dir)}/vpd_pg89", problem, INFO))
         if words is not None:
             return capability_of(words)
     return UNREPORTED

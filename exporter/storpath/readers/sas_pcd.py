@@ -48,6 +48,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath import atomicfile
 from storpath.readers.block import scsi_devices_below
 from storpath.readers.sas import parse_sas_address
 from storpath.roots import Roots
@@ -274,6 +275,5 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
             continue
         target = os.path.join(folder, CAPTURED_DIR, drive.end_device)
         os.makedirs(target, exist_ok=True)
-        with open(os.path.join(target, CAPTURED_NAME), "wb") as handle:
-            handle.write(data)
+        atomicfile.replace_file(os.path.join(target, CAPTURED_NAME), data)
     return notes

@@ -36,7 +36,6 @@ each made with LC_ALL=C TZ=UTC, as storpath runs them.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -44,9 +43,9 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath import log
+from storpath import atomicfile
 from storpath.subprocesses import run_command
-from storpath.problems import Problem
+from storpath.problems import INFO, WARNING, Problem
 # The parsers and records of zpool's output (re-exported: the readers' records live here).
 from storpath.readers.zpool_output import (ERROR_TYPES, POOL_STATES, SCAN_FUNCTIONS, SCAN_STATES,  # noqa: F401
                                            VDEV_STATES, ScanStatus, Vdev, ZfsPool, ZpoolOutputError, apply_creation,
@@ -55,8 +54,6 @@ from storpath.readers.zpool_output import (ERROR_TYPES, POOL_STATES, SCAN_FUNCTI
                                            vdev_state)
 from storpath.roots import Roots
 from storpath.sysfs import WHOLE_FILE, list_dir, read_attr, read_attr_why
-
-LOG = log.get("zfs")  # ZpoolReader's (it runs in a background task and in `storpath check`, not in the snapshot)
 
 # What this reader reads (storpath capture takes these, and capture_commands' output).
 # The leaves' physical block sizes come through the block reader.
@@ -170,6 +167,15 @@ class ZpoolSnapshot:
     reason: Optional[str]  # why the run failed or was partial
     finished_at: float
     source: str  # "json", "text", "captured-json", "captured-text", "none"
+    # What the operator should hear of once (ZpoolReader runs outside the snapshot step: in
+    # the zfs collector's background task and in `storpath check`, which log them).
+    problems: Tuple[Problem, ...] = ()
+
+
+REPLAY_WITHOUT_CAPTURE = Problem(
+    "zpool not run: --path.sysfs replays another machine and --path.captured is not given, so this host's pools "
+    "would be reported as the replayed one's", level=INFO)
+NO_JSON = Problem("zpool has no JSON output (OpenZFS < 2.3): using the text layout", level=INFO)
 
 
 class ZpoolReader:
@@ -198,9 +204,8 @@ class ZpoolReader:
         if not self.roots.devices:
             # --path.sysfs replays another machine (storpath.roots): this host's pools are not
             # its pools. Its kstat still gives their states; zpool's details need --path.captured.
-            log.once(LOG, logging.INFO, ("zpool-replay",), "zpool not run: --path.sysfs replays another machine "
-                     "and --path.captured is not given, so this host's pools would be reported as the replayed one's")
-            return ZpoolSnapshot(pools=[], ok=True, reason=None, finished_at=time.time(), source="none")
+            return ZpoolSnapshot(pools=[], ok=True, reason=None, finished_at=time.time(), source="none",
+                                 problems=(REPLAY_WITHOUT_CAPTURE,))
         self._stuck = [p for p in self._stuck if p.poll() is None]
         if self._stuck:
             # A zpool hung in the kernel (a pool stuck in I/O) would hang every new one
@@ -210,11 +215,12 @@ class ZpoolReader:
                                  finished_at=time.time(), source="none")
         status = None
         source = "json"
+        problems: List[Problem] = []
         if self.json_supported is not False:
             status = self._run(STATUS_JSON_ARGS)
             if not status.ok and status.usage_error:
                 self.json_supported = False
-                log.once(LOG, logging.INFO, ("zpool-json",), "zpool has no JSON output (OpenZFS < 2.3): using the text layout")
+                problems.append(NO_JSON)
             elif status.ok:
                 self.json_supported = True
         if self.json_supported is False:
@@ -222,11 +228,13 @@ class ZpoolReader:
             source = "text"
         assert status is not None
         if not status.ok:
-            return ZpoolSnapshot(pools=[], ok=False, reason=status.reason, finished_at=time.time(), source=source)
+            return ZpoolSnapshot(pools=[], ok=False, reason=status.reason, finished_at=time.time(), source=source,
+                                 problems=tuple(problems))
         try:
             pools = parse_status_json(status.stdout) if source == "json" else parse_status_text(status.stdout)
         except ZpoolOutputError as exc:
-            return ZpoolSnapshot(pools=[], ok=False, reason=str(exc), finished_at=time.time(), source=source)
+            return ZpoolSnapshot(pools=[], ok=False, reason=str(exc), finished_at=time.time(), source=source,
+                                 problems=tuple(problems))
         listing = self._run(LIST_ARGS)
         reason = None
         if listing.ok:
@@ -236,15 +244,19 @@ class ZpoolReader:
                 reason = str(exc)
         else:
             reason = listing.reason
-        self._add_creation(pools)
-        return ZpoolSnapshot(pools=pools, ok=reason is None, reason=reason, finished_at=time.time(), source=source)
+        creation = self._add_creation(pools)
+        if creation is not None:
+            problems.append(creation)
+        return ZpoolSnapshot(pools=pools, ok=reason is None, reason=reason, finished_at=time.time(), source=source,
+                             problems=tuple(problems))
 
-    def _add_creation(self, pools: List[ZfsPool]) -> None:
+    def _add_creation(self, pools: List[ZfsPool]) -> Optional[Problem]:
         """Each pool's creation time, from zfs for the pools not asked before. A failing
-        zfs is logged and leaves the times out: nothing else depends on them."""
+        zfs leaves the times out (nothing else depends on them) and is the problem returned."""
         names = {p.name for p in pools}
         self._created = {name: when for name, when in self._created.items() if name in names}
         new = sorted(names - set(self._created))
+        reason = None
         if new:
             # zfs exits 1 when one of the pools cannot be opened, printing the others: take
             # what it printed either way.
@@ -254,9 +266,8 @@ class ZpoolReader:
                 self._created.update(parse_creation(result.stdout))
             except ZpoolOutputError as exc:
                 reason = reason or str(exc)
-            if reason:
-                log.once(LOG, logging.WARNING, ("zfs-get",), "pool creation time unknown", reason=reason)
         apply_creation(pools, self._created)
+        return Problem("pool creation time unknown", (("reason", reason),), WARNING) if reason else None
 
     def _read_captured(self) -> ZpoolSnapshot:
         paths = {key: self.roots.captured_path(*parts) for key, parts in CAPTURED_FILES.items()}
@@ -317,8 +328,7 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
     for key, text in outputs.items():
         path = os.path.join(folder, *CAPTURED_FILES[key])
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        atomicfile.replace_file(path, text.encode("utf-8"))
     return notes
 
 

@@ -13,11 +13,11 @@ Running zpool and reading its state from kstat is storpath.readers.zfs.
 from __future__ import annotations
 
 import calendar
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from storpath import boundedjson
 from storpath.parse import parse_int
 
 POOL_STATES = ("online", "degraded", "faulted", "offline", "removed", "unavail", "suspended")
@@ -133,7 +133,7 @@ def parse_status_json(text: str) -> List[ZfsPool]:
     """Pools from `zpool status -j --json-int`. Raises ZpoolOutputError when the text
     is not that document at all; a pool or vdev with odd fields yields what it has."""
     try:
-        doc = json.loads(text)
+        doc = boundedjson.loads(text)
     except ValueError as exc:
         raise ZpoolOutputError(f"zpool status JSON does not parse: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("pools", {}), dict):
