@@ -428,7 +428,7 @@ local format = import '../lib/format.libsonnet';
                   severity: 'info',
                 },
                 annotations: {
-                  summary: 'storpath cannot read NVMe Identify data: the LBA format check is off.',
+                  summary: 'NVMe Identify data cannot be read: the LBA format check is off.',
                   description: 'Controller {{ $labels.controller }} has namespaces, but storpath could not read Identify Namespace for them (no root or CAP_SYS_ADMIN, and no nvme-cli): their LBA formats are not judged. The exporter\'s log line "NVMe LBA formats unknown" gives the reason.',
                   runbook_url: '%(runbookUrlBase)sNvmeIdentifyUnavailable.md' % v,
                 },
@@ -805,7 +805,7 @@ local format = import '../lib/format.libsonnet';
                   severity: 'warning',
                 },
                 annotations: {
-                  summary: 'storpath cannot read ZFS details from zpool.',
+                  summary: 'ZFS details cannot be read from zpool.',
                   description: 'The zpool command keeps failing on {{ $labels.instance }}: pool state still comes from the kernel, but vdev states, errors, capacity and scrub results are not exported, so their alerts cannot fire. The exporter\'s log line "zpool failed" gives the reason.',
                   runbook_url: '%(runbookUrlBase)sZfsZpoolCommandFailing.md' % v,
                 },
