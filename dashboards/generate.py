@@ -232,15 +232,19 @@ def query_var(name: str, label: str, query: str, multi: bool) -> db.QueryVariabl
     return v
 
 
-def fleet_variables() -> List:
+def job_query(t: dict) -> str:
+    return f"label_values(storpath_build_info{{{t['dashboards']['job_selector']}}}, job)"
+
+
+def fleet_variables(t: dict) -> List:
     return [datasource_var(),
-            query_var("job", "Job", "label_values(storpath_build_info, job)", multi=True),
+            query_var("job", "Job", job_query(t), multi=True),
             query_var("instance", "Instance", 'label_values(storpath_build_info{job=~"$job"}, instance)', multi=True)]
 
 
-def host_variables() -> List:
+def host_variables(t: dict) -> List:
     return [datasource_var(),
-            query_var("job", "Job", "label_values(storpath_build_info, job)", multi=False),
+            query_var("job", "Job", job_query(t), multi=False),
             query_var("instance", "Instance", 'label_values(storpath_build_info{job=~"$job"}, instance)', multi=False),
             query_var("device", "Device", f"label_values(storpath_block_device_info{{{HOST_SEL}}}, device)", multi=True)]
 
@@ -392,7 +396,7 @@ def fleet(t: dict) -> dict:
                      "Which hosts run their storage below what the hardware can deliver.",
                      [("", verdicts), ("Where", offenders), ("Over time", trends), ("Health", health),
                       ("Inventory", inventory)],
-                     fleet_variables())
+                     fleet_variables(t))
 
 
 # ---- Host -------------------------------------------------------------------------
@@ -724,7 +728,7 @@ def host(t: dict) -> dict:
                      [("", verdicts), ("PCIe", pcie), ("NVMe", nvme), ("SAS and SATA", sas_sata), ("NUMA", numa),
                       ("md and ZFS", arrays), ("Throughput and probes", throughput),
                       ("NVMe temperature, health and alignment", nvme_health), ("Inventory", inventory)],
-                     host_variables(), annotations=annotations)
+                     host_variables(t), annotations=annotations)
 
 
 # ---- Capacity and performance review --------------------------------------------------
@@ -785,7 +789,7 @@ def capacity(t: dict) -> dict:
     return dashboard("storpath-capacity", "storpath / Capacity and performance review",
                      "For the monthly review: headroom, throughput trends, probe results over weeks and pool growth, "
                      "all from recording rules.",
-                     [("Headroom", headroom), ("Trends", trends), ("Pools", pools)], fleet_variables(),
+                     [("Headroom", headroom), ("Trends", trends), ("Pools", pools)], fleet_variables(t),
                      time_from="now-30d", refresh="")
 
 DASHBOARDS = {"storpath-fleet.json": fleet, "storpath-host.json": host, "storpath-capacity.json": capacity}

@@ -238,5 +238,13 @@
     // vanished drive is (a reset must not page).
     inventoryBelowExpectedFor: '5m',
     inventoryBelowExpectedSeverity: 'warning',
+
+    // ---- dashboards ----------------------------------------------------------------------
+    // The Grafana boards (dashboards/generate.py, the mixin's grafanaDashboards) read this file too:
+    // the thresholds above are drawn on their panels. Which exporters the boards' `job` variable
+    // offers: matchers on storpath_build_info, such as 'namespace="monitoring"'. Empty: every job
+    // that has a storpath exporter (storpath_build_info is storpath's own), so the boards work
+    // whatever the scrape job is called (`storpath`, a Helm release's service, a PodMonitor's).
+    dashboardsJobSelector: '',
   },
 }
