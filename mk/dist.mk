@@ -2,7 +2,7 @@
 # `make dist` writes into dist/ what a release would carry, and tests/packaging installs each
 # one the way a user would.
 #   make dist          all of it, then dist/SHA256SUMS
-#   make dist-python   wheel and sdist (Debian's python3-build, no download)
+#   make dist-python   wheel and sdist (Debian's python3-build; setuptools>=77 from PyPI in its isolated env)
 #   make dist-deb      prometheus-storpath-exporter_<version>-1_all.deb (dpkg-buildpackage, debhelper, pybuild)
 #   make dist-image    storpath:<version> saved with `docker save` (gzip) for `docker load`
 #   make dist-chart    the Helm chart (deploy/helm/storpath) packaged at <version>
@@ -31,7 +31,8 @@ dist-buildinfo:
 dist-python: dist-buildinfo
 	mkdir -p $(DIST_DIR)
 	rm -f $(DIST_DIR)/storpath-$(DIST_VERSION)-*.whl $(DIST_DIR)/storpath-$(DIST_VERSION).tar.gz
-	PATH=$(DIST_PATH) python3 -m build --no-isolation --outdir $(DIST_DIR) .
+	# Isolated: pyproject's SPDX license needs setuptools 77 or later, newer than Debian bookworm's.
+	PATH=$(DIST_PATH) python3 -m build --outdir $(DIST_DIR) .
 
 # The tree as committed plus what is new and not ignored, without .venv/.cache/dist.
 dist-deb: dist-buildinfo
