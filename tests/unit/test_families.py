@@ -82,6 +82,21 @@ def test_every_family_is_declared_once_and_named_by_the_conventions():
             assert family.help.endswith("."), f"{family.name}: HELP is a sentence"
 
 
+# Labels the scrape side puts on every series: Prometheus's own (job, instance), the ones
+# prometheus-operator's monitors and kube-prometheus-stack's relabelling add (node, namespace,
+# pod, service, container, endpoint), and those sites commonly add (cluster, host, region). A
+# series that carries one of them itself has it renamed exported_<label> on the way in (or
+# overwrites the target's with honor_labels), and every join on it breaks.
+TARGET_LABELS = {"job", "instance", "node", "namespace", "pod", "service", "container", "endpoint", "cluster",
+                 "host", "region"}
+
+
+def test_no_family_has_a_label_the_scrape_sets():
+    for families in metricsdoc.tables().values():
+        for family in families:
+            assert not TARGET_LABELS & set(family.labels), f"{family.name}: {TARGET_LABELS & set(family.labels)}"
+
+
 def test_docs_metrics_md_is_generated_from_the_tables():
     with open(metricsdoc.TEMPLATE, encoding="utf-8") as handle:
         expected = metricsdoc.render(handle.read())
