@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Render storpath's monitoring mixin (jsonnet) from the rule definitions that make rules/*.yml.
+"""Render storpath's monitoring mixin (jsonnet) from the rule definitions that make rules/*.yml and
+the code that makes dashboards/*.json.
 
-    python3 mixin/generate.py           rewrite mixin/config.libsonnet and mixin/generated/*.libsonnet
-    python3 mixin/generate.py --check   exit 1 (naming the files) when they are not current
+    make mixin                               rewrite mixin/config.libsonnet, mixin/generated/*.libsonnet, mixin/.lint
+    .venv/bin/python mixin/generate.py --check   exit 1 (naming the files) when they are not current
+
+It runs where dashboards/generate.py runs: grafana-foundation-sdk (pyproject's `dashboards` extra).
 
 The alerts and recording rules are not written twice. Every module of rules/definitions/ is
 rendered by rules/generate.py once more, with each value of rules/config/thresholds.yml replaced
@@ -16,8 +19,13 @@ rendered once per value and where the outputs differ, the jsonnet says ``if ... 
 Anything else done with a value (comparing it in Python, say) stops the generator with the
 definition's name, rather than produce a mixin that silently differs from rules/*.yml.
 
-tests/packaging/test_mixin.py evaluates the mixin with Debian's jsonnet and compares it with
-rules/*.yml.
+The dashboards are built the same way: dashboards/generate.py's boards with the marker config, a
+marker in a string becoming a format over _config, a number (a threshold drawn) written as its
+marker by grafana-foundation-sdk's encoder becoming the _config value itself. So the mixin's
+grafanaDashboards are dashboards/*.json with the default _config and follow a site's.
+
+tests/packaging/test_mixin.py evaluates the mixin with Debian's jsonnet and go-jsonnet and compares
+it with rules/*.yml and dashboards/*.json.
 """
 
 from __future__ import annotations
@@ -546,7 +554,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     stale = [p for p, text in files.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
     if args.check:
         for path in stale:
-            print(f"out of date: {path.relative_to(REPO)} (run python3 mixin/generate.py)", file=sys.stderr)
+            print(f"out of date: {path.relative_to(REPO)} (run make mixin)", file=sys.stderr)
         return 1 if stale else 0
     for path in stale:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -62,7 +62,7 @@ def rule_files() -> dict:
 
 
 def test_mixin_is_generated_from_the_current_definitions():
-    assert mixingen.main(["--check"]) == 0, "run: python3 mixin/generate.py"
+    assert mixingen.main(["--check"]) == 0, "run: make mixin"
 
 
 def test_default_config_evaluates_to_exactly_the_rule_files(jsonnet):
