@@ -11,6 +11,7 @@ import sys
 from typing import Iterator, List, Optional, Tuple
 
 from storpath import __version__
+from storpath.cli import build_parser
 
 SEE_ALSO = "prometheus(1), prometheus-node-exporter(1), nvme(1), fio(1)"
 
@@ -59,8 +60,6 @@ def positionals(parser: argparse.ArgumentParser) -> List[argparse.Action]:
 
 def render(parser: Optional[argparse.ArgumentParser] = None) -> str:
     if parser is None:
-        from storpath.cli import build_parser
-
         parser = build_parser()
     commands = subcommands(parser)
     lines = [
