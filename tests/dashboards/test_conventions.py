@@ -185,6 +185,10 @@ def test_variables_as_the_linters_want(path):
     dash = load(path)
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    assert variables["datasource"]["label"] in ("Data source", "Prometheus data source")
+    for p in panels(dash):
+        assert p["datasource"]["uid"] in ("$datasource", "${datasource}"), p["title"]
+        assert p["targets"], f"{p['title']!r} has no query"
     for name in ("job", "instance"):
         v = variables[name]
         assert v["type"] == "query" and v["datasource"]["uid"] in ("$datasource", "${datasource}"), name
