@@ -53,11 +53,13 @@ RATIO = "percentunit"
 DAYS = "d"
 CELSIUS = "celsius"
 
-# Selectors. The Host board shows one host at a time (single-select, no "All"), so its
-# selector is an exact match; the fleet boards take any number of hosts.
+# Selectors. Every selector of a storpath series carries both (tests/dashboards/test_conventions.py):
+# a panel never mixes hosts or exporters the variables left out. Regex matches on the Host board
+# too, where one host is chosen at a time: a single value matches itself, as dashboard-linter and
+# mixtool lint expect of every query.
 FLEET_SEL = 'job=~"$job", instance=~"$instance"'
-HOST_SEL = 'job="$job", instance="$instance"'
-HOST_ONLY = 'instance="$instance"'  # node_exporter's series have their own job
+HOST_SEL = FLEET_SEL
+HOST_ONLY = 'instance=~"$instance"'  # node_exporter's series have their own job
 # The capacity rules aggregate node_exporter's and storpath's series by (instance, device):
 # they carry no job label, so only the host filter applies.
 HOST_ONLY_FLEET = 'instance=~"$instance"'
@@ -186,13 +188,15 @@ def timeseries(title: str, targets: Sequence[prom.Dataquery], width: int = 12, h
 
 def table(title: str, targets: Sequence[prom.Dataquery], columns: Dict[str, Column], width: int = 24, height: int = 8,
           description: str = "", hide: Sequence[str] = (), links: Sequence = (),
-          labels: Optional[Dict[str, Column]] = None):
+          labels: Optional[Dict[str, Column]] = None, unit: str = "none"):
     """A table of instant queries in table format, merged on their common labels.
 
     ``columns`` names the value of each query in order (Value #A, Value #B...); ``labels``
     styles label columns (a state label coloured by a value mapping, a link on instance).
     """
-    p = table_panel.Panel().cell_height(cm.TableCellHeight.SM).show_header(True).align(cm.FieldTextAlignment.AUTO)
+    # A unit for every column the overrides leave alone (counts, labels): "none".
+    p = table_panel.Panel().unit(unit).cell_height(cm.TableCellHeight.SM).show_header(True).align(
+        cm.FieldTextAlignment.AUTO)
     for t in targets:
         # `merge` joins rows whose common columns agree, and a metric name is a column: two
         # metrics would never share a row. `max without ()` drops the name, keeps every label.
@@ -223,20 +227,25 @@ def query_var(name: str, label: str, query: str, multi: bool) -> db.QueryVariabl
     v = db.QueryVariable(name).label(label).datasource(DS).query(query).refresh(
         dm.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(dm.VariableSort.ALPHABETICAL_ASC).multi(multi).include_all(multi)
     if multi:
-        v.all_value(".*")
+        # `.+`, not `.*`: "All" then matches every series that has the label, as the linters ask.
+        v.all_value(".+")
     return v
 
 
-def fleet_variables() -> List:
-    return [datasource_var(),
-            query_var("job", "Job", "label_values(storpath_build_info, job)", multi=True),
-            query_var("instance", "Host", 'label_values(storpath_build_info{job=~"$job"}, instance)', multi=True)]
+def job_query(t: dict) -> str:
+    return f"label_values(storpath_build_info{{{t['dashboards']['job_selector']}}}, job)"
 
 
-def host_variables() -> List:
+def fleet_variables(t: dict) -> List:
     return [datasource_var(),
-            query_var("job", "Job", "label_values(storpath_build_info, job)", multi=False),
-            query_var("instance", "Host", 'label_values(storpath_build_info{job="$job"}, instance)', multi=False),
+            query_var("job", "Job", job_query(t), multi=True),
+            query_var("instance", "Instance", 'label_values(storpath_build_info{job=~"$job"}, instance)', multi=True)]
+
+
+def host_variables(t: dict) -> List:
+    return [datasource_var(),
+            query_var("job", "Job", job_query(t), multi=False),
+            query_var("instance", "Instance", 'label_values(storpath_build_info{job=~"$job"}, instance)', multi=False),
             query_var("device", "Device", f"label_values(storpath_block_device_info{{{HOST_SEL}}}, device)", multi=True)]
 
 
@@ -246,7 +255,7 @@ Section = Tuple[str, List]
 
 def dashboard(uid: str, title: str, description: str, sections: Sequence[Section], variables: List,
               time_from: str = "now-6h", refresh: str = "1m", annotations: Sequence = ()) -> dict:
-    d = db.Dashboard(title).uid(uid).description(description).tags(TAGS).editable().refresh(refresh).time(
+    d = db.Dashboard(title).uid(uid).description(description).tags(TAGS).readonly().refresh(refresh).time(
         time_from, "now").timezone("").tooltip(dm.DashboardCursorSync.CROSSHAIR).variables(variables)
     d.link(db.DashboardLink("storpath dashboards").type(dm.DashboardLinkType.DASHBOARDS).tags(["storpath"]).as_dropdown(
         True).include_vars(True).keep_time(True))
@@ -282,17 +291,23 @@ def fleet(t: dict) -> dict:
                          "its ends support.", links=[runbook(rb, "PcieLinkSpeedBelowExpected"),
                                                      runbook(rb, "PcieLinkWidthBelowExpected")]),
         stat("Links below expected", f"sum(instance:storpath_pcie_links_below_expected:count{{{sel}}}) or vector(0)",
+             description="PCIe link ends of storage and network devices, on all the chosen hosts, that trained "
+                         "below what both ends support.",
              links=[runbook(rb, "PcieLinkSpeedBelowExpected")]),
         stat("Devices placed below capability",
              f"sum(instance:storpath_pcie_devices_limited_by_port:count{{{sel}}}) or vector(0)", thresholds=warn,
              description="Devices that could do more than the port they sit behind (a Gen4 drive in a Gen3 slot).",
              links=[runbook(rb, "PcieDeviceLimitedByPort")]),
         stat("Namespaces on a slower LBA format",
-             f"count(storpath_nvme_namespace_lba_size_bytes{{{sel}}} != storpath_nvme_namespace_best_lba_size_bytes)"
-             f" or vector(0)", thresholds=warn, links=[runbook(rb, "NvmeNamespaceLbaFormatNotBest")]),
+             f"count(storpath_nvme_namespace_lba_size_bytes{{{sel}}} != storpath_nvme_namespace_best_lba_size_bytes{{{sel}}})"
+             f" or vector(0)", thresholds=warn,
+             description="NVMe namespaces formatted with an LBA size other than the one the drive calls best "
+                         "(512 B where 4 KiB performs better).",
+             links=[runbook(rb, "NvmeNamespaceLbaFormatNotBest")]),
         stat("Degraded arrays and pools",
              f"(sum(instance:storpath_md_arrays_degraded:count{{{sel}}}) or vector(0)) + "
              f"(count(storpath_zfs_pool_state{{{sel}, state!=\"online\"}} == 1) or vector(0))",
+             description="md arrays with a missing or failed member, and ZFS pools in any state but online.",
              links=[runbook(rb, "MdArrayDegraded"), runbook(rb, "ZfsPoolNotOnline")]),
         stat("Probes below expectation",
              f"count(target_profile:storpath_probe_read_throughput:ratio{{{sel}}} < {ratio}) or vector(0)",
@@ -303,17 +318,22 @@ def fleet(t: dict) -> dict:
     offenders = [
         table("Worst offenders: links below expected (bandwidth lost)", [
             q(f"sort_desc(storpath_pcie_expected_link_bandwidth_bytes_per_second{{{sel}}} "
-              f"- storpath_pcie_current_link_bandwidth_bytes_per_second > 0)"),
+              f"- storpath_pcie_current_link_bandwidth_bytes_per_second{{{sel}}} > 0)"),
         ], {"bandwidth lost": Column("bandwidth lost", BPS)}, width=12, height=9, hide=["job"], labels=host_link,
             description="Every link end trained below expectation, most bandwidth lost first. Click a host.",
             links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected")]),
         table("Worst offenders: devices below capability (placement)", [
             q(f"sort_desc((storpath_pcie_max_link_speed_transfers_per_second{{{sel}}} "
-              f"* storpath_pcie_max_link_width / 8 "
-              f"- storpath_pcie_expected_link_speed_transfers_per_second * storpath_pcie_expected_link_width / 8) "
-              f"> 0 and on(instance, address) storpath_pcie_device_info{{port_type!~\"root_port|downstream_port\"}})"),
+              f"* storpath_pcie_max_link_width{{{sel}}} / 8 "
+              f"- storpath_pcie_expected_link_speed_transfers_per_second{{{sel}}} "
+              f"* storpath_pcie_expected_link_width{{{sel}}} / 8) "
+              f"> 0 and on(instance, address) "
+              f"storpath_pcie_device_info{{{sel}, port_type!~\"root_port|downstream_port\"}})"),
         ], {"raw capability not reachable": Column("raw capability not reachable", BPS)}, width=12, height=9,
-            hide=["job"], labels=host_link, links=[runbook(rb, "PcieDeviceLimitedByPort")]),
+            hide=["job"], labels=host_link,
+            description="Devices that could train faster or wider than the port they sit behind allows, by the "
+                        "raw bandwidth they cannot reach. Moving them to a better slot is the fix.",
+            links=[runbook(rb, "PcieDeviceLimitedByPort")]),
     ]
     trends = [
         timeseries("Measured / expected read throughput (probes)", [
@@ -322,15 +342,20 @@ def fleet(t: dict) -> dict:
             description=f"1.0 means the probe read as fast as the links allow; the alert fires under {ratio:.0%} "
                         f"(dashed line).", links=[runbook(rb, "ProbeThroughputBelowExpected")]),
         timeseries("Links below expected per host", [
-            q(f"instance:storpath_pcie_links_below_expected:count{{{sel}}} > 0", "{{instance}}")]),
+            q(f"instance:storpath_pcie_links_below_expected:count{{{sel}}} > 0", "{{instance}}")],
+            description="Per host, the PCIe link ends below expected over time: a step is a link that retrained."),
     ]
     health = [
         table("Exporter health", [q(f"min by (instance, collector) (storpath_scrape_collector_success{{{sel}}})")],
               {"success": Column("success", mappings=[value_map({"1": ("ok", GREEN), "0": ("failing", RED)})])},
-              width=8, height=7, labels=host_link, links=[runbook(rb, "StorpathCollectorFailing")]),
+              width=8, height=7, labels=host_link,
+              description="Whether each collector of each exporter read its sources on the last scrape; a failing "
+                          "one leaves its alerts blind.", links=[runbook(rb, "StorpathCollectorFailing")]),
         table("Degraded arrays", [q(f"storpath_md_degraded_disks{{{sel}}} > 0")],
               {"degraded disks": Column("degraded disks", thresholds=steps((None, GREEN), (1, RED)))},
-              width=8, height=7, hide=["job"], labels=host_link, links=[runbook(rb, "MdArrayDegraded")]),
+              width=8, height=7, hide=["job"], labels=host_link,
+              description="md arrays running with fewer disks than they were built with.",
+              links=[runbook(rb, "MdArrayDegraded")]),
         table("Pools by fill level", [q(f"sort_desc(zpool:storpath_zfs_pool_capacity:ratio{{{sel}}})")],
               {"used": Column("used", RATIO, thresholds=steps((None, GREEN), (cap_warn, ORANGE), (cap_crit, RED)))},
               width=8, height=7, hide=["job"], labels=host_link,
@@ -371,7 +396,7 @@ def fleet(t: dict) -> dict:
                      "Which hosts run their storage below what the hardware can deliver.",
                      [("", verdicts), ("Where", offenders), ("Over time", trends), ("Health", health),
                       ("Inventory", inventory)],
-                     fleet_variables())
+                     fleet_variables(t))
 
 
 # ---- Host -------------------------------------------------------------------------
@@ -428,24 +453,34 @@ def host(t: dict) -> dict:
 
     verdicts = [
         stat("Links below expected", f"instance:storpath_pcie_links_below_expected:count{{{sel}}} or vector(0)",
-             width=3, links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected")]),
+             width=3, description="PCIe link ends of storage and network devices trained below what both ends "
+                                  "support.",
+             links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected")]),
         stat("Devices limited by their port",
              f"instance:storpath_pcie_devices_limited_by_port:count{{{sel}}} or vector(0)", width=3, thresholds=warn,
+             description="Devices that could do more than the port they sit behind (a Gen4 drive in a Gen3 slot).",
              links=[runbook(rb, "PcieDeviceLimitedByPort")]),
         stat("Namespaces not on the best LBA format",
              f"count(storpath_nvme_namespace_lba_size_bytes{{{sel}}} "
-             f"!= storpath_nvme_namespace_best_lba_size_bytes) or vector(0)", width=3, thresholds=warn,
+             f"!= storpath_nvme_namespace_best_lba_size_bytes{{{sel}}}) or vector(0)", width=3, thresholds=warn,
+             description="NVMe namespaces not formatted with the LBA size the drive calls best.",
              links=[runbook(rb, "NvmeNamespaceLbaFormatNotBest")]),
         stat("SAS PHYs below hardware maximum",
              f"instance:storpath_sas_phys_below_hardware_maximum:count{{{sel}}} or vector(0)", width=3,
+             description="SAS PHYs that negotiated a rate below what both ends of the link can do.",
              links=[runbook(rb, "SasPhyLinkRateBelowMaximum")]),
         stat("SATA links held low", f"sum(storpath_sata_link_limited{{{sel}}}) or vector(0)", width=3,
-             thresholds=warn, links=[runbook(rb, "SataLinkBelowHardwareLimit")]),
+             thresholds=warn, description="SATA links libata holds below the hardware's limit (lowered after "
+                                          "errors or by a kernel option).",
+             links=[runbook(rb, "SataLinkBelowHardwareLimit")]),
         stat("md arrays degraded", f"instance:storpath_md_arrays_degraded:count{{{sel}}} or vector(0)", width=3,
+             description="md arrays running with fewer disks than they were built with.",
              links=[runbook(rb, "MdArrayDegraded")]),
         stat("ZFS pools not online", f"count(storpath_zfs_pool_state{{{sel}, state!=\"online\"}} == 1) or vector(0)",
-             width=3, links=[runbook(rb, "ZfsPoolNotOnline")]),
+             width=3, description="ZFS pools in any state but online (degraded, faulted, suspended...).",
+             links=[runbook(rb, "ZfsPoolNotOnline")]),
         stat("Collectors failing", f"count(storpath_scrape_collector_success{{{sel}}} == 0) or vector(0)", width=3,
+             description="Collectors that could not read their sources on the last scrape: their alerts are blind.",
              links=[runbook(rb, "StorpathCollectorFailing")]),
     ]
     pcie = [
@@ -485,16 +520,18 @@ def host(t: dict) -> dict:
             description=f"The PcieAerCorrectableErrorsRising alert fires above {aer_limit} in {aer_window} "
                         f"(dashed line).", links=[runbook(rb, "PcieAerCorrectableErrorsRising")]),
         timeseries("Uncorrectable AER errors per second", [
-            q(f"rate(storpath_pcie_aer_errors_total{{{sel}, severity!=\"correctable\"}}[5m])",
+            q(f"rate(storpath_pcie_aer_errors_total{{{sel}, severity!=\"correctable\"}}[$__rate_interval])",
               "{{address}} {{severity}}")],
-            width=12, height=7, unit="short", links=[runbook(rb, "PcieAerUncorrectableErrors")]),
+            width=12, height=7, unit="short",
+            description="Non-fatal and fatal AER errors: the link lost data the hardware could not recover.",
+            links=[runbook(rb, "PcieAerUncorrectableErrors")]),
     ]
     nvme = [
         table("NVMe namespaces: LBA format in use vs best", [
             q(f"storpath_nvme_namespace_lba_size_bytes{{{sel}, {dev}}}"),
             q(f"storpath_nvme_namespace_best_lba_size_bytes{{{sel}, {dev}}}"),
             q(f"storpath_nvme_namespace_lba_size_bytes{{{sel}, {dev}}} "
-              f"!= bool storpath_nvme_namespace_best_lba_size_bytes"),
+              f"!= bool storpath_nvme_namespace_best_lba_size_bytes{{{sel}}}"),
             q(f"storpath_nvme_namespace_physical_block_size_bytes{{{sel}, {dev}}}"),
             q(f"storpath_nvme_namespace_info{{{sel}, {dev}}} * on(instance, controller) group_left(model, firmware) "
               f"storpath_nvme_controller_info{{{sel}}}"),
@@ -521,7 +558,7 @@ def host(t: dict) -> dict:
             q(f"storpath_sas_phy_maximum_link_rate_transfers_per_second{{{sel}}} / 1e9"),
             q(f"storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second{{{sel}}} / 1e9"),
             q(f"storpath_sas_phy_negotiated_link_rate_transfers_per_second{{{sel}}} "
-              f"< bool storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second"),
+              f"< bool storpath_sas_phy_hardware_maximum_link_rate_transfers_per_second{{{sel}}}"),
         ], {"negotiated": Column("negotiated", GBITS), "minimum": Column("minimum", GBITS),
             "maximum": Column("maximum", GBITS), "hardware maximum": Column("hardware maximum", GBITS),
             "rate": Column("rate", mappings=[rate_state])},
@@ -547,10 +584,15 @@ def host(t: dict) -> dict:
             q(per_device("storpath_numa_storage_controller_node")),
         ], {"NUMA node": Column("NUMA node", mappings=[value_map({"-1": ("unknown", ORANGE)})]),
             "controller node": Column("controller node", mappings=[value_map({"-1": ("unknown", ORANGE)})])},
-            width=10, height=7, hide=["job", "instance"], links=[runbook(rb, "StorageNumaNodeUnknown")]),
+            width=10, height=7, hide=["job", "instance"],
+            description="The NUMA node of each block device and of its controller; unknown (-1) on a machine "
+                        "with several nodes means the firmware did not describe locality.",
+            links=[runbook(rb, "StorageNumaNodeUnknown")]),
         table("md arrays across NUMA nodes", [q(f"storpath_md_member_numa_nodes{{{sel}}}")],
               {"NUMA nodes": Column("NUMA nodes", thresholds=steps((None, GREEN), (2, ORANGE)))},
-              width=10, height=7, hide=["job", "instance"], links=[runbook(rb, "MdArraySpansNumaNodes")]),
+              width=10, height=7, hide=["job", "instance"],
+              description="How many NUMA nodes the members of each md array sit on; more than one is a design "
+                          "choice to know about.", links=[runbook(rb, "MdArraySpansNumaNodes")]),
     ]
     member_state = [regex_map(".*faulty.*", "faulty", RED), regex_map("^in_sync.*", "in sync", GREEN),
                     regex_map(".*spare.*", "spare / rebuilding", ORANGE)]
@@ -570,10 +612,13 @@ def host(t: dict) -> dict:
             width=12, height=7, hide=["job", "instance", "level_present", "sync", "state_present"],
             labels={"action": Column("action", mappings=[value_map({"idle": ("idle", GREEN)}),
                                                          regex_map("recover|resync|reshape", "rebuilding", ORANGE)])},
-            links=[runbook(rb, "MdArrayDegraded"), runbook(rb, "MdSyncStalled")]),
+            description="Level, disks, missing disks, the sync action in progress and the array state of "
+                        "each md array.", links=[runbook(rb, "MdArrayDegraded"), runbook(rb, "MdSyncStalled")]),
         table("md members", [q(f"storpath_md_member_info{{{sel}}}")], {"present": Column("present")},
               width=12, height=7, hide=["job", "instance", "present"],
-              labels={"state": Column("state", mappings=member_state)}, links=[runbook(rb, "MdMemberFaulty")]),
+              labels={"state": Column("state", mappings=member_state)},
+              description="Every member of every md array and its state (in sync, faulty, spare).",
+              links=[runbook(rb, "MdMemberFaulty")]),
         table("ZFS pools", [
             q(f"storpath_zfs_pool_state{{{sel}}} == 1"),
             q(f"storpath_zfs_pool_size_bytes{{{sel}}}"),
@@ -591,21 +636,23 @@ def host(t: dict) -> dict:
                    runbook(rb, "ZfsPoolAshiftBelowSectorSize")]),
         table("ZFS vdevs not online", [q(f"storpath_zfs_vdev_state{{{sel}, state!=\"online\"}} == 1")],
               {"present": Column("present")}, width=12, height=7, hide=["job", "instance", "present"],
-              labels={"state": Column("state", mappings=[pool_state])}, links=[runbook(rb, "ZfsVdevNotOnline")]),
+              labels={"state": Column("state", mappings=[pool_state])},
+              description="ZFS vdevs in any state but online.", links=[runbook(rb, "ZfsVdevNotOnline")]),
     ]
     throughput = [
         timeseries("Read throughput vs the link's expected bandwidth", [
-            q(f"rate(node_disk_read_bytes_total{{{HOST_ONLY}, {dev}}}[5m])", "{{device}} read"),
+            q(f"rate(node_disk_read_bytes_total{{{HOST_ONLY}, {dev}}}[$__rate_interval])", "{{device}} read"),
             q(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"), "{{device}} link allows"),
         ], unit=BPS, description="Live reads from node_exporter against what the device's link can carry."),
         timeseries("Write throughput vs the link's expected bandwidth", [
-            q(f"rate(node_disk_written_bytes_total{{{HOST_ONLY}, {dev}}}[5m])", "{{device}} write"),
+            q(f"rate(node_disk_written_bytes_total{{{HOST_ONLY}, {dev}}}[$__rate_interval])", "{{device}} write"),
             q(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"), "{{device}} link allows"),
-        ], unit=BPS),
+        ], unit=BPS, description="Live writes from node_exporter against what the device's link can carry."),
         timeseries("Probes: measured vs expected read throughput", [
             q(f"storpath_probe_read_bytes_per_second{{{sel}}}", "{{target}} {{profile}} measured"),
             q(f"storpath_probe_expected_read_bytes_per_second{{{sel}}}", "{{target}} {{profile}} expected"),
-        ], width=8, unit=BPS, links=[runbook(rb, "ProbeThroughputBelowExpected")]),
+        ], width=8, unit=BPS, description="What each read probe measured beside what its path should give.",
+            links=[runbook(rb, "ProbeThroughputBelowExpected")]),
         timeseries("Probes: measured / expected", [
             q(f"target_profile:storpath_probe_read_throughput:ratio{{{sel}}}", "{{target}} {{profile}}")],
             width=8, unit=RATIO, thresholds=steps((None, RED), (ratio, GREEN)), soft_max=1,
@@ -613,7 +660,7 @@ def host(t: dict) -> dict:
             links=[runbook(rb, "ProbeThroughputBelowExpected")]),
         timeseries("Probe read latency (p99)", [
             q(f"storpath_probe_read_latency_seconds{{{sel}, quantile=\"0.99\"}}", "{{target}} {{profile}}")],
-            width=8, unit="s"),
+            width=8, unit="s", description="The 99th percentile of read latency in each probe run."),
     ]
     nvme_health = [
         timeseries("NVMe composite temperature vs warning threshold", [
@@ -626,21 +673,25 @@ def host(t: dict) -> dict:
                         "Identify data (root or CAP_SYS_ADMIN).",
             links=[runbook(rb, "NvmeTemperatureAboveWarning")]),
         timeseries("NVMe share of time throttled", [
-            q(f"rate(storpath_nvme_thermal_management_time_seconds_total{{{sel}}}[5m])",
+            q(f"rate(storpath_nvme_thermal_management_time_seconds_total{{{sel}}}[$__rate_interval])",
               "{{controller}} level {{level}}")], unit=RATIO, soft_max=1,
             description="Thermal management: level 1 is the light step, level 2 the heavy one. From the SMART log, "
                         "read every minute.", links=[runbook(rb, "NvmeThermalThrottling")]),
         table("NVMe critical warnings set", [q(f"storpath_nvme_critical_warning{{{sel}}} == 1")],
               {"set": Column("set", mappings=[value_map({"1": ("set", RED)})])}, width=8, height=7,
-              hide=["job", "instance"], links=[runbook(rb, "NvmeCriticalWarning")]),
+              hide=["job", "instance"],
+              description="Critical warning bits a drive reports in its SMART log: the drive's own verdict.",
+              links=[runbook(rb, "NvmeCriticalWarning")]),
         table("NVMe available spare vs threshold", [
             q(f"storpath_nvme_available_spare_ratio{{{sel}}}"),
             q(f"storpath_nvme_available_spare_threshold_ratio{{{sel}}}"),
-            q(f"storpath_nvme_available_spare_ratio{{{sel}}} < bool storpath_nvme_available_spare_threshold_ratio"),
+            q(f"storpath_nvme_available_spare_ratio{{{sel}}} < bool storpath_nvme_available_spare_threshold_ratio{{{sel}}}"),
         ], {"spare": Column("spare", RATIO), "threshold": Column("threshold", RATIO),
             "state": Column("state", mappings=[value_map({"0": ("above threshold", GREEN),
                                                           "1": ("below threshold", RED)})])},
-            width=8, height=7, hide=["job", "instance"], links=[runbook(rb, "NvmeSpareBelowThreshold")]),
+            width=8, height=7, hide=["job", "instance"],
+            description="Spare capacity left for worn-out blocks, beside the threshold below which the drive "
+                        "warns.", links=[runbook(rb, "NvmeSpareBelowThreshold")]),
         table("Misaligned partitions", [
             q(f"storpath_block_partition_misaligned{{{sel}}} == 1"),
             q(f"storpath_block_partition_start_bytes{{{sel}}} "
@@ -657,6 +708,7 @@ def host(t: dict) -> dict:
     inventory = [
         table("Inventory: devices per kind", [q(f"storpath_inventory_devices{{{sel}}}")],
               {"devices": Column("devices")}, width=6, height=8, hide=["job", "instance"],
+              description="How many NVMe controllers, SAS and SATA disks and HBAs the host has now.",
               links=[runbook(rb, "InventoryDevicesVanished"), runbook(rb, "InventoryBelowExpected")]),
         table("Inventory: every storage device", [q(f"storpath_inventory_device_info{{{sel}}}")],
               {"present": Column("present")},
@@ -676,7 +728,7 @@ def host(t: dict) -> dict:
                      [("", verdicts), ("PCIe", pcie), ("NVMe", nvme), ("SAS and SATA", sas_sata), ("NUMA", numa),
                       ("md and ZFS", arrays), ("Throughput and probes", throughput),
                       ("NVMe temperature, health and alignment", nvme_health), ("Inventory", inventory)],
-                     host_variables(), annotations=annotations)
+                     host_variables(t), annotations=annotations)
 
 
 # ---- Capacity and performance review --------------------------------------------------
@@ -698,7 +750,8 @@ def capacity(t: dict) -> dict:
         table(f"Devices closest to their link ({peak} peak)", [
             q(f"topk(20, instance_device:storpath_block_device_read_peak:link_ratio{{{HOST_ONLY_FLEET}}})"),
         ], {"peak / link": Column("peak / link", RATIO, thresholds=steps((None, GREEN), (head, ORANGE)))},
-            width=24, height=7, labels={"instance": Column("instance", link=HOST_URL)}),
+            width=24, height=7, labels={"instance": Column("instance", link=HOST_URL)},
+            description=f"The twenty devices whose {peak} peak read came closest to their link's bandwidth."),
     ]
     trends = [
         timeseries("Probe results over weeks", [
@@ -709,7 +762,8 @@ def capacity(t: dict) -> dict:
             description="Across the whole fleet (not narrowed by the host filter): one line per NVMe model."),
         timeseries("Read throughput per md array", [
             q(f"instance_device:storpath_block_device_read_bytes:rate5m{{{HOST_ONLY_FLEET}, device=~\"md.*\"}}",
-              "{{instance}} {{device}}")], unit=BPS, interval=c["evaluation_interval"]),
+              "{{instance}} {{device}}")], unit=BPS, interval=c["evaluation_interval"],
+            description="Read throughput of each md array, averaged over 5 minutes."),
         timeseries(f"Pool capacity used, projected {c['projection_horizon']} ahead", [
             q(f"zpool:storpath_zfs_pool_capacity:ratio{{{sel}}}", "{{instance}} {{zpool}} used"),
             q(f"zpool:storpath_zfs_pool_capacity:predict_linear{{{sel}}}",
@@ -735,7 +789,7 @@ def capacity(t: dict) -> dict:
     return dashboard("storpath-capacity", "storpath / Capacity and performance review",
                      "For the monthly review: headroom, throughput trends, probe results over weeks and pool growth, "
                      "all from recording rules.",
-                     [("Headroom", headroom), ("Trends", trends), ("Pools", pools)], fleet_variables(),
+                     [("Headroom", headroom), ("Trends", trends), ("Pools", pools)], fleet_variables(t),
                      time_from="now-30d", refresh="")
 
 DASHBOARDS = {"storpath-fleet.json": fleet, "storpath-host.json": host, "storpath-capacity.json": capacity}

@@ -1,14 +1,21 @@
 // storpath monitoring mixin: alerts, recording rules and dashboards for kube-prometheus,
-// kube-prometheus-stack or any Prometheus that takes jsonnet-rendered rules.
+// kube-prometheus-stack or any Prometheus that takes jsonnet-rendered rules. Vendor it with
+// jsonnet-bundler (this folder is the package; it imports nothing outside it):
 //
-//   local storpath = (import 'storpath/mixin/mixin.libsonnet') + {
+//   jb install github.com/storpath/storpath/mixin@main
+//
+//   local storpath = (import 'github.com/storpath/storpath/mixin/mixin.libsonnet') + {
 //     _config+:: { targetSelector: 'job="storpath-exporter"', zfsCapacityWarningRatio: 0.8 },
 //   };
 //   storpath.prometheusAlerts, storpath.prometheusRules, storpath.grafanaDashboards
 //
-// The rules are generated (mixin/generate.py) from the same definitions as rules/*.yml; with
-// the default _config, ruleFiles evaluates to exactly those files. Every threshold, `for:`,
-// severity and selector is a key of _config (config.libsonnet, with the reason for each value).
+// The rules are generated (mixin/generate.py) from the same definitions as rules/*.yml, the
+// dashboards by the code that writes dashboards/*.json; with the default _config, ruleFiles
+// evaluates to exactly those rule files and grafanaDashboards to those boards. Every threshold,
+// `for:`, severity and selector is a key of _config (config.libsonnet, with the reason for each
+// value), and the boards follow it too: the thresholds they draw and name, the runbook base of
+// their links, the windows of their panels, the selector of their job variable
+// (dashboardsJobSelector).
 local generated = import 'generated/rules.libsonnet';
 
 (import 'config.libsonnet') + {
@@ -31,5 +38,6 @@ local generated = import 'generated/rules.libsonnet';
     groups+: [group { name: group.name + '.rules' } for group in groups('record') if group.rules != []],
   },
 
-  grafanaDashboards+:: import 'generated/dashboards.libsonnet',
+  // {file name: dashboard}: dashboards/*.json with the default _config.
+  grafanaDashboards+:: (import 'generated/dashboards.libsonnet').dashboards($._config),
 }

@@ -2,12 +2,12 @@
 # `make dist` writes into dist/ what a release would carry, and tests/packaging installs each
 # one the way a user would.
 #   make dist          all of it, then dist/SHA256SUMS
-#   make dist-python   wheel and sdist (Debian's python3-build, no download)
+#   make dist-python   wheel and sdist (Debian's python3-build; setuptools>=77 from PyPI in its isolated env)
 #   make dist-deb      prometheus-storpath-exporter_<version>-1_all.deb (dpkg-buildpackage, debhelper, pybuild)
 #   make dist-image    storpath:<version> saved with `docker save` (gzip) for `docker load`
 #   make dist-chart    the Helm chart (deploy/helm/storpath) packaged at <version>
-#   make dist-mixin    the monitoring mixin (mixin/, with the dashboards it imports)
-#   make mixin         regenerate mixin/ from rules/definitions and rules/config
+#   make dist-mixin    the monitoring mixin (mixin/: the jsonnet-bundler package, nothing outside it)
+#   make mixin         regenerate mixin/ from rules/definitions, rules/config and dashboards/generate.py
 
 DIST_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' exporter/storpath/__init__.py)
 DIST_DIR ?= dist
@@ -31,7 +31,8 @@ dist-buildinfo:
 dist-python: dist-buildinfo
 	mkdir -p $(DIST_DIR)
 	rm -f $(DIST_DIR)/storpath-$(DIST_VERSION)-*.whl $(DIST_DIR)/storpath-$(DIST_VERSION).tar.gz
-	PATH=$(DIST_PATH) python3 -m build --no-isolation --outdir $(DIST_DIR) .
+	# Isolated: pyproject's SPDX license needs setuptools 77 or later, newer than Debian bookworm's.
+	PATH=$(DIST_PATH) python3 -m build --outdir $(DIST_DIR) .
 
 # The tree as committed plus what is new and not ignored, without .venv/.cache/dist.
 dist-deb: dist-buildinfo
@@ -53,17 +54,21 @@ dist-chart: chart-files
 	"$$(deploy/helm/build-helm)" package deploy/helm/storpath --version $(DIST_VERSION) \
 	    --app-version $(DIST_VERSION) --destination $(DIST_DIR)
 
+# The mixin's generator builds the boards with grafana-foundation-sdk (the venv's `dashboards`
+# extra, as dashboards/generate.py does), so it runs on the venv's Python where there is one.
+MIXIN_PYTHON ?= $(or $(wildcard .venv/bin/python),python3)
+
 dist-mixin:
-	PATH=$(DIST_PATH) python3 mixin/generate.py --check
+	$(MIXIN_PYTHON) mixin/generate.py --check
 	mkdir -p $(DIST_DIR)
 	tar -czf $(DIST_DIR)/storpath-mixin-$(DIST_VERSION).tar.gz --sort=name --owner=0 --group=0 \
-	    --exclude=__pycache__ mixin dashboards/*.json
+	    --exclude=__pycache__ mixin
 
 dist-sums:
 	cd $(DIST_DIR) && rm -f SHA256SUMS && sha256sum -- * >SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS
 
 mixin:
-	PATH=$(DIST_PATH) python3 mixin/generate.py
+	$(MIXIN_PYTHON) mixin/generate.py
 
 # The chart carries rules/*.yml and dashboards/*.json (Helm reads files inside the chart only).
 chart-files:

@@ -44,7 +44,7 @@ def common_parser() -> argparse.ArgumentParser:
         collectors.add_argument(f"--collector.{name}", dest=f"collector_{name}", action="store_const", const=True,
                                 help=f"Enable the {name} collector ({spec.help}). Default {state}.")
         collectors.add_argument(f"--no-collector.{name}", dest=f"collector_{name}", action="store_const", const=False,
-                                help=argparse.SUPPRESS)
+                                help=f"Disable the {name} collector.")
     return parser
 
 

@@ -40,7 +40,7 @@ def rules(c):
                 last_over_time(storpath_nvme_identify_available[${notice}] offset ${notice}) == 0
             """, on=c.on("controller"), notice=cfg.identify_unavailable_notice),
             cfg.identify_unavailable_for, "info",
-            "storpath cannot read NVMe Identify data: the LBA format check is off.",
+            "NVMe Identify data cannot be read: the LBA format check is off.",
             """Controller {{ $labels.controller }} has namespaces, but storpath could not read Identify
             Namespace for them (no root or CAP_SYS_ADMIN, and no nvme-cli): their LBA formats are not
             judged. The exporter's log line "NVMe LBA formats unknown" gives the reason.""",

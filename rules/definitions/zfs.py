@@ -25,7 +25,7 @@ def rules(c):
             "ZfsZpoolCommandFailing",
             "storpath_zfs_zpool_up == 0",
             cfg.zpool_failing_for, "warning",
-            "storpath cannot read ZFS details from zpool.",
+            "ZFS details cannot be read from zpool.",
             """The zpool command keeps failing on {{ $labels.instance }}: pool state still comes from the
             kernel, but vdev states, errors, capacity and scrub results are not exported, so their alerts
             cannot fire. The exporter's log line "zpool failed" gives the reason.""",

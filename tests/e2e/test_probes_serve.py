@@ -85,6 +85,7 @@ def test_results_survive_a_restart(tmp_path, fio_tool):
         bandwidth = sample(text, "storpath_probe_read_bytes_per_second", target="scratch", profile="seqread")
         last_success = sample(text, "storpath_probe_last_success_timestamp_seconds", target="scratch")
         assert bandwidth > 0
+        assert sample(text, "storpath_probe_read_operations_per_second", target="scratch", profile="seqread") > 0
         assert sample(text, "storpath_probe_expected_read_bytes_per_second", target="scratch") == 100e9
         for quantile in ("0.5", "0.99", "0.999"):
             assert sample(text, "storpath_probe_read_latency_seconds", target="scratch", quantile=quantile) > 0

@@ -118,8 +118,8 @@ def test_nvme_link_metrics(nvme_scrape, nvme_addresses, drive):
 def test_nvme_numa_placement(nvme_scrape, nvme_addresses):
     s = nvme_scrape
     assert len(s.series("storpath_numa_node_info")) == 2
-    assert s.value("storpath_numa_node_info", node="0", cpulist="0") == 1
-    assert s.value("storpath_numa_node_info", node="1", cpulist="1") == 1
+    assert s.value("storpath_numa_node_info", numa_node="0", cpulist="0") == 1
+    assert s.value("storpath_numa_node_info", numa_node="1", cpulist="1") == 1
     assert s.value("storpath_numa_nodes_per_socket") == 1
     for d in lab.NVME_DRIVES:
         ctrl, endpoint, _ = nvme_addresses[d["serial"]]

@@ -34,6 +34,7 @@ def test_wheel_and_sdist_carry_version_and_license(python_dist):
         names = whl.namelist()
         metadata = whl.read(f"storpath-{VERSION}.dist-info/METADATA").decode()
     assert f"Version: {VERSION}\n" in metadata
+    assert "License-Expression: Apache-2.0\n" in metadata and "Project-URL: Source, " in metadata
     assert any(n.startswith(f"storpath-{VERSION}.dist-info/") and n.endswith("LICENSE") for n in names), names
     assert "storpath/cli.py" in names
     with tarfile.open(python_dist / f"storpath-{VERSION}.tar.gz") as sdist:

@@ -98,6 +98,8 @@ def test_alert_metadata(name):
     annotations = rule["annotations"]
     assert set(annotations) == {"summary", "description", "runbook_url"}
     assert "{{" not in annotations["summary"] and annotations["summary"].endswith(".")
+    # A sentence: capital first, full stop last (mixtool lint's alert-summary-style).
+    assert re.fullmatch(r"[A-Z].*\.", annotations["summary"]), annotations["summary"]
 
     description = annotations["description"]
     assert "$labels." in description, "the description names the device"

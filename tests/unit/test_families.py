@@ -82,6 +82,42 @@ def test_every_family_is_declared_once_and_named_by_the_conventions():
             assert family.help.endswith("."), f"{family.name}: HELP is a sentence"
 
 
+# The last word of a name is a base unit (Prometheus's naming: seconds, bytes, ratios...), a
+# per-second rate of one, or no unit at all (a count, a state, an _info).
+BASE_UNITS = {"seconds", "bytes", "ratio", "celsius", "bytes_per_second", "transfers_per_second",
+              "bits_per_second", "operations_per_second"}
+# Not base units, and what is left of them: renaming this one changes MdMismatchCountHigh, its
+# threshold (md.mismatch_threshold, in sectors) and its runbook together.
+HAND_WRITTEN_UNITS = {"storpath_md_mismatch_sectors"}
+
+
+def test_no_hand_written_units():
+    for families in metricsdoc.tables().values():
+        for family in families:
+            if family.name in HAND_WRITTEN_UNITS:
+                continue
+            for word in ("iops", "sectors", "blocks", "kib", "mib", "gib", "kb", "mb", "gb", "percent", "ms",
+                         "minutes", "hours", "days", "gbps", "mbps", "gts"):
+                assert not re.search(rf"_{word}(_|$)", family.name), f"{family.name}: `{word}` is not a base unit"
+            if family.unit:
+                assert family.unit in BASE_UNITS, f"{family.name}: unit {family.unit}"
+
+
+# Labels the scrape side puts on every series: Prometheus's own (job, instance), the ones
+# prometheus-operator's monitors and kube-prometheus-stack's relabelling add (node, namespace,
+# pod, service, container, endpoint), and those sites commonly add (cluster, host, region). A
+# series that carries one of them itself has it renamed exported_<label> on the way in (or
+# overwrites the target's with honor_labels), and every join on it breaks.
+TARGET_LABELS = {"job", "instance", "node", "namespace", "pod", "service", "container", "endpoint", "cluster",
+                 "host", "region"}
+
+
+def test_no_family_has_a_label_the_scrape_sets():
+    for families in metricsdoc.tables().values():
+        for family in families:
+            assert not TARGET_LABELS & set(family.labels), f"{family.name}: {TARGET_LABELS & set(family.labels)}"
+
+
 def test_docs_metrics_md_is_generated_from_the_tables():
     with open(metricsdoc.TEMPLATE, encoding="utf-8") as handle:
         expected = metricsdoc.render(handle.read())

@@ -23,7 +23,7 @@ LAYERS = (
     ("scrape", ("storpath.exporter", "storpath.findings", "storpath.tree", "storpath.metricsdoc",
                 "storpath.capture")),
     ("http", ("storpath.http", "storpath.landing")),
-    ("commands", ("storpath.commands", "storpath.cli", "storpath.__main__")),
+    ("commands", ("storpath.commands", "storpath.cli", "storpath.__main__", "storpath.manpage")),
 )
 LAZY = {("storpath.http.server", "storpath.landing")}  # documented in http/server.py
 

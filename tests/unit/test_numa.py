@@ -115,7 +115,7 @@ def test_collector_on_the_epyc(epyc):
         assert value("storpath_numa_storage_controller_node", {"address": "0000:21:00.0"}) is None
         assert value("storpath_numa_storage_controller_node", {"address": "0000:c2:00.0"}) is None
     value = _collect(os.path.join(epyc["nps1"], "sys")).get_sample_value
-    assert value("storpath_numa_node_info", {"node": "1", "cpulist": "24-47,72-95"}) == 1
+    assert value("storpath_numa_node_info", {"numa_node": "1", "cpulist": "24-47,72-95"}) == 1
 
 
 def test_firmware_that_did_not_say_stays_visible_as_minus_one(tmp_path):
@@ -143,9 +143,9 @@ def test_broken_missing_and_vanished_inputs(tmp_path):
         value = registry.get_sample_value
         value("storpath_numa_nodes_per_socket")
         _collect(sys_root).get_sample_value("storpath_numa_nodes_per_socket")
-    assert value("storpath_numa_node_info", {"node": "0", "cpulist": "0-23,48-71"}) == 1
+    assert value("storpath_numa_node_info", {"numa_node": "0", "cpulist": "0-23,48-71"}) == 1
     assert [s for m in registry.collect() if m.name == "storpath_numa_node_info" for s in m.samples
-            if s.labels["node"] == "1"] == []
+            if s.labels["numa_node"] == "1"] == []
     # Half the CPUs are in no node that could be read: no count rather than a wrong one.
     assert value("storpath_numa_nodes_per_socket") is None
     assert value("storpath_block_device_numa_node", {"device": "nvme2n1"}) is None

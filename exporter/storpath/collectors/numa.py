@@ -8,7 +8,7 @@ from storpath.families import GAUGE, Family, Rows
 
 NODE_INFO = Family(
     "storpath_numa_node_info", GAUGE,
-    "A NUMA node and its CPUs (cpulist, empty for a memory-only node); always 1.", ("node", "cpulist"),
+    "A NUMA node and its CPUs (cpulist, empty for a memory-only node); always 1.", ("numa_node", "cpulist"),
     doc="a NUMA node and its CPUs as the kernel lists them (`0-23,48-71`; empty for a memory-only node); always 1. "
         "`count(storpath_numa_node_info)` is the number of nodes")
 NODES_PER_SOCKET = Family(

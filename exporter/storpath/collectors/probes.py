@@ -28,9 +28,10 @@ READ_BYTES = Family(
     "Read throughput the latest successful probe measured (fio bw_bytes).", ("target", "profile"), "bytes_per_second",
     doc="read throughput of the latest successful probe (fio `bw_bytes`)")
 READ_IOPS = Family(
-    "storpath_probe_read_iops", GAUGE,
-    "Read I/O operations per second the latest successful probe measured.", ("target", "profile"),
-    doc="read I/O operations per second of the latest successful probe")
+    "storpath_probe_read_operations_per_second", GAUGE,
+    "Read I/O operations per second the latest successful probe measured (fio iops).", ("target", "profile"),
+    "operations_per_second",
+    doc="read I/O operations per second (IOPS) of the latest successful probe (fio `iops`)")
 READ_LATENCY = Family(
     "storpath_probe_read_latency_seconds", SUMMARY,
     "Completion latency quantiles (0.5, 0.99, 0.999) of the latest successful probe (fio clat_ns percentiles).", ("target", "profile", "quantile"), "seconds",
