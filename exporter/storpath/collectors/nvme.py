@@ -118,7 +118,8 @@ class NvmeCollector(Collector):
     """NVMe namespaces: LBA format in use against the best supported one (Identify Namespace), and controllers."""
 
     families = FAMILIES
-    reads = ("nvme_controllers", "nvme_namespaces", "nvme_identify")
+    reads = ("nvme_controllers", "nvme_namespaces")
+    enriches = ("nvme_identify",)  # a failed Identify pass leaves out its rows, not the sysfs ones
     config_defaults = {
         # Formats only change with `nvme format`, which changes sysfs and triggers a read
         # anyway: the interval is a backstop.
@@ -186,7 +187,8 @@ class NvmeCollector(Collector):
 
     # ---- scrape ------------------------------------------------------------------
     def values(self, snapshot) -> Rows:
-        controllers, namespaces, results = snapshot.nvme_controllers, snapshot.nvme_namespaces, snapshot.nvme_identify
+        controllers, namespaces = snapshot.nvme_controllers, snapshot.nvme_namespaces
+        results = snapshot.nvme_identify if snapshot.nvme_identify is not None else {}
         rows = Rows()
         for c in controllers:
             rows.add(CONTROLLER_INFO, (c.name, c.address or "", c.model or "", c.serial or "", c.firmware or "",

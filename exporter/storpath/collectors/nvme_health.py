@@ -166,7 +166,8 @@ class NvmeHealthCollector(Collector):
     """NVMe temperatures (hwmon, every scrape), thermal throttling, critical warnings and spare (SMART log)."""
 
     families = FAMILIES
-    reads = ("hwmon", "nvme_smart")
+    reads = ("hwmon",)
+    enriches = ("nvme_smart",)  # a failed SMART pass leaves out its rows, not the hwmon temperatures
     config_defaults = {
         # The SMART log changes slowly (minutes of throttle time, percent of spare): a
         # minute is fine-grained enough for alerts and cheap for the drive.
@@ -227,7 +228,7 @@ class NvmeHealthCollector(Collector):
 
     def values(self, snapshot) -> Rows:
         names, sensors = snapshot.hwmon
-        results = snapshot.nvme_smart
+        results = snapshot.nvme_smart if snapshot.nvme_smart is not None else {}
         rows = Rows()
         hwmon_rows(sensors, rows)
         for name in names:

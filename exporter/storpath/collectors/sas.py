@@ -147,7 +147,10 @@ class SasCollector(Collector):
     """SAS PHY link rates (negotiated, programmed, hardware), link error counters and attached devices."""
 
     families = FAMILIES
-    reads = ("sas_phys", "sas_errors", "sas_drive_phys")
+    reads = ("sas_phys",)
+    # The background tasks' results: a task that failed leaves out the error counters or the
+    # drives' own capability (their links unverifiable), never the PHYs' rates.
+    enriches = ("sas_errors", "sas_drive_phys")
     config_defaults = {
         "error_counters_interval": Duration(60),  # how often the link error counters are read
         # A drive's PHY capability does not change while it is there; a new drive seen on
@@ -240,7 +243,7 @@ class SasCollector(Collector):
 
     def values(self, snapshot) -> Rows:
         phys = snapshot.sas_phys
-        errors, read_at = snapshot.sas_errors
+        errors, read_at = snapshot.sas_errors if snapshot.sas_errors is not None else ({}, None)
         rows = Rows()
         expanders = expander_capabilities(phys)
         drives = drive_phys(phys, snapshot.sas_drive_phys)
