@@ -2,7 +2,9 @@
 
 SIGTERM and SIGINT stop it (a running fio probe is killed, its budget saved). SIGHUP reloads
 --config.file and --web.config.file: both are read and checked first, and a bad file keeps
-the running configuration (the log says why). Requests keep being served during a reload:
+the running configuration (the log says why). The signal handlers only record the signal
+(storpath.http.process.Signals); the main loop stops or reloads, and every SIGHUP that came
+during one reload is the next single reload. Requests keep being served during a reload:
 the new collectors and web settings take over from the next request, and the old
 collectors are closed once no scrape uses them any more.
 """
@@ -12,13 +14,13 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-import threading
 import time
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, Optional
 
 from storpath import __version__, log
 from storpath.background import Scheduler
 from storpath.cli import resolve_config, roots_from, say_no_devices
+from storpath.http.process import RELOAD, STOP, Signals, raise_open_files_limit
 from storpath.config import DEFAULT_PORT, ConfigError
 from storpath.exporter import StorpathExporter, build_collectors
 from storpath.exposition import SeriesFamily
@@ -149,6 +151,7 @@ class Service:
 
 
 def run(args, config) -> int:
+    raise_open_files_limit()
     try:
         web = webconfig.load(config["web"]["config_file"])
     except webconfig.WebConfigError as exc:
@@ -164,32 +167,22 @@ def run(args, config) -> int:
         built.close(wait=0)
         return 1
     service = Service(args, config, web, built, server)
-    wake = threading.Event()
-    pending: List[int] = []
-
-    def on_signal(signum, _frame):
-        pending.append(signum)
-        wake.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, on_signal)
+    # Until here a signal has its default action: a start-up that hangs still ends on SIGTERM.
+    signals = Signals()
     built.start()
     server.start()
     log.kv(LOG, logging.INFO, "storpath listening", address=listen, version=__version__,
            collectors=",".join(built.names), sysfs=built.roots.sysfs, procfs=built.roots.procfs,
            tls=web.tls, basic_auth=bool(web.users), telemetry_path=config["web"]["telemetry_path"])
     while True:
-        # With a timeout: the kernel may deliver a signal to any thread, and a main thread blocked
-        # on a lock without one would not run the Python handler until something else woke it.
-        while not wake.wait(0.5):
-            pass
-        wake.clear()
-        signals, pending[:] = list(pending), []
-        stop = [s for s in signals if s != signal.SIGHUP]
+        # With a timeout: a signal whose byte did not fit in the pipe is found by the next wait.
+        received = signals.wait(1.0)
+        stop = [s for s in STOP if s in received]
         if stop:
             log.kv(LOG, logging.INFO, "shutting down", signal=signal.Signals(stop[0]).name)
             break
-        if signals:
+        if RELOAD in received:
+            # Every SIGHUP that came since the last reload is this one reload.
             log.kv(LOG, logging.INFO, "reloading", signal="SIGHUP")
             service.reload()
     server.stop()
