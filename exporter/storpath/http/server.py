@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import resource
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -47,6 +48,14 @@ ALL_READING = 256  # requests read ahead at once from all addresses: at most 8 M
 PER_CLIENT_SPARE = 2  # workers one address can never hold: left for the others
 LANDING_LANE = 2  # landing pages drawn or sent at once; more get 503
 KEEP_ALIVE_IDLE_MAX = 64  # idle keep-alive connections kept open; more are closed after their answer
+# Connections open at once from one address; more are closed as soon as they are accepted. Far
+# above what a Prometheus pair, a health checker and a proxy in front need (each scrape or
+# page holds one, and at most --web.max-requests + 4 are served at once), far below a
+# descriptor table: one client cannot take every descriptor.
+PER_CLIENT_CONNECTIONS = 256
+# Descriptors kept from client connections for the scrape's own reads, the background tasks'
+# pipes and fio: past (RLIMIT_NOFILE - this) open connections, the oldest idle ones are closed.
+RESERVED_DESCRIPTORS = 128
 EXTRA_THREADS = 4  # workers beyond --web.max-requests, for health checks, 401s and 503s
 UNLIMITED_THREADS = 64  # workers when --web.max-requests is 0
 START_THREADS = 4  # workers started at once; more are started when a request finds none idle
@@ -83,6 +92,15 @@ def exporter_metrics() -> CollectorRegistry:
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
     return registry
+
+
+def max_connections() -> int:
+    """Client connections open at once: what the descriptor limit (as raised at start) leaves
+    after RESERVED_DESCRIPTORS, and at least a few."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 20
+    return max(16, soft - RESERVED_DESCRIPTORS)
 
 
 @dataclass
@@ -239,6 +257,8 @@ class Server:
         self.http.clients.reading = PER_CLIENT_READING
         self.http.clients.all_reading = ALL_READING
         self.http.clients.workers = max(1, self.threads - PER_CLIENT_SPARE)
+        self.http.clients.connections = PER_CLIENT_CONNECTIONS
+        self.http.max_connections = max_connections()
         self.adapter: Optional[TLSAdapter] = None
         if site.web.tls:
             self.adapter = TLSAdapter(site.web.ssl_context)
