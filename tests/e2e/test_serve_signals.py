@@ -61,3 +61,44 @@ def test_sighup_bursts_neither_deadlock_nor_kill_and_sigterm_still_stops(exporte
         assert took < STOPPED_WITHIN, took
         assert exporter.proc.returncode == 0, exporter.log()[-3000:]
         assert "shutting down" in exporter.log()
+
+
+RELOAD_METRICS = {"storpath_config_last_reload_successful": "successful",
+                  "storpath_config_last_reload_success_timestamp_seconds": "seconds"}
+
+
+def reload_metrics(exporter) -> dict:
+    found = {}
+    for line in exporter.get("/metrics", timeout=10).text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in RELOAD_METRICS:
+            found[RELOAD_METRICS[name]] = float(value)
+    return found
+
+
+def reload_and_wait(exporter, message: str, count: int) -> None:
+    exporter.proc.send_signal(signal.SIGHUP)
+    end = time.monotonic() + RELOADED_WITHIN
+    while exporter.log().count(message) < count:
+        assert time.monotonic() < end and exporter.proc.poll() is None, exporter.log()[-3000:]
+        time.sleep(0.05)
+
+
+def test_the_last_reload_is_served_as_prometheus_serves_its_own(exporter_on, tmp_path):
+    """storpath_config_last_reload_successful and ..._success_timestamp_seconds: set at start,
+    0 after a reload that kept the running configuration, 1 and a new time after a good one."""
+    config = tmp_path / "storpath.yml"
+    collector_enabled(config, True)
+    before_start = time.time()
+    with exporter_on("am4-x570-firecuda", "healthy", f"--config.file={config}") as exporter:
+        started = reload_metrics(exporter)
+        assert started["successful"] == 1 and before_start <= started["seconds"] <= time.time(), started
+        config.write_text("collectors:\n  md:\n    enabled: maybe\n")
+        reload_and_wait(exporter, "reload failed", 1)
+        failed = reload_metrics(exporter)
+        assert failed == {"successful": 0, "seconds": started["seconds"]}, failed
+        time.sleep(0.01)
+        collector_enabled(config, False)
+        reload_and_wait(exporter, "configuration reloaded", 1)
+        good = reload_metrics(exporter)
+        assert good["successful"] == 1 and good["seconds"] > started["seconds"], good

@@ -23,10 +23,12 @@ from storpath.cli import resolve_config, roots_from, say_no_devices
 from storpath.http.process import RELOAD, STOP, Signals, raise_open_files_limit
 from storpath.config import DEFAULT_PORT, ConfigError
 from storpath.exporter import StorpathExporter, build_collectors
-from storpath.exposition import SeriesFamily
+from storpath.exposition import FamilyTexts, SeriesFamily
 from storpath.http import webconfig
 from storpath.http.scrape import Scraper
 from storpath.http.server import Server, Site, exporter_metrics
+from storpath.reloads import FAMILIES as RELOAD_FAMILIES
+from storpath.reloads import ReloadStatus
 
 LOG = log.get("serve")
 
@@ -57,8 +59,10 @@ def add_parser(sub, common):
 class Built:
     """The collectors of one configuration, with their scheduler and the scraper in front."""
 
-    def __init__(self, config: Dict):
+    def __init__(self, config: Dict, reloads: Optional[ReloadStatus] = None):
         self.config = config
+        self.reloads = reloads or ReloadStatus()
+        self._reload_texts = FamilyTexts(RELOAD_FAMILIES)  # one scrape at a time: this Built's scraper's
         self.roots = roots_from(config)
         say_no_devices(self.roots)
         self.scheduler = Scheduler()
@@ -70,6 +74,7 @@ class Built:
 
     def collect(self, timeout: Optional[float]) -> Iterable[SeriesFamily]:
         yield from self.exporter.collect(timeout)
+        yield from self._reload_texts.families(self.reloads.rows())
         if self.runtime is not None:
             yield from self.runtime.collect()
 
@@ -112,21 +117,25 @@ class Service:
         self.web = web
         self.built = built
         self.server = server
+        self.reloads = built.reloads if built is not None else ReloadStatus()
 
     def reload(self) -> bool:
         """Re-read both config files; keep the running ones if either is bad. Whatever goes
         wrong is logged and the running configuration kept: the main loop that calls this
         is what answers SIGTERM and the next SIGHUP, so no exception may end it."""
         try:
-            return self._reload()
+            self._reload()
+            self.reloads.record(True)
+            return True
         except (ConfigError, webconfig.WebConfigError) as exc:
             err = str(exc)
         except Exception as exc:  # a collector that cannot start, or what no check foresaw
             err = f"{type(exc).__name__}: {str(exc)[:500]}"
         log.kv(LOG, logging.ERROR, "reload failed, keeping the running configuration", err=err)
+        self.reloads.record(False)
         return False
 
-    def _reload(self) -> bool:
+    def _reload(self) -> None:
         config = resolve_config(self.args)
         web = webconfig.load(config["web"]["config_file"])
         if web.tls != self.server.tls:
@@ -138,7 +147,7 @@ class Service:
         log.setup(config["log"]["level"], fmt=config["log"]["format"])
         old = None
         if _collecting_part(config) != _collecting_part(self.config):
-            built = Built(config)  # a collector that cannot start raises: the running ones stay
+            built = Built(config, self.reloads)  # a collector that cannot start raises: the running ones stay
             built.start()
             old, self.built = self.built, built
         self.server.swap(_site(self.built, web))
@@ -147,7 +156,6 @@ class Service:
             old.close()
         log.kv(LOG, logging.INFO, "configuration reloaded", collectors=",".join(self.built.names),
                tls=web.tls, basic_auth=bool(web.users), collectors_rebuilt=old is not None)
-        return True
 
 
 def run(args, config) -> int:
@@ -171,6 +179,7 @@ def run(args, config) -> int:
     signals = Signals()
     built.start()
     server.start()
+    built.reloads.record(True)
     log.kv(LOG, logging.INFO, "storpath listening", address=listen, version=__version__,
            collectors=",".join(built.names), sysfs=built.roots.sysfs, procfs=built.roots.procfs,
            tls=web.tls, basic_auth=bool(web.users), telemetry_path=config["web"]["telemetry_path"])
