@@ -37,8 +37,9 @@ def add_parser(sub, common):
     parser = sub.add_parser("serve", parents=[common], help="Serve metrics over HTTP.",
                             description="Serve storpath's metrics for Prometheus.")
     web = parser.add_argument_group("web")
-    web.add_argument("--web.listen-address", dest="web_listen_address", metavar="ADDR",
-                     help=f"Address to listen on (default :{DEFAULT_PORT}).")
+    web.add_argument("--web.listen-address", dest="web_listen_address", metavar="ADDR", action="append",
+                     help=f"Address to listen on (default :{DEFAULT_PORT}); repeat it to listen on several, each "
+                          f"one given is listened on.")
     web.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
                      help="TLS and basic auth configuration in the exporter-toolkit format (as node_exporter's "
                           "--web.config.file); reloaded on SIGHUP.")
@@ -142,7 +143,7 @@ class Service:
             raise ConfigError("turning TLS on or off needs a restart")
         if config["web"]["listen_address"] != self.config["web"]["listen_address"]:
             log.kv(LOG, logging.WARNING, "a new listen address needs a restart; still listening on the old one",
-                   address=self.config["web"]["listen_address"])
+                   address=",".join(self.config["web"]["listen_address"]))
             config["web"]["listen_address"] = self.config["web"]["listen_address"]
         log.setup(config["log"]["level"], fmt=config["log"]["format"])
         old = None
@@ -171,7 +172,7 @@ def run(args, config) -> int:
     try:
         server = Server(listen, _site(built, web))
     except (OSError, ValueError) as exc:
-        log.kv(LOG, logging.ERROR, "cannot listen", address=listen, err=str(exc))
+        log.kv(LOG, logging.ERROR, "cannot listen", address=",".join(listen), err=str(exc))
         built.close(wait=0)
         return 1
     service = Service(args, config, web, built, server)
@@ -180,7 +181,7 @@ def run(args, config) -> int:
     built.start()
     server.start()
     built.reloads.record(True)
-    log.kv(LOG, logging.INFO, "storpath listening", address=listen, version=__version__,
+    log.kv(LOG, logging.INFO, "storpath listening", address=",".join(listen), version=__version__,
            collectors=",".join(built.names), sysfs=built.roots.sysfs, procfs=built.roots.procfs,
            tls=web.tls, basic_auth=bool(web.users), telemetry_path=config["web"]["telemetry_path"])
     while True:
