@@ -34,7 +34,7 @@ What is changed:
   `clients.connections` open at once, and all together at most `max_connections` (the
   descriptor limit less what the scrape's own reads need); past the latter the oldest idle
   connection is closed for the new one, as a web server reuses its keep-alive connections
-  when it runs out (_ConnectionManager, _Descriptors).
+  when it runs out (_ConnectionManager).
 """
 
 from __future__ import annotations

@@ -94,13 +94,14 @@ def exporter_metrics() -> CollectorRegistry:
     return registry
 
 
-def max_connections() -> int:
-    """Client connections open at once: what the descriptor limit (as raised at start) leaves
-    after RESERVED_DESCRIPTORS, and at least a few."""
+def max_connections(addresses: int = 1) -> int:
+    """Client connections open at once on each of `addresses` listen addresses: their share of
+    what the descriptor limit (as raised at start) leaves after RESERVED_DESCRIPTORS, and at
+    least a few."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return 1 << 20
-    return max(16, soft - RESERVED_DESCRIPTORS)
+    return max(16, (soft - RESERVED_DESCRIPTORS) // addresses)
 
 
 @dataclass
@@ -253,6 +254,7 @@ class Server:
         if site.web.tls:
             self.adapter = TLSAdapter(site.web.ssl_context)  # one for every address: a reload re-keys them all
         self.https: List[WSGIServer] = []
+        self._max_connections = max_connections(len(addresses))
         try:
             for address in addresses:
                 self.https.append(self._listen(address))
@@ -279,7 +281,7 @@ class Server:
         http.clients.all_reading = ALL_READING
         http.clients.workers = max(1, self.threads - PER_CLIENT_SPARE)
         http.clients.connections = PER_CLIENT_CONNECTIONS
-        http.max_connections = max_connections()
+        http.max_connections = self._max_connections
         if self.adapter is not None:
             http.ssl_adapter = self.adapter
         try:
