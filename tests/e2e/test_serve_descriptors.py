@@ -141,7 +141,7 @@ def test_idle_connections_past_the_descriptor_limit(exporter_limited, tls):
             health = timed(lambda: exporter.get("/-/healthy", timeout=PROMPT + 3))
             scrape = timed(lambda: exporter.get("/metrics", timeout=30))
             print(f"{HELD} idle connections held ({'TLS' if tls else 'HTTP'}): health {health:.3f} s, "
-                  f"scrape {scrape:.3f} s")  # docs/serving.md quotes it
+                  f"scrape {scrape:.3f} s")
             assert health < PROMPT
             # Each is closed within the idle timeout of being opened: those past the room the
             # limit leaves sooner, to make room for the health check and the scrape.
