@@ -57,7 +57,7 @@ class Signals:
         # The signal's number is written here by the interpreter's own C-level handler, before
         # any Python handler runs. A full pipe drops the byte (no warning: the handler's record
         # below still says the signal came).
-        self._old_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
         self._received: Dict[int, object] = {}
         for signum in (*STOP, RELOAD):
             # Called as handler(signum, frame): records the signal and nothing else. The frame is
@@ -82,10 +82,3 @@ class Signals:
             if self._received.pop(signum, _ABSENT) is not _ABSENT:
                 got.add(signum)
         return {signum for signum in got if signum in (*STOP, RELOAD)}
-
-    def close(self) -> None:
-        signal.set_wakeup_fd(self._old_fd)
-        for signum in (*STOP, RELOAD):
-            signal.signal(signum, signal.SIG_DFL)
-        os.close(self._read)
-        os.close(self._write)
