@@ -20,11 +20,11 @@ from typing import Dict, Iterable, Optional
 from storpath import __version__, log
 from storpath.background import Scheduler
 from storpath.cli import resolve_config, roots_from, say_no_devices
-from storpath.http.process import RELOAD, STOP, Signals, raise_open_files_limit
 from storpath.config import DEFAULT_PORT, ConfigError
 from storpath.exporter import StorpathExporter, build_collectors
 from storpath.exposition import FamilyTexts, SeriesFamily
 from storpath.http import webconfig
+from storpath.http.process import RELOAD, STOP, Signals, raise_open_files_limit
 from storpath.http.scrape import Scraper
 from storpath.http.server import Server, Site, exporter_metrics
 from storpath.reloads import FAMILIES as RELOAD_FAMILIES
