@@ -3,7 +3,8 @@
 On the 2048-PCI-device synthetic host of benchmarks/scrape.py (1024 drives, `ports` layout),
 with one NVMe namespace's `queue/logical_block_size` replaced by a FIFO (a read that blocks, as
 a hung driver attribute does), the real `storpath serve` is put under, all at once:
-- 800 idle connections, opened first and held open to the end (TLS: never handshaken);
+- 800 idle connections, opened first and held open to the end (TLS: never handshaken), from
+  four addresses other than the scrapes' (one address may hold 256 connections);
 - bursts of 200 scrapes that start together (a barrier), as Prometheus asks (OpenMetrics
   first, gzip), each over its own connection;
 - requests with large headers: 24 KiB (under the limit, answered) and 200 KiB (refused).
@@ -106,12 +107,16 @@ def _large_headers(client: Client, out: list) -> None:
         out.append((size, status))
 
 
+IDLE_SOURCES = 4  # idle connections come from 127.0.0.2-5: under the per-address cap, apart from the scrapes'
+
+
 def _idle(port: int, count: int) -> tuple:
     """(open sockets, connections that failed)."""
     sockets, failed = [], 0
-    for _ in range(count):
+    for index in range(count):
         try:
-            sockets.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            sockets.append(socket.create_connection(("127.0.0.1", port), timeout=5,
+                                                    source_address=(f"127.0.0.{2 + index % IDLE_SOURCES}", 0)))
         except OSError:
             failed += 1
     return sockets, failed

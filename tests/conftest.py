@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -140,9 +141,11 @@ class RunningExporter:
 
 @contextmanager
 def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None, ca: Optional[str] = None,
-                 auth: Optional[tuple] = None, cert: Optional[tuple] = None) -> Iterator[RunningExporter]:
+                 auth: Optional[tuple] = None, cert: Optional[tuple] = None,
+                 open_files: Optional[tuple] = None) -> Iterator[RunningExporter]:
     """Start the real `storpath serve` as a process and wait until it answers (over TLS
-    checked against `ca`, with basic auth `auth` and client certificate `cert` when given)."""
+    checked against `ca`, with basic auth `auth` and client certificate `cert` when given,
+    under RLIMIT_NOFILE `open_files` (soft, hard) when given)."""
     port = free_port()
     log_path = os.path.join(tmp_dir, f"storpath-{port}.log")
     full_env = dict(os.environ)
@@ -150,7 +153,9 @@ def run_exporter(args: List[str], tmp_dir: str, env: Optional[dict] = None, ca: 
     full_env.update(env or {})
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen([sys.executable, "-m", "storpath", "serve", f"--web.listen-address=127.0.0.1:{port}",
-                                 *args], stdout=log_file, stderr=subprocess.STDOUT, env=full_env)
+                                 *args], stdout=log_file, stderr=subprocess.STDOUT, env=full_env,
+                                preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files))
+                                if open_files else None)
     exporter = RunningExporter(proc, port, log_path, ca, auth, cert)
     try:
         wait_until_answers(proc, "/-/healthy", "storpath", exporter.log, get=exporter.get)

@@ -3,7 +3,7 @@
 Layout (every key optional):
 
     web:
-      listen_address: ":9866"
+      listen_address: ":9866"         # or a list: every address given is listened on
       config_file: ""                 # TLS and basic auth, exporter-toolkit format (see README)
       telemetry_path: /metrics
       max_requests: 40                # concurrent scrapes (at most 1024); more get 503; 0: no limit
@@ -185,7 +185,10 @@ def validate(raw: Optional[Dict[str, Any]], collector_defaults: Dict[str, Dict[s
         for key, item in value.items():
             if key not in DEFAULTS[section]:
                 raise ConfigError(f"unknown key {section}.{shown_key(key)} (known: {', '.join(DEFAULTS[section])})")
-            config[section][key] = _check_type(f"{section}.{key}", item, DEFAULTS[section][key])
+            if (section, key) == ("web", "listen_address"):
+                config[section][key] = listen_addresses(item)
+            else:
+                config[section][key] = _check_type(f"{section}.{key}", item, DEFAULTS[section][key])
     if config["log"]["level"] not in LEVELS:
         raise ConfigError(f"log.level: {describe(config['log']['level'])} is not one of {', '.join(LEVELS)}")
     if config["log"]["format"] not in FORMATS:
@@ -325,8 +328,25 @@ def _cut(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def listen_addresses(value: Any) -> List[str]:
+    """web.listen_address (a string or a list of them) or the repeated --web.listen-address:
+    the addresses to listen on, each once, at least one. Their form is checked when they are
+    listened on."""
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"web.listen_address: expected an address or a list of them, got {describe(value)}")
+    addresses: List[str] = []
+    for item in values:
+        if not isinstance(item, str) or not item:
+            raise ConfigError(f"web.listen_address: expected an address such as :9866, got {describe(item)}")
+        if item not in addresses:
+            addresses.append(item)
+    return addresses
+
+
 def check_web(web: Dict[str, Any]) -> None:
     """The web section's values beyond their types (the flags land here too)."""
+    web["listen_address"] = listen_addresses(web["listen_address"])
     path = web["telemetry_path"]
     if not path.startswith("/") or any(c in path for c in "?# \t\n"):
         raise ConfigError(f"web.telemetry_path: {describe(path)} must be a URL path starting with / (e.g. /metrics)")

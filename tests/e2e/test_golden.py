@@ -32,9 +32,11 @@ def update_mode(environ) -> bool:
 
 UPDATE = update_mode(os.environ)
 
-# Values that differ from run to run: durations, the Python version, the build's git revision and branch.
+# Values that differ from run to run: durations, the Python version, the build's git revision and branch,
+# when the configuration was loaded.
 _VOLATILE = [
     (re.compile(r'^(storpath_scrape_(?:collector|source)_duration_seconds\{[^}]*\}) .*$', re.M), r"\1 <duration>"),
+    (re.compile(r'^(storpath_config_last_reload_success_timestamp_seconds) .*$', re.M), r"\1 <timestamp>"),
     (re.compile(r'^(storpath_build_info\{branch=)"[^"]*",python="[^"]*",revision="[^"]*",', re.M),
      r'\1"<branch>",python="<python>",revision="<revision>",'),
 ]

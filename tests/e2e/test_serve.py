@@ -144,3 +144,58 @@ def test_a_failing_collector_does_not_break_the_others(tmp_path, machine_tree):
     assert 'storpath_scrape_collector_success{collector="pcie"} 1.0' in text
     assert "storpath_pcie_current_link_speed_transfers_per_second{" in text
     assert 'msg="collector failed" collector=block' in log and "disk on fire" in log
+
+
+def _answers(port: int, host: str = "127.0.0.1") -> bool:
+    import requests
+
+    url_host = f"[{host}]" if ":" in host else host
+    try:
+        return requests.get(f"http://{url_host}:{port}/-/healthy", timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def test_every_listen_address_given_is_listened_on(exporter_on):
+    """As exporter-toolkit: a repeated --web.listen-address adds an address (before, the last
+    one given replaced the others without a word)."""
+    from tests.conftest import free_port
+
+    second = free_port()
+    with exporter_on("am4-x570-firecuda", "healthy", f"--web.listen-address=127.0.0.2:{second}") as exporter:
+        assert _answers(exporter.port) and _answers(second, "127.0.0.2")
+        assert exporter.get("/metrics").status_code == 200
+        log = exporter.log()
+    assert f"127.0.0.1:{exporter.port},127.0.0.2:{second}" in log
+
+
+def test_listen_addresses_from_the_config_file(tmp_path):
+    from tests.conftest import free_port
+    from tests.processes import wait_until_answers
+
+    ports = [free_port(), free_port()]
+    config = tmp_path / "storpath.yml"
+    config.write_text(f"web:\n  listen_address: ['127.0.0.1:{ports[0]}', '127.0.0.3:{ports[1]}']\n")
+    env = dict(os.environ, **ENV)
+    proc = subprocess.Popen([sys.executable, "-m", "storpath", "serve", f"--config.file={config}",
+                             f"--path.sysfs={tmp_path}/none", f"--path.procfs={tmp_path}/none"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until_answers(proc, f"http://127.0.0.1:{ports[0]}/-/healthy", "storpath")
+        assert _answers(ports[1], "127.0.0.3")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_an_address_that_cannot_be_listened_on_is_named(exporter_on):
+    with exporter_on("am4-x570-firecuda", "healthy") as exporter:
+        from tests.conftest import free_port
+
+        free = free_port()
+        result = storpath("serve", f"--web.listen-address=127.0.0.1:{free}",
+                          f"--web.listen-address=127.0.0.1:{exporter.port}")
+        assert result.returncode == 1 and "cannot listen" in result.stderr
+        assert f"127.0.0.1:{exporter.port}" in result.stderr.split("err=")[-1]
+        # The address bound before the one that failed is given back.
+        assert not _answers(free)

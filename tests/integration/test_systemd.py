@@ -2,7 +2,7 @@
 
 The unit is verified inside a temporary root (--root): deploy/systemd/install writes the unit and
 drop-ins there (DESTDIR), the system's own unit directory is copied in (targets the unit refers to),
-and ExecStart's binary exists, from a real venv install or a stub.
+and ExecStart's binary exists, from a real venv install or a stub; so does ExecReload's /bin/kill.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ def make_root(tmp_path: Path, *install_args: str) -> Path:
     r = subprocess.run([str(INSTALL), *install_args], env={"DESTDIR": str(root), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    kill = root / "bin/kill"  # ExecReload's
+    kill.parent.mkdir(parents=True)
+    kill.write_text("#!/bin/sh\nexit 0\n")
+    kill.chmod(0o755)
     return root
 
 
@@ -62,6 +66,18 @@ def test_unit_verify_fails_without_binary(analyze, tmp_path):
     root = make_root(tmp_path, "--unit-only")
     r = verify(analyze, root)
     assert r.returncode != 0 and "not executable" in r.stderr
+
+
+def test_unit_reloads_and_sets_the_open_files_limit(analyze, tmp_path):
+    """`systemctl reload` sends SIGHUP (as Debian's units for Prometheus, Alertmanager and
+    node_exporter do), and the soft open files limit storpath raises to is not systemd's 1024."""
+    root = make_root(tmp_path, "--unit-only")
+    unit = (root / "etc/systemd/system/storpath.service").read_text()
+    assert re.search(r"^ExecReload=/bin/kill -HUP \$MAINPID$", unit, re.M)
+    limit = re.search(r"^LimitNOFILE=(\d+)$", unit, re.M)
+    assert limit and int(limit.group(1)) >= 8192
+    # Every --web.listen-address given is listened on: the unit gives none, so STORPATH_ARGS can.
+    assert "--web.listen-address" not in re.search(r"^ExecStart=.*$", unit, re.M).group(0)
 
 
 def test_unit_sandbox(analyze, tmp_path):

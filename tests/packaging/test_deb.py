@@ -72,7 +72,7 @@ def test_package_installs_binary_unit_config_user_and_enables_the_service(instal
         ls {UNIT} /etc/storpath/storpath.yml {DEFAULT}
         readlink /etc/systemd/system/multi-user.target.wants/{PACKAGE}.service
         dpkg-query -W -f '${{Conffiles}}\\n' {PACKAGE}
-        grep -E '^(User|ExecStart|EnvironmentFile)=' {UNIT}
+        grep -E '^(User|ExecStart|ExecReload|LimitNOFILE|EnvironmentFile)=' {UNIT}
     """)
     assert f"install ok installed {VERSION}-1" in out
     assert "usage: storpath" in out
@@ -81,6 +81,7 @@ def test_package_installs_binary_unit_config_user_and_enables_the_service(instal
     assert "/etc/storpath/storpath.yml" in out and DEFAULT in out.split("Conffiles")[-1]
     assert "ExecStart=/usr/bin/storpath serve $ARGS" in out and "User=storpath" in out
     assert f"EnvironmentFile=-{DEFAULT}" in out
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in out and "LimitNOFILE=8192" in out
 
 
 def test_service_starts_as_the_unit_says_and_serves_metrics(installed_image, sysfs_tree):

@@ -95,3 +95,22 @@ def test_a_plain_number_setting_refuses_nan(tmp_path, monkeypatch):
     monkeypatch.setitem(config_module.DEFAULTS, "web", {"listen_address": ":9866", "limit": 1.5})
     with pytest.raises(ConfigError, match=r"web\.limit: expected a number, got nan"):
         validate({"web": {"limit": float("nan")}}, {})
+
+
+@pytest.mark.parametrize("value,addresses", [(":9866", [":9866"]), ([":9866", "[::1]:9100"], [":9866", "[::1]:9100"]),
+                                             ([":9866", ":9866"], [":9866"])])
+def test_listen_address_is_one_address_or_a_list(value, addresses):
+    assert validate({"web": {"listen_address": value}}, collector_defaults())["web"]["listen_address"] == addresses
+
+
+@pytest.mark.parametrize("value", [[], [9866], [""], {"a": 1}, 9866])
+def test_listen_address_refuses_what_is_no_address(value):
+    with pytest.raises(ConfigError, match="web.listen_address"):
+        validate({"web": {"listen_address": value}}, collector_defaults())
+
+
+def test_repeated_listen_address_flags_are_all_kept():
+    from storpath.cli import build_parser, resolve_config
+
+    args = build_parser().parse_args(["serve", "--web.listen-address=:9866", "--web.listen-address=127.0.0.1:9100"])
+    assert resolve_config(args)["web"]["listen_address"] == [":9866", "127.0.0.1:9100"]

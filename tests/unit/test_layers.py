@@ -21,7 +21,7 @@ LAYERS = (
     ("metrics", ("storpath.families", "storpath.exposition")),
     ("collectors", ("storpath.collectors", "storpath.probes")),
     ("scrape", ("storpath.exporter", "storpath.findings", "storpath.tree", "storpath.metricsdoc",
-                "storpath.capture")),
+                "storpath.capture", "storpath.reloads")),
     ("http", ("storpath.http", "storpath.landing")),
     ("commands", ("storpath.commands", "storpath.cli", "storpath.__main__", "storpath.manpage")),
 )

@@ -429,3 +429,53 @@ def test_a_slow_reader_holds_its_worker_until_the_answer_deadline_only():
         stop.set()
         reader.join(5)
         server.stop()
+
+
+def test_open_connections_are_counted_until_each_is_closed_however_it_ends():
+    """The per-address cap counts open connections: every way a connection ends must give its
+    count back, or an address would be locked out for good after enough of them."""
+    import socket
+
+    from storpath.http.cheroot_patches import WSGIServer
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
+        return [b"ok\n"]
+
+    server = WSGIServer(("127.0.0.1", 0), app, numthreads=2, max=2, timeout=1)
+    server.clients.connections = 4
+    server.prepare()
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    port = server.bind_addr[1]
+    manager = server._connections
+
+    def wait_until(check):
+        end = time.monotonic() + 10
+        while not check():
+            assert time.monotonic() < end, (manager._open, manager._open_all)
+            time.sleep(0.05)
+
+    try:
+        for ending in range(40):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                if ending % 4 == 1:  # a request answered, the connection kept alive, then closed by the client
+                    sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                    assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+                elif ending % 4 == 2:  # a request the server refuses and closes
+                    sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nabcde")
+                    assert sock.recv(4096).startswith(b"HTTP/1.1 400")
+                elif ending % 4 == 3:  # half a request, then gone
+                    sock.sendall(b"GET / HT")
+        wait_until(lambda: manager._open_all == 0 and not manager._open)
+        # Expired by the server after its idle timeout: given back too.
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
+        wait_until(lambda: manager._open_all == 4)
+        # The cap: a fifth from the same address is closed at once.
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as fifth:
+            assert fifth.recv(1) == b""
+        wait_until(lambda: manager._open_all == 0)
+        for sock in idle:
+            sock.close()
+    finally:
+        server.stop()

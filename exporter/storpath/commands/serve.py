@@ -2,7 +2,9 @@
 
 SIGTERM and SIGINT stop it (a running fio probe is killed, its budget saved). SIGHUP reloads
 --config.file and --web.config.file: both are read and checked first, and a bad file keeps
-the running configuration (the log says why). Requests keep being served during a reload:
+the running configuration (the log says why). The signal handlers only record the signal
+(storpath.http.process.Signals); the main loop stops or reloads, and every SIGHUP that came
+during one reload is the next single reload. Requests keep being served during a reload:
 the new collectors and web settings take over from the next request, and the old
 collectors are closed once no scrape uses them any more.
 """
@@ -12,19 +14,21 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-import threading
 import time
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, Optional
 
 from storpath import __version__, log
 from storpath.background import Scheduler
 from storpath.cli import resolve_config, roots_from, say_no_devices
 from storpath.config import DEFAULT_PORT, ConfigError
 from storpath.exporter import StorpathExporter, build_collectors
-from storpath.exposition import SeriesFamily
+from storpath.exposition import FamilyTexts, SeriesFamily
 from storpath.http import webconfig
+from storpath.http.process import RELOAD, STOP, Signals, raise_open_files_limit
 from storpath.http.scrape import Scraper
 from storpath.http.server import Server, Site, exporter_metrics
+from storpath.reloads import FAMILIES as RELOAD_FAMILIES
+from storpath.reloads import ReloadStatus
 
 LOG = log.get("serve")
 
@@ -33,8 +37,9 @@ def add_parser(sub, common):
     parser = sub.add_parser("serve", parents=[common], help="Serve metrics over HTTP.",
                             description="Serve storpath's metrics for Prometheus.")
     web = parser.add_argument_group("web")
-    web.add_argument("--web.listen-address", dest="web_listen_address", metavar="ADDR",
-                     help=f"Address to listen on (default :{DEFAULT_PORT}).")
+    web.add_argument("--web.listen-address", dest="web_listen_address", metavar="ADDR", action="append",
+                     help=f"Address to listen on (default :{DEFAULT_PORT}); repeat it to listen on several, each "
+                          f"one given is listened on.")
     web.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
                      help="TLS and basic auth configuration in the exporter-toolkit format (as node_exporter's "
                           "--web.config.file); reloaded on SIGHUP.")
@@ -58,8 +63,10 @@ def add_parser(sub, common):
 class Built:
     """The collectors of one configuration, with their scheduler and the scraper in front."""
 
-    def __init__(self, config: Dict):
+    def __init__(self, config: Dict, reloads: Optional[ReloadStatus] = None):
         self.config = config
+        self.reloads = reloads or ReloadStatus()
+        self._reload_texts = FamilyTexts(RELOAD_FAMILIES)  # one scrape at a time: this Built's scraper's
         self.roots = roots_from(config)
         say_no_devices(self.roots)
         self.scheduler = Scheduler()
@@ -71,6 +78,7 @@ class Built:
 
     def collect(self, timeout: float) -> Iterable[SeriesFamily]:
         yield from self.exporter.collect(timeout)
+        yield from self._reload_texts.families(self.reloads.rows())
         if self.runtime is not None:
             yield from self.runtime.collect()
 
@@ -115,33 +123,37 @@ class Service:
         self.web = web
         self.built = built
         self.server = server
+        self.reloads = built.reloads if built is not None else ReloadStatus()
 
     def reload(self) -> bool:
         """Re-read both config files; keep the running ones if either is bad. Whatever goes
         wrong is logged and the running configuration kept: the main loop that calls this
         is what answers SIGTERM and the next SIGHUP, so no exception may end it."""
         try:
-            return self._reload()
+            self._reload()
+            self.reloads.record(True)
+            return True
         except (ConfigError, webconfig.WebConfigError) as exc:
             err = str(exc)
         except Exception as exc:  # a collector that cannot start, or what no check foresaw
             err = f"{type(exc).__name__}: {str(exc)[:500]}"
         log.kv(LOG, logging.ERROR, "reload failed, keeping the running configuration", err=err)
+        self.reloads.record(False)
         return False
 
-    def _reload(self) -> bool:
+    def _reload(self) -> None:
         config = resolve_config(self.args)
         web = webconfig.load(config["web"]["config_file"])
         if web.tls != self.server.tls:
             raise ConfigError("turning TLS on or off needs a restart")
         if config["web"]["listen_address"] != self.config["web"]["listen_address"]:
             log.kv(LOG, logging.WARNING, "a new listen address needs a restart; still listening on the old one",
-                   address=self.config["web"]["listen_address"])
+                   address=",".join(self.config["web"]["listen_address"]))
             config["web"]["listen_address"] = self.config["web"]["listen_address"]
         log.setup(config["log"]["level"], fmt=config["log"]["format"])
         old = None
         if _collecting_part(config) != _collecting_part(self.config):
-            built = Built(config)  # a collector that cannot start raises: the running ones stay
+            built = Built(config, self.reloads)  # a collector that cannot start raises: the running ones stay
             built.start()
             old, self.built = self.built, built
         self.server.swap(_site(self.built, web))
@@ -150,10 +162,10 @@ class Service:
             old.close()
         log.kv(LOG, logging.INFO, "configuration reloaded", collectors=",".join(self.built.names),
                tls=web.tls, basic_auth=bool(web.users), collectors_rebuilt=old is not None)
-        return True
 
 
 def run(args, config) -> int:
+    raise_open_files_limit()
     try:
         web = webconfig.load(config["web"]["config_file"])
     except webconfig.WebConfigError as exc:
@@ -165,36 +177,27 @@ def run(args, config) -> int:
     try:
         server = Server(listen, _site(built, web))
     except (OSError, ValueError) as exc:
-        log.kv(LOG, logging.ERROR, "cannot listen", address=listen, err=str(exc))
+        log.kv(LOG, logging.ERROR, "cannot listen", address=",".join(listen), err=str(exc))
         built.close(wait=0)
         return 1
     service = Service(args, config, web, built, server)
-    wake = threading.Event()
-    pending: List[int] = []
-
-    def on_signal(signum, _frame):
-        pending.append(signum)
-        wake.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, on_signal)
+    # Until here a signal has its default action: a start-up that hangs still ends on SIGTERM.
+    signals = Signals()
     built.start()
     server.start()
-    log.kv(LOG, logging.INFO, "storpath listening", address=listen, version=__version__,
+    built.reloads.record(True)
+    log.kv(LOG, logging.INFO, "storpath listening", address=",".join(listen), version=__version__,
            collectors=",".join(built.names), sysfs=built.roots.sysfs, procfs=built.roots.procfs,
            tls=web.tls, basic_auth=bool(web.users), telemetry_path=config["web"]["telemetry_path"])
     while True:
-        # With a timeout: the kernel may deliver a signal to any thread, and a main thread blocked
-        # on a lock without one would not run the Python handler until something else woke it.
-        while not wake.wait(0.5):
-            pass
-        wake.clear()
-        signals, pending[:] = list(pending), []
-        stop = [s for s in signals if s != signal.SIGHUP]
+        # With a timeout: a signal whose byte did not fit in the pipe is found by the next wait.
+        received = signals.wait(1.0)
+        stop = [s for s in STOP if s in received]
         if stop:
             log.kv(LOG, logging.INFO, "shutting down", signal=signal.Signals(stop[0]).name)
             break
-        if signals:
+        if RELOAD in received:
+            # Every SIGHUP that came since the last reload is this one reload.
             log.kv(LOG, logging.INFO, "reloading", signal="SIGHUP")
             service.reload()
     server.stop()

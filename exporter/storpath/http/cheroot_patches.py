@@ -25,19 +25,32 @@ What is changed:
   `clients.workers` connections are held by workers; more wait without a worker (_Clients).
 - Workers are started as requests need them (WSGIServer._to_worker).
 - A request body, or a second Content-Length header, is refused with 400 (_Headers).
+- cheroot's selector loop ends on any accept error it does not know, and starts again at
+  once: out of descriptors (EMFILE), the listening socket stays readable, so the loop spins,
+  never expires an idle connection, never reads one that is ready, and never gets out.
+  Here running out of descriptors or memory in accept is a pause, not an error: the oldest
+  idle connections are closed to make room (else accepting waits `ACCEPT_PAUSE`), and idle
+  ones go on expiring meanwhile. Connections are also counted: one address may hold at most
+  `clients.connections` open at once, and all together at most `max_connections` (the
+  descriptor limit less what the scrape's own reads need); past the latter the oldest idle
+  connection is closed for the new one, as a web server reuses its keep-alive connections
+  when it runs out (_ConnectionManager).
 """
 
 from __future__ import annotations
 
 import _pyio
 import collections
+import errno
 import logging
+import selectors
 import socket
 import ssl
 import threading
 import time
 from typing import Any, Deque, Dict, List, Optional
 
+from cheroot import connections as cheroot_connections
 from cheroot import errors as cheroot_errors
 from cheroot import wsgi
 from cheroot.makefile import StreamReader, StreamWriter
@@ -49,6 +62,11 @@ from storpath import log
 LOG = log.get("web")
 
 GROW_THREADS = 4  # workers started at a time when a request finds none idle, up to the pool's maximum
+# accept() errors that say "not now" (no descriptor, no memory for the socket), not "never".
+OUT_OF_DESCRIPTORS = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM))
+ACCEPT_PAUSE = 0.25  # seconds without accepting after such an error when no idle connection can be closed
+SHED_BATCH = 16  # idle connections closed at once to make room: the search is over all of them
+QUIET_AFTER = 5.0  # seconds without a new refusal that end an episode (logged at info)
 
 
 class _RequestIO(socket.SocketIO):
@@ -211,6 +229,7 @@ class _Connection(HTTPConnection):
             self.wfile = _Writer(sock)
         self.head_started: Optional[float] = None  # time.time() of the first byte of a request being read ahead
         self.in_worker = False
+        self.counted = False  # counted in the server's open connections (_ConnectionManager)
 
     def communicate(self):
         self.rfile.raw.deadline = time.monotonic() + self.server.request_read_timeout
@@ -223,6 +242,7 @@ class _Connection(HTTPConnection):
 
     def close(self):
         self.server.worker_done(self)
+        self.server.connection_closed(self)
         super().close()
 
 
@@ -256,12 +276,14 @@ class _Clients:
     """Per client address: the connections whose request is being read ahead (at most
     `reading` at once, and `all_reading` from all addresses: more are closed), and the connections held by workers (at most
     `workers` at once: more wait, holding no worker, until one of that address's is done).
-    One address cannot take every worker, nor fill memory with half-sent requests."""
+    One address cannot take every worker, nor fill memory with half-sent requests. Its
+    open connections (at most `connections`) are counted by _ConnectionManager."""
 
     def __init__(self) -> None:
         self.reading = 64
         self.all_reading = 256
         self.workers = 64
+        self.connections = 256  # open at once (_ConnectionManager)
         self._reading: Dict[Any, int] = {}
         self._all_reading = 0
         self._working: Dict[Any, int] = {}
@@ -325,6 +347,152 @@ class _Clients:
             return waiting
 
 
+class _Episode:
+    """A condition that lasts a while (out of descriptors, an address at its cap): a warning
+    when it starts, an info line when nothing has renewed it for QUIET_AFTER seconds, with
+    how often it happened meanwhile; nothing in between."""
+
+    def __init__(self, started: str, ended: str):
+        self._started = started
+        self._ended = ended
+        self._since: Optional[float] = None
+        self._last = 0.0
+        self._count = 0
+
+    def happened(self, **fields: object) -> None:
+        now = time.monotonic()
+        self._last = now
+        self._count += 1
+        if self._since is None:
+            self._since = now
+            log.kv(LOG, logging.WARNING, self._started, **fields)
+
+    def check(self, now: float) -> None:
+        if self._since is not None and now - self._last > QUIET_AFTER:
+            log.kv(LOG, logging.INFO, self._ended, times=self._count, seconds=round(self._last - self._since, 1))
+            self._since, self._count = None, 0
+
+
+class _Selector(cheroot_connections._ThreadsafeSelector):
+    """cheroot's selector, calling `before(timeout)` (which returns the timeout to use) before
+    each select: the one point of each round of the loop where no ready connection is being
+    handed out, so connections can be closed and the listening socket watched again."""
+
+    def __init__(self, before):
+        super().__init__()
+        self._before = before
+
+    def select(self, timeout=None):
+        return super().select(self._before(timeout))
+
+
+class _ConnectionManager(cheroot_connections.ConnectionManager):
+    """cheroot's selector loop (accepting, parking idle connections, expiring them) with
+    accept errors that mean "not now" taken as a pause, and open connections counted per
+    address and in all."""
+
+    def __init__(self, server):
+        super().__init__(server)
+        # Private: `_selector` is the loop's selector, made (and given the listening socket) by
+        # ConnectionManager.__init__; replaced by one that calls _between_rounds.
+        self._selector.close()
+        self._selector = _Selector(self._between_rounds)
+        self._selector.register(server.socket.fileno(), selectors.EVENT_READ, data=server)
+        self._open: Dict[Any, int] = {}
+        self._open_all = 0
+        self._count_lock = threading.Lock()  # connections are closed by workers as well
+        self._shed_wanted = False
+        self._accept_paused_until: Optional[float] = None
+        self._out = _Episode("out of descriptors or memory accepting connections: closing the oldest idle "
+                             "connections, or pausing accepts, until there is room",
+                             "accepting connections again")
+        self._full = _Episode("more open connections than the descriptor limit leaves room for: closing the "
+                              "oldest idle ones for new ones", "open connections back under the limit")
+        self._address_full = _Episode("connections from one address past its cap: closing the newest at once",
+                                      "no address past its connection cap any more")
+
+    def _from_server_socket(self, server_socket):
+        # Private: cheroot's accept step, which raises an accept error it does not know.
+        try:
+            conn = super()._from_server_socket(server_socket)
+        except OSError as exc:
+            if exc.errno not in OUT_OF_DESCRIPTORS:
+                raise
+            self._out.happened(err=str(exc), open_connections=self._open_all)
+            self._pause_accepting()
+            self._shed_wanted = True
+            return None
+        if conn is None:
+            return None
+        return conn if self._admit(conn) else None
+
+    def _admit(self, conn) -> bool:
+        """Count a new connection; False (and it is closed) if its address holds its cap."""
+        server = self.server
+        with self._count_lock:
+            count = self._open.get(conn.remote_addr, 0)
+            full = count >= server.clients.connections
+            if not full:
+                self._open[conn.remote_addr] = count + 1
+                self._open_all += 1
+                conn.counted = True
+            over = self._open_all > server.max_connections
+        if full:
+            self._address_full.happened(client=conn.remote_addr, max_per_client=server.clients.connections)
+            conn.close()
+            return False
+        if over:
+            # Served, and room is made before the next round (max_connections leaves a reserve).
+            self._full.happened(open_connections=self._open_all, max_connections=server.max_connections)
+            self._shed_wanted = True
+        return True
+
+    def closed(self, conn) -> None:
+        with self._count_lock:
+            if conn.counted:
+                conn.counted = False
+                _decrement(self._open, conn.remote_addr)
+                self._open_all -= 1
+
+    def _between_rounds(self, timeout: Optional[float]) -> Optional[float]:
+        now = time.monotonic()
+        if self._shed_wanted:
+            self._shed_wanted = False
+            if self._shed() and self._accept_paused_until is not None:
+                self._accept_paused_until = now  # room was made: accept again at once
+        if self._accept_paused_until is not None:
+            if now >= self._accept_paused_until:
+                self._accept_paused_until = None
+                self._selector.register(self.server.socket.fileno(), selectors.EVENT_READ, data=self.server)
+            elif timeout is not None:
+                timeout = min(timeout, self._accept_paused_until - now)
+        return timeout
+
+    def _shed(self) -> bool:
+        """Close the oldest idle connections (those parked in the selector); False if none."""
+        # Private: `_selector.connections` lists what the selector holds, the listening socket too.
+        idle = [(conn.last_used, fd, conn) for fd, conn in self._selector.connections if conn is not self.server]
+        if not idle:
+            return False
+        for _, fd, conn in sorted(idle, key=lambda item: item[0])[:SHED_BATCH]:
+            self._selector.unregister(fd)
+            conn.close()
+        return True
+
+    def _pause_accepting(self) -> None:
+        """Stop watching the listening socket (readable as long as connections wait in the
+        backlog, so the loop would spin) for ACCEPT_PAUSE, or until room is made."""
+        if self._accept_paused_until is None:
+            self._selector.unregister(self.server.socket.fileno())
+        self._accept_paused_until = time.monotonic() + ACCEPT_PAUSE
+
+    def _expire(self, threshold):
+        # Private: called by cheroot's loop every `expiration_interval` (0.5 s).
+        super()._expire(threshold)
+        now = time.monotonic()
+        for episode in (self._out, self._full, self._address_full):
+            episode.check(now)
+
 def _decrement(counts: Dict, key) -> None:
     counts[key] -= 1
     if not counts[key]:
@@ -344,10 +512,24 @@ class WSGIServer(wsgi.Server):
     ConnectionClass = _Connection
     request_read_timeout = 5.0
     answer_write_timeout = 30.0
+    max_connections = 1 << 30  # open connections at once, from all addresses
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.clients = _Clients()
+
+    def prepare(self):
+        super().prepare()
+        # Private: `_connections` is the ConnectionManager prepare() made; it is replaced by one
+        # that takes running out of descriptors as a pause (its selector, which holds only the
+        # listening socket yet, is closed).
+        self._connections._selector.close()
+        self._connections = _ConnectionManager(self)
+
+    def connection_closed(self, conn) -> None:
+        connections = getattr(self, "_connections", None)
+        if isinstance(connections, _ConnectionManager):
+            connections.closed(conn)
 
     def process_conn(self, conn):
         # Called (by cheroot's ConnectionManager) for a new connection and for one that has

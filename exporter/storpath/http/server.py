@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import base64
 import logging
+import resource
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
@@ -48,6 +49,14 @@ ALL_READING = 256  # requests read ahead at once from all addresses: at most 8 M
 PER_CLIENT_SPARE = 2  # workers one address can never hold: left for the others
 LANDING_LANE = 2  # landing pages drawn or sent at once; more get 503
 KEEP_ALIVE_IDLE_MAX = 64  # idle keep-alive connections kept open; more are closed after their answer
+# Connections open at once from one address; more are closed as soon as they are accepted. Far
+# above what a Prometheus pair, a health checker and a proxy in front need (each scrape or
+# page holds one, and at most --web.max-requests + 4 are served at once), far below a
+# descriptor table: one client cannot take every descriptor.
+PER_CLIENT_CONNECTIONS = 256
+# Descriptors kept from client connections for the scrape's own reads, the background tasks'
+# pipes and fio: past (RLIMIT_NOFILE - this) open connections, the oldest idle ones are closed.
+RESERVED_DESCRIPTORS = 128
 EXTRA_THREADS = 4  # workers beyond --web.max-requests, for health checks, 401s and 503s
 UNLIMITED_THREADS = 64  # workers when --web.max-requests is 0
 START_THREADS = 4  # workers started at once; more are started when a request finds none idle
@@ -84,6 +93,16 @@ def exporter_metrics() -> CollectorRegistry:
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
     return registry
+
+
+def max_connections(addresses: int = 1) -> int:
+    """Client connections open at once on each of `addresses` listen addresses: their share of
+    what the descriptor limit (as raised at start) leaves after RESERVED_DESCRIPTORS, and at
+    least a few."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 20
+    return max(16, (soft - RESERVED_DESCRIPTORS) // addresses)
 
 
 @dataclass
@@ -230,38 +249,74 @@ class App:
 
 
 class Server:
-    """The listening server; `app.site` is what a reload swaps."""
+    """The listening servers, one per listen address (as exporter-toolkit listens on every
+    --web.listen-address given), in front of one App; `app.site` is what a reload swaps.
+    Each address has its own workers and connection bounds; the scrape slots
+    (--web.max-requests) are the Site's, shared by all."""
 
-    def __init__(self, listen: str, site: Site, threads: Optional[int] = None):
-        host, port = parse_listen_address(listen)
-        if host == "":
-            host = "::" if _ipv6_available() else "0.0.0.0"
+    def __init__(self, listen: Union[str, Sequence[str]], site: Site, threads: Optional[int] = None):
+        addresses = [listen] if isinstance(listen, str) else list(listen)
+        if not addresses:
+            raise ValueError("no listen address")
         self.app = App(site)
         # START_THREADS workers at first, more as requests need them (WSGIServer.process_conn), up to
         # `threads`; a request that finds all of those busy waits in the queue. One more worker
         # than --web.max-requests is what lets the limit answer 503 at all.
         self.threads = threads or (site.max_requests + EXTRA_THREADS if site.max_requests > 0 else UNLIMITED_THREADS)
-        self.http = WSGIServer((host, port), self.app, numthreads=min(START_THREADS, self.threads), max=self.threads,
-                            request_queue_size=socket.SOMAXCONN, timeout=SOCKET_TIMEOUT, shutdown_timeout=5,
-                            server_name=f"storpath/{__version__}")
-        self.http.max_request_header_size = MAX_HEADER_BYTES
-        self.http.max_request_body_size = MAX_BODY_BYTES
-        self.http.keep_alive_conn_limit = KEEP_ALIVE_IDLE_MAX
-        self.http.request_read_timeout = REQUEST_READ_TIMEOUT
-        self.http.answer_write_timeout = ANSWER_WRITE_TIMEOUT
-        self.http.clients.reading = PER_CLIENT_READING
-        self.http.clients.all_reading = ALL_READING
-        self.http.clients.workers = max(1, self.threads - PER_CLIENT_SPARE)
         self.adapter: Optional[TLSAdapter] = None
         if site.web.tls:
-            self.adapter = TLSAdapter(site.web.ssl_context)
-            self.http.ssl_adapter = self.adapter
-        self.http.prepare()  # binds now, so "cannot listen" is reported at start
-        self._thread: Optional[threading.Thread] = None
+            self.adapter = TLSAdapter(site.web.ssl_context)  # one for every address: a reload re-keys them all
+        self.https: List[WSGIServer] = []
+        self._max_connections = max_connections(len(addresses))
+        try:
+            for address in addresses:
+                self.https.append(self._listen(address))
+        except (OSError, ValueError):
+            for http in self.https:  # the addresses bound before the one that failed
+                http.stop()
+            raise
+        self._threads: List[threading.Thread] = []
+
+    def _listen(self, address: str) -> WSGIServer:
+        """A WSGIServer bound to `address` now, so "cannot listen" is reported at start."""
+        host, port = parse_listen_address(address)
+        if host == "":
+            host = "::" if _ipv6_available() else "0.0.0.0"
+        http = WSGIServer((host, port), self.app, numthreads=min(START_THREADS, self.threads), max=self.threads,
+                          request_queue_size=socket.SOMAXCONN, timeout=SOCKET_TIMEOUT, shutdown_timeout=5,
+                          server_name=f"storpath/{__version__}")
+        http.max_request_header_size = MAX_HEADER_BYTES
+        http.max_request_body_size = MAX_BODY_BYTES
+        http.keep_alive_conn_limit = KEEP_ALIVE_IDLE_MAX
+        http.request_read_timeout = REQUEST_READ_TIMEOUT
+        http.answer_write_timeout = ANSWER_WRITE_TIMEOUT
+        http.clients.reading = PER_CLIENT_READING
+        http.clients.all_reading = ALL_READING
+        http.clients.workers = max(1, self.threads - PER_CLIENT_SPARE)
+        http.clients.connections = PER_CLIENT_CONNECTIONS
+        http.max_connections = self._max_connections
+        if self.adapter is not None:
+            http.ssl_adapter = self.adapter
+        try:
+            http.prepare()
+        except OSError as exc:
+            raise OSError(exc.errno, f"{address}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"{address}: {exc}") from None
+        return http
+
+    @property
+    def http(self) -> WSGIServer:
+        """The first address's server."""
+        return self.https[0]
 
     @property
     def port(self) -> int:
-        return self.http.bind_addr[1]
+        return self.https[0].bind_addr[1]
+
+    @property
+    def ports(self) -> List[int]:
+        return [http.bind_addr[1] for http in self.https]
 
     @property
     def tls(self) -> bool:
@@ -275,12 +330,15 @@ class Server:
             self.adapter.context = site.web.ssl_context
         self.app.site = site
 
-    def start(self) -> threading.Thread:
-        self._thread = threading.Thread(target=self.http.serve, name="http", daemon=True)
-        self._thread.start()
-        return self._thread
+    def start(self) -> List[threading.Thread]:
+        for index, http in enumerate(self.https):
+            thread = threading.Thread(target=http.serve, name=f"http-{index}" if index else "http", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self._threads
 
     def stop(self) -> None:
-        self.http.stop()
-        if self._thread is not None:
-            self._thread.join(10)
+        for http in self.https:
+            http.stop()
+        for thread in self._threads:
+            thread.join(10)
