@@ -188,7 +188,7 @@ def test_replayed_redacted_capture_reads_the_same_and_shows_no_identity(machine,
                                                                                 m.group(2)) else
                                           m.group(1) + "<id>" + m.group(3), line)
                       for line in text.splitlines()
-                      if not line.startswith(("storpath_scrape", "storpath_config_last_reload_success_timestamp"))))
+                      if not line.startswith(("storpath_scrape", "storpath_config_last_reload_success_timestamp")))
     assert normal(replayed) == normal(original)
     check_original = storpath("check", *paths(root))
     check_replayed = storpath("check", *paths(replay))
