@@ -66,6 +66,19 @@ local format = import '../lib/format.libsonnet';
                   runbook_url: '%(runbookUrlBase)sStorpathTargetDown.md' % v,
                 },
               },
+              {
+                alert: 'StorpathTargetAbsent',
+                expr: 'absent(up{%(targetSelector)s})' % v,
+                [if format.seconds(c.storpathTargetAbsentFor) > 0 then 'for']: c.storpathTargetAbsentFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'Prometheus has no storpath target at all.',
+                  description: 'Prometheus has found no target of job {{ $labels.job }} to scrape for %(storpathTargetAbsentFor)s: the exporter is not deployed, its ServiceMonitor or PodMonitor is not selected, or its job is named differently from what the rules select. No storage alert can fire.' % v,
+                  runbook_url: '%(runbookUrlBase)sStorpathTargetAbsent.md' % v,
+                },
+              },
             ],
           },
         ],
