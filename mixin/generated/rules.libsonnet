@@ -345,7 +345,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A PCIe device keeps reporting correctable AER errors: a marginal link.',
-                  description: '{{ $labels.address }} reported {{ $value | humanize }} correctable AER errors in the last %(pcieAerWindow)s. The hardware recovered them by retrying, at a cost in throughput; they point at a marginal link (riser, cable, slot, signal integrity).' % v,
+                  description: '{{ $labels.address }} reported {{ printf "%%.0f" $value }} correctable AER errors in the last %(pcieAerWindow)s. The hardware recovered them by retrying, at a cost in throughput; they point at a marginal link (riser, cable, slot, signal integrity).' % v,
                   runbook_url: '%(runbookUrlBase)sPcieAerCorrectableErrorsRising.md' % v,
                 },
               },
@@ -365,7 +365,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A PCIe device reported uncorrectable (non-fatal or fatal) AER errors.',
-                  description: '{{ $labels.address }} reported {{ $value | humanize }} {{ $labels.aer_severity }} AER errors in the last %(pcieAerWindow)s: transactions were lost or the link was reset. Expect I/O errors, or a device that dropped off the bus.' % v,
+                  description: '{{ $labels.address }} reported {{ printf "%%.0f" $value }} {{ $labels.aer_severity }} AER errors in the last %(pcieAerWindow)s: transactions were lost or the link was reset. Expect I/O errors, or a device that dropped off the bus.' % v,
                   runbook_url: '%(runbookUrlBase)sPcieAerUncorrectableErrors.md' % v,
                 },
               },
@@ -398,7 +398,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A PCIe link keeps changing its speed or width.',
-                  description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} changed link speed or width {{ $value | humanize }} times in the last %(pcieFlappingWindow)s; it is now at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}. A storage or network link trains once: this one keeps retraining (marginal signal, failing device or riser).' % v,
+                  description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} changed link speed or width {{ printf "%%.0f" $value }} times in the last %(pcieFlappingWindow)s; it is now at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}. A storage or network link trains once: this one keeps retraining (marginal signal, failing device or riser).' % v,
                   runbook_url: '%(runbookUrlBase)sPcieLinkFlapping.md' % v,
                 },
               },
@@ -671,7 +671,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A SAS PHY\'s error counters keep rising: a marginal cable, backplane or connector.',
-                  description: 'PHY {{ $labels.phy }}{{ range query (printf "storpath_sas_phy_info{%(targetLabelsMatchers)s=%%q,phy=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ with .Labels.device }} ({{ . }}){{ end }}{{ end }} counted {{ $value | humanize }} invalid dwords, disparity errors, losses of dword sync and reset problems in the last %(sasSataPhyErrorWindow)s.' % v,
+                  description: 'PHY {{ $labels.phy }}{{ range query (printf "storpath_sas_phy_info{%(targetLabelsMatchers)s=%%q,phy=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ with .Labels.device }} ({{ . }}){{ end }}{{ end }} counted {{ printf "%%.0f" $value }} invalid dwords, disparity errors, losses of dword sync and reset problems in the last %(sasSataPhyErrorWindow)s.' % v,
                   runbook_url: '%(runbookUrlBase)sSasPhyErrorsRising.md' % v,
                 },
               },
@@ -863,7 +863,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A ZFS vdev is counting read, write or checksum errors.',
-                  description: 'vdev {{ $labels.vdev }} of pool {{ $labels.zpool }} counted {{ $value | humanize }} {{ $labels.type }} errors in the last %(zfsVdevErrorsWindow)s.' % v,
+                  description: 'vdev {{ $labels.vdev }} of pool {{ $labels.zpool }} counted {{ printf "%%.0f" $value }} {{ $labels.type }} errors in the last %(zfsVdevErrorsWindow)s.' % v,
                   runbook_url: '%(runbookUrlBase)sZfsVdevErrorsRising.md' % v,
                 },
               },
@@ -976,7 +976,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A storage probe keeps failing.',
-                  description: 'Probe {{ $labels.profile }} of {{ $labels.target }} failed {{ $value | humanize }} times ({{ $labels.reason }}) in the last %(probesFailingWindow)s without a single success.' % v,
+                  description: 'Probe {{ $labels.profile }} of {{ $labels.target }} failed {{ printf "%%.0f" $value }} times ({{ $labels.reason }}) in the last %(probesFailingWindow)s without a single success.' % v,
                   runbook_url: '%(runbookUrlBase)sProbeFailing.md' % v,
                 },
               },

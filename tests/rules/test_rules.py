@@ -177,3 +177,13 @@ def test_rules_use_only_metrics_the_exporter_exposes():
         used |= set(re.findall(r"(?<![:\w])(storpath_[a-z0-9_]+)(?![:\w])", path.read_text()))
     assert used - exposed - documented == set()
     assert used & exposed, "no golden exposition found"
+
+
+def test_runbooks_name_the_units_that_are_installed():
+    """The Debian package installs prometheus-storpath-exporter.service; `storpath.service` is only
+    what deploy/systemd/install writes, so a runbook never names it alone."""
+    for path in RUNBOOKS.glob("*.md"):
+        text = path.read_text()
+        assert not re.search(r"(journalctl -u|systemctl \w+) storpath\b", text), path.name
+        if re.search(r"journalctl|systemctl", text):
+            assert "prometheus-storpath-exporter" in text, path.name
