@@ -57,7 +57,6 @@ CELSIUS = "celsius"
 # selector is an exact match; the fleet boards take any number of hosts.
 FLEET_SEL = 'job=~"$job", instance=~"$instance"'
 HOST_SEL = 'job="$job", instance="$instance"'
-HOST_ONLY = 'instance="$instance"'  # node_exporter's series have their own job
 # The capacity rules aggregate node_exporter's and storpath's series by (instance, device):
 # they carry no job label, so only the host filter applies.
 HOST_ONLY_FLEET = 'instance=~"$instance"'
@@ -66,12 +65,19 @@ HOST_URL = "/d/storpath-host/storpath-host?var-instance=${__data.fields.instance
 GREEN, ORANGE, RED, BLUE = "green", "orange", "red", "blue"
 
 
-def load_thresholds(path: Optional[str] = None) -> dict:
-    """rules/config/thresholds.yml (with a site's file merged over it), as the rules read it."""
+def _rules_generator():
     spec = importlib.util.spec_from_file_location("storpath_rules_generate", os.path.join(REPO, "rules", "generate.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.load_config(path)
+    return module
+
+
+RULES = _rules_generator()
+
+
+def load_thresholds(path: Optional[str] = None) -> dict:
+    """rules/config/thresholds.yml (with a site's file merged over it), as the rules read it."""
+    return RULES.load_config(path)
 
 
 # ---- small builders ---------------------------------------------------------------
@@ -593,13 +599,19 @@ def host(t: dict) -> dict:
               {"present": Column("present")}, width=12, height=7, hide=["job", "instance", "present"],
               labels={"state": Column("state", mappings=[pool_state])}, links=[runbook(rb, "ZfsVdevNotOnline")]),
     ]
+    def node_rate(counter: str) -> str:
+        # node_exporter's series of this host, by its instance or its node_uname_info's nodename
+        # (rules/config/thresholds.yml node_exporter: kube-prometheus-stack keeps <ip>:9100).
+        return RULES.node_exporter_series(
+            lambda matcher: f"rate({counter}{{{', '.join(m for m in (matcher, dev) if m)}}}[5m])", t, "$instance")
+
     throughput = [
         timeseries("Read throughput vs the link's expected bandwidth", [
-            q(f"rate(node_disk_read_bytes_total{{{HOST_ONLY}, {dev}}}[5m])", "{{device}} read"),
+            q(node_rate("node_disk_read_bytes_total"), "{{device}} read"),
             q(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"), "{{device}} link allows"),
         ], unit=BPS, description="Live reads from node_exporter against what the device's link can carry."),
         timeseries("Write throughput vs the link's expected bandwidth", [
-            q(f"rate(node_disk_written_bytes_total{{{HOST_ONLY}, {dev}}}[5m])", "{{device}} write"),
+            q(node_rate("node_disk_written_bytes_total"), "{{device}} write"),
             q(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"), "{{device}} link allows"),
         ], unit=BPS),
         timeseries("Probes: measured vs expected read throughput", [

@@ -21,6 +21,9 @@
     // rewrites this selector when `job` is changed).
     targetSelector: 'job="storpath"',
 
+    // ---- node_exporter -------------------------------------------------------------------
+    nodeExporterJoinViaNodename: true,
+
     // ---- storpath ------------------------------------------------------------------------
     // A collector failing on every scrape for this long: its subsystem's alerts have gone blind.
     storpathCollectorFailingFor: '15m',

@@ -90,7 +90,7 @@ local format = import '../lib/format.libsonnet';
             rules: [
               {
                 record: 'address:storpath_pcie_link_bandwidth:ratio',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     storpath_pcie_current_link_bandwidth_bytes_per_second / on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second
                   )
@@ -108,11 +108,29 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_current_link_bandwidth_bytes_per_second / on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_current_link_bandwidth_bytes_per_second / on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
               },
               {
                 record: 'instance:storpath_pcie_links_below_expected:count',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   count by (%(targetLabelsJoined)s) (
                     (
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
@@ -146,11 +164,45 @@ local format = import '../lib/format.libsonnet';
                   )
                   or on(%(targetLabelsJoined)s)
                   0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  count by (%(targetLabelsJoined)s) (
+                    (
+                      storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      or
+                      storpath_pcie_device_info{port_type="upstream_port"}
+                    )
+                  )
+                  or on(%(targetLabelsJoined)s)
+                  0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
+                ||| % v else |||
+                  count by (%(targetLabelsJoined)s) (
+                    (
+                      storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    )
+                  )
+                  or on(%(targetLabelsJoined)s)
+                  0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
+                ||| % v)),
               },
               {
                 record: 'instance:storpath_pcie_devices_limited_by_port:count',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   count by (%(targetLabelsJoined)s) (
                     (
                       (
@@ -186,11 +238,47 @@ local format = import '../lib/format.libsonnet';
                   )
                   or on(%(targetLabelsJoined)s)
                   0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  count by (%(targetLabelsJoined)s) (
+                    (
+                      (
+                        storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                        or on(%(targetLabelsJoined)s, address)
+                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      or
+                      storpath_pcie_device_info{port_type="upstream_port"}
+                    )
+                  )
+                  or on(%(targetLabelsJoined)s)
+                  0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
+                ||| % v else |||
+                  count by (%(targetLabelsJoined)s) (
+                    (
+                      (
+                        storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                        or on(%(targetLabelsJoined)s, address)
+                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    )
+                  )
+                  or on(%(targetLabelsJoined)s)
+                  0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
+                ||| % v)),
               },
               {
                 alert: 'PcieLinkSpeedBelowExpected',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -212,7 +300,29 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
                 [if format.seconds(c.pcieLinkBelowExpectedFor) > 0 then 'for']: c.pcieLinkBelowExpectedFor,
                 labels: {
                   severity: 'warning',
@@ -225,7 +335,7 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'PcieLinkWidthBelowExpected',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -247,7 +357,29 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
                 [if format.seconds(c.pcieLinkBelowExpectedFor) > 0 then 'for']: c.pcieLinkBelowExpectedFor,
                 labels: {
                   severity: 'warning',
@@ -260,7 +392,7 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'PcieDeviceLimitedByPort',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     (
                       storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
@@ -288,7 +420,35 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    (
+                      storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    (
+                      storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
                 [if format.seconds(c.pciePlacementFor) > 0 then 'for']: c.pciePlacementFor,
                 labels: {
                   severity: '%(pciePlacementSeverity)s' % v,
@@ -301,7 +461,7 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'PcieLinkDown',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   storpath_pcie_current_link_width == 0
                   and on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width > 0
                   unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -321,7 +481,27 @@ local format = import '../lib/format.libsonnet';
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"},
                     "address", "$1", "upstream", "(.+)"
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  storpath_pcie_current_link_width == 0
+                  and on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width > 0
+                  unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                  and on(%(targetLabelsJoined)s, address)
+                  label_replace(
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"},
+                    "address", "$1", "upstream", "(.+)"
+                  )
+                ||| % v else |||
+                  storpath_pcie_current_link_width == 0
+                  and on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width > 0
+                  unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                  and on(%(targetLabelsJoined)s, address)
+                  label_replace(
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"},
+                    "address", "$1", "upstream", "(.+)"
+                  )
+                ||| % v)),
                 [if format.seconds(c.pcieLinkDownFor) > 0 then 'for']: c.pcieLinkDownFor,
                 labels: {
                   severity: 'critical',
@@ -371,7 +551,7 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'PcieLinkFlapping',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
                     + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
@@ -391,7 +571,27 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   ) >= %(pcieFlappingThreshold)s
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                    + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  ) >= %(pcieFlappingThreshold)s
+                ||| % v else |||
+                  (
+                    changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                    + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  ) >= %(pcieFlappingThreshold)s
+                ||| % v)),
                 [if format.seconds(c.pcieCounterAlertsKeepFiringFor) > 0 then 'keep_firing_for']: c.pcieCounterAlertsKeepFiringFor,
                 labels: {
                   severity: 'warning',
@@ -1110,9 +1310,17 @@ local format = import '../lib/format.libsonnet';
             rules: [
               {
                 record: 'instance_device:storpath_block_device_read_bytes:rate5m',
-                expr: |||
+                expr: (if c.nodeExporterJoinViaNodename then |||
                   sum by (%(capacityHostLabelsJoined)s, device) (
-                    rate(node_disk_read_bytes_total[5m])
+                    (
+                      rate(node_disk_read_bytes_total[5m])
+                      or ignoring(nodename)
+                      label_replace(
+                        rate(node_disk_read_bytes_total[5m])
+                        * on(job, instance) group_left(nodename) node_uname_info,
+                        "instance", "$1", "nodename", "(.+)"
+                      )
+                    )
                     and on(%(capacityHostLabelsJoined)s, device)
                     (
                       storpath_block_device_info
@@ -1120,13 +1328,33 @@ local format = import '../lib/format.libsonnet';
                       storpath_md_raid_disks
                     )
                   )
-                ||| % v,
+                ||| % v else |||
+                  sum by (%(capacityHostLabelsJoined)s, device) (
+                    (
+                      rate(node_disk_read_bytes_total[5m])
+                    )
+                    and on(%(capacityHostLabelsJoined)s, device)
+                    (
+                      storpath_block_device_info
+                      or
+                      storpath_md_raid_disks
+                    )
+                  )
+                ||| % v),
               },
               {
                 record: 'instance_device:storpath_block_device_written_bytes:rate5m',
-                expr: |||
+                expr: (if c.nodeExporterJoinViaNodename then |||
                   sum by (%(capacityHostLabelsJoined)s, device) (
-                    rate(node_disk_written_bytes_total[5m])
+                    (
+                      rate(node_disk_written_bytes_total[5m])
+                      or ignoring(nodename)
+                      label_replace(
+                        rate(node_disk_written_bytes_total[5m])
+                        * on(job, instance) group_left(nodename) node_uname_info,
+                        "instance", "$1", "nodename", "(.+)"
+                      )
+                    )
                     and on(%(capacityHostLabelsJoined)s, device)
                     (
                       storpath_block_device_info
@@ -1134,7 +1362,19 @@ local format = import '../lib/format.libsonnet';
                       storpath_md_raid_disks
                     )
                   )
-                ||| % v,
+                ||| % v else |||
+                  sum by (%(capacityHostLabelsJoined)s, device) (
+                    (
+                      rate(node_disk_written_bytes_total[5m])
+                    )
+                    and on(%(capacityHostLabelsJoined)s, device)
+                    (
+                      storpath_block_device_info
+                      or
+                      storpath_md_raid_disks
+                    )
+                  )
+                ||| % v),
               },
               {
                 record: 'instance_device:storpath_block_device_read_bytes:max_rate5m_1h',
