@@ -249,9 +249,12 @@ def copy_rules(dest: Path, src: Path = REPO / "rules") -> set[str]:
         for group in doc.get("groups") or []:
             group.pop("interval", None)  # the capacity group's 5 m: here every group runs at the test's pace
             for rule in group.get("rules") or []:
-                rule.pop("for", None)
-                rule.pop("keep_firing_for", None)
                 expr = str(rule.get("expr", ""))
+                # An alert on an absent `up` (StorpathTargetAbsent) is true until the first scrape:
+                # it keeps its `for:`, or it would fire at every start.
+                if not expr.startswith("absent("):
+                    rule.pop("for", None)
+                rule.pop("keep_firing_for", None)
                 if "alert" in rule and re.search(r"storpath_pcie_current_link_(speed|width)\b", expr) \
                         and "changes(" not in expr:
                     link_alerts.add(rule["alert"])
