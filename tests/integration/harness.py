@@ -376,13 +376,19 @@ def _start_process(name: str, argv: list[str], d: Path, port: int, cls: type, en
 
 
 class ProcessBackend(Backend):
+    """``binaries`` replaces some of BINARIES (Prometheus 3 built by scripts/go-tool, say)."""
+
     mode = "processes"
+
+    def __init__(self, workdir: Path, binaries: Optional[dict] = None):
+        super().__init__(workdir)
+        self.binaries = {**BINARIES, **(binaries or {})}
 
     def _path(self, d: Path, name: str) -> str:
         return str(d / name)
 
     def _run(self, what, d, args, port, cls, data_flag=""):
-        binary = BINARIES[what]
+        binary = self.binaries[what]
         if data_flag:
             (d / "data").mkdir()
             args = args + [f"{data_flag}={d / 'data'}"]

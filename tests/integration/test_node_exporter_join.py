@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.gotools import go_tool
 
@@ -64,7 +63,7 @@ def test_host_board_throughput_finds_node_exporter(tmp_path, stack, version):
     if not os.access(harness.BINARIES["node-exporter"], os.X_OK):
         missing("Debian's prometheus-node-exporter is not installed")
     binary = prometheus_binary(version)
-    backend = harness.ProcessBackend(tmp_path)
+    backend = harness.ProcessBackend(tmp_path, {"prometheus": binary})
     try:
         node = backend.node_exporter(["--collector.disable-defaults", "--collector.diskstats", "--collector.uname"])
         config = harness.prometheus_config({})
@@ -73,15 +72,7 @@ def test_host_board_throughput_finds_node_exporter(tmp_path, stack, version):
             "static_configs": [{"targets": [node.address], "labels": OPERATOR_LABELS}],
             "relabel_configs": STACKS[stack],
         }]
-        d = tmp_path / "prometheus"
-        (d / "data").mkdir(parents=True)
-        (d / "prometheus.yml").write_text(yaml.safe_dump(config))
-        port = harness.free_port()
-        prom = harness._start_process("prometheus", [
-            binary, f"--config.file={d / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{port}",
-            f"--storage.tsdb.path={d / 'data'}"], d, port, harness.Prometheus)
-        backend._stops.append(prom.stop)
-        prom.wait_ready("/-/ready", 60)
+        prom = backend.prometheus(config)
         # the stack's instance label, as the premise says
         harness.wait_until(lambda: prom.query("node_uname_info"), 60, "node_uname_info scraped")
         (uname,) = prom.query("node_uname_info")

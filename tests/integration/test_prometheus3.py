@@ -5,8 +5,6 @@ ends support 16) fires its alert. Debian's Prometheus 2 does the same in test_al
 
 from __future__ import annotations
 
-import yaml
-
 from tests.gotools import go_tool
 
 from . import harness
@@ -14,22 +12,13 @@ from . import harness
 
 def test_prometheus_3_scrapes_storpath_and_runs_every_rule(tmp_path, sysfs_tree, require_exporter):
     binary = go_tool("prometheus")
-    backend = harness.ProcessBackend(tmp_path / "services")
+    backend = harness.ProcessBackend(tmp_path / "services", {"prometheus": binary})
     (tmp_path / "services").mkdir()
     try:
         exporter = backend.host_exporter(sysfs_tree)
         rules = tmp_path / "rules"
         link_alerts = harness.copy_rules(rules)
-        config = harness.prometheus_config({"storpath": [exporter.address]}, rule_files=[str(rules / "*.yml")])
-        d = tmp_path / "prometheus"
-        (d / "data").mkdir(parents=True)
-        (d / "prometheus.yml").write_text(yaml.safe_dump(config))
-        port = harness.free_port()
-        prom = harness._start_process("prometheus", [
-            binary, f"--config.file={d / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{port}",
-            f"--storage.tsdb.path={d / 'data'}"], d, port, harness.Prometheus)
-        backend._stops.append(prom.stop)
-        prom.wait_ready("/-/ready", 60)
+        prom = backend.prometheus(harness.prometheus_config({"storpath": [exporter.address]}), rules_dir=rules)
         assert prom.get_json("/api/v1/status/buildinfo")["data"]["version"].startswith("3."), \
             prom.get_json("/api/v1/status/buildinfo")
         prom.wait_targets_up(["storpath"], timeout=60)

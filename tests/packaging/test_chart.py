@@ -225,20 +225,12 @@ def test_target_health_alerts_fire_for_a_release_not_named_storpath(helm, tmp_pa
               "static_configs": [{"targets": [down]}], "relabel_configs": relabel}
     for scrape_configs, fires, silent in (([scrape], "StorpathTargetDown", "StorpathTargetAbsent"),
                                           ([], "StorpathTargetAbsent", "StorpathTargetDown")):
-        backend = harness.ProcessBackend(tmp_path / f"{fires}-{version}")
+        backend = harness.ProcessBackend(tmp_path / f"{fires}-{version}", {"prometheus": binary})
         (tmp_path / f"{fires}-{version}").mkdir()
         try:
-            config = harness.prometheus_config({}, rule_files=[str(rules / "*.yml")])
+            config = harness.prometheus_config({})
             config["scrape_configs"] = scrape_configs
-            d = tmp_path / f"{fires}-{version}" / "prometheus"
-            (d / "data").mkdir(parents=True)
-            (d / "prometheus.yml").write_text(yaml.safe_dump(config))
-            port = harness.free_port()
-            prom = harness._start_process("prometheus", [
-                binary, f"--config.file={d / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{port}",
-                f"--storage.tsdb.path={d / 'data'}"], d, port, harness.Prometheus)
-            backend._stops.append(prom.stop)
-            prom.wait_ready("/-/ready", 60)
+            prom = backend.prometheus(config, rules_dir=rules)
 
             def firing():
                 return [a for a in prom.alerts() if a["state"] == "firing" and a["labels"]["alertname"] == fires]
