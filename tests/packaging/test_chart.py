@@ -172,6 +172,20 @@ def test_rule_values_in_kube_prometheus_stacks_manner(helm):
     assert scrub["for"] == "2d" and scrub["labels"]["severity"] == "info"
 
 
+def test_a_sites_thresholds_through_rule_files(helm, tmp_path):
+    """A site's thresholds rendered by rules/generate.py replace a shipped file (--set-file)."""
+    site = tmp_path / "site.yml"
+    site.write_text("zfs:\n  capacity_warning_ratio: 0.8\n")
+    run(sys.executable, str(REPO / "rules" / "generate.py"), "--config", str(site), "--out", str(tmp_path / "site-rules"))
+    objects = render(helm, "--set-file", f"prometheusRule.ruleFiles.zfs={tmp_path / 'site-rules' / 'zfs.yml'}",
+                     "--set", "prometheusRule.additionalRuleLabels.team=storage")
+    alerts = {r["alert"]: r for o in objects if o["kind"] == "PrometheusRule" for g in o["spec"]["groups"]
+              for r in g["rules"] if "alert" in r}
+    assert "> 0.8" in alerts["ZfsPoolCapacityHigh"]["expr"] and "80 %" in alerts["ZfsPoolCapacityHigh"]["annotations"]["description"]
+    assert alerts["ZfsPoolCapacityHigh"]["labels"]["team"] == "storage"
+    assert sorted(alerts) == sorted(REPO_ALERTS)
+
+
 def operator_job(objects: list, namespace: str = "storpath") -> str:
     """The job label prometheus-operator gives the targets of the rendered monitor: the value of
     the Service's (PodMonitor: the pod's) label named by jobLabel, else the Service's name
