@@ -80,12 +80,14 @@ def node_exporter_series(series, config: dict, host: str = "") -> str:
     on kube-prometheus-stack too, whose node-exporter keeps `<ip>:9100` as its instance. Where both
     ways find the same series, `or ignoring(nodename)` keeps one.
     """
+    # `host` is a dashboard's variable: matched as a regex (Prometheus anchors it), as the
+    # linters want of every query and as a multi-value variable needs.
     if not config["node_exporter"]["join_via_nodename"]:
-        return series(f'instance="{host}"' if host else "")
+        return series(f'instance=~"{host}"' if host else "")
     if host:
         # One host: node_exporter's series keep their own labels (a board's legend shows `device`).
-        return (f'{series(f"instance={chr(34)}{host}{chr(34)}")}\nor\n'
-                f'{series("")}\n* on(job, instance) group_left() node_uname_info{{nodename="{host}"}}')
+        return (f'{series(f"instance=~{chr(34)}{host}{chr(34)}")}\nor\n'
+                f'{series("")}\n* on(job, instance) group_left() node_uname_info{{nodename=~"{host}"}}')
     return (f'{series("")}\nor ignoring(nodename)\nlabel_replace(\n  {series("")}\n'
             f'  * on(job, instance) group_left(nodename) node_uname_info,\n  "instance", "$1", "nodename", "(.+)"\n)')
 
