@@ -80,7 +80,7 @@ def test_host_board_throughput_finds_node_exporter(tmp_path, stack, version):
         expected_instance = NODE if stack == "kube-prometheus" else node.address
         assert uname["metric"]["instance"] == expected_instance
         for title, expr in throughput_queries().items():
-            expr = expr.replace("$instance", NODE).replace("$device", ".*")
+            expr = expr.replace("$instance", NODE).replace("$device", ".*").replace("$__rate_interval", "1m")
             deadline = time.time() + 60
             while not (result := prom.query(expr)):
                 assert time.time() < deadline, f"{stack}, Prometheus {version}: {title!r} returns nothing:\n{expr}"
