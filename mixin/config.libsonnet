@@ -128,8 +128,8 @@
     // must be long enough that a throttled rebuild still shows progress.
     mdSyncStalledWindow: '30m',
     mdSyncStalledFor: '15m',
-    // mismatch_cnt (512-byte sectors) after a check finished. Any mismatch on raid4/5/6 is
-    // worth a look; raid1/10 holding swap can show a few benign ones: raise this if so.
+    // Bytes found mismatched (mismatch_cnt x 512) after a check finished. Any mismatch on
+    // raid4/5/6 is worth a look; raid1/10 holding swap can show a few benign ones: raise this if so.
     mdMismatchThreshold: 0,
     mdMismatchFor: '5m',
 

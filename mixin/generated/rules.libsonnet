@@ -983,7 +983,7 @@ local format = import '../lib/format.libsonnet';
               {
                 alert: 'MdMismatchCountHigh',
                 expr: |||
-                  storpath_md_mismatch_sectors > %(mdMismatchThreshold)s
+                  storpath_md_mismatch_bytes > %(mdMismatchThreshold)s
                   and on(%(targetLabelsJoined)s, device)
                   storpath_md_sync_action{action="idle"} == 1
                 ||| % v,
@@ -993,7 +993,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'An md array found mismatched blocks between its copies or parity.',
-                  description: '{{ $labels.device }} ({{ range query (printf "storpath_md_level_info{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ .Labels.level }}{{ end }}) counted {{ printf "%%.0f" $value }} mismatched sectors in its last check or repair (threshold %(mdMismatchThreshold)s): its copies or parity disagree.' % v,
+                  description: '{{ $labels.device }} ({{ range query (printf "storpath_md_level_info{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ .Labels.level }}{{ end }}) counted {{ printf "%%.0f" $value }} bytes of mismatched blocks in its last check or repair (threshold %(mdMismatchThreshold)s bytes): its copies or parity disagree.' % v,
                   runbook_url: '%(runbookUrlBase)sMdMismatchCountHigh.md' % v,
                 },
               },

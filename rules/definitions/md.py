@@ -49,13 +49,13 @@ def rules(c):
         c.alert(
             "MdMismatchCountHigh",
             c.expr("""
-                storpath_md_mismatch_sectors > ${threshold}
+                storpath_md_mismatch_bytes > ${threshold}
                 and ${on}
                 storpath_md_sync_action{action="idle"} == 1
             """, threshold=str(cfg.mismatch_threshold), on=on),
             cfg.mismatch_for, "warning",
             "An md array found mismatched blocks between its copies or parity.",
-            f"""{{{{ $labels.device }}}} ({level}) counted {{{{ printf "%.0f" $value }}}} mismatched sectors in its last
-            check or repair (threshold {cfg.mismatch_threshold}): its copies or parity disagree.""",
+            f"""{{{{ $labels.device }}}} ({level}) counted {{{{ printf "%.0f" $value }}}} bytes of mismatched blocks in its
+            last check or repair (threshold {cfg.mismatch_threshold} bytes): its copies or parity disagree.""",
         ),
     ]

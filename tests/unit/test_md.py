@@ -293,7 +293,7 @@ def test_collector_raid1_variants(variant, action, degraded, ratio):
     if variant == "md-recovering":
         assert 'storpath_md_member_info{device="md1",disk="sdb",member="sdb",slot="1",state="spare"} 1.0' in text
     if variant == "md-checking":
-        assert value(text, 'storpath_md_mismatch_sectors{device="md1"}') == 256
+        assert value(text, 'storpath_md_mismatch_bytes{device="md1"}') == 256 * 512
 
 
 def test_collector_imsm_container_and_delayed_resync():

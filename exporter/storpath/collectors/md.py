@@ -44,11 +44,11 @@ SYNC_WAITING = Family(
         "`resync=DELAYED` (another array on the same disks syncs first) or `resync=PENDING` (not started, e.g. "
         "auto-read-only); `sync_action` then still reads what the kernel says (`resync` while delayed), so read "
         "it together with this; 0 otherwise")
-MISMATCH_SECTORS = Family(
-    "storpath_md_mismatch_sectors", GAUGE,
-    "512-byte sectors found inconsistent by the last check or repair (mismatch_cnt).", ("device",),
-    doc="512-byte sectors the last `check`/`repair` found inconsistent (`mismatch_cnt`; reset when the next one "
-        "starts). Named `_sectors`, not `_count` as first planned: promtool rejects `_count` on a gauge")
+MISMATCH_BYTES = Family(
+    "storpath_md_mismatch_bytes", GAUGE,
+    "Bytes found inconsistent by the last check or repair (mismatch_cnt, 512-byte sectors, times 512).", ("device",),
+    "bytes", doc="bytes the last `check`/`repair` found inconsistent: `mismatch_cnt` (the kernel counts 512-byte "
+                 "sectors) times 512; reset when the next one starts. In base units as every storpath size")
 CHUNK_SIZE = Family(
     "storpath_md_chunk_size_bytes", GAUGE,
     "Chunk size of a striped level (chunk_size); absent for raid1 and linear.", ("device",), "bytes",
@@ -74,7 +74,7 @@ MEMBER_NUMA_NODES = Family(
         "read on this scrape (the array's other series are served all the same)")
 
 FAMILIES = (ARRAY_STATE, LEVEL_INFO, RAID_DISKS, DEGRADED_DISKS, SYNC_ACTION, SYNC_COMPLETED, SYNC_WAITING,
-            MISMATCH_SECTORS,
+            MISMATCH_BYTES,
             CHUNK_SIZE, MEMBER_INFO, MEMBER_NUMA_NODES)
 
 
@@ -107,7 +107,7 @@ class MdCollector(Collector):
             if array.sync_completed is not None:
                 done, total = array.sync_completed
                 rows.add(SYNC_COMPLETED, dev, done / total)
-            rows.add(MISMATCH_SECTORS, dev, array.mismatch_count)
+            rows.add(MISMATCH_BYTES, dev, None if array.mismatch_count is None else array.mismatch_count * 512)
             rows.add(CHUNK_SIZE, dev, array.chunk_size_bytes)
             for m in array.members:
                 slot = str(m.slot) if m.slot is not None else ("none" if m.slot_known else "")
