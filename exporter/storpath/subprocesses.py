@@ -98,9 +98,9 @@ def run_command(argv: List[str], timeout: float, env: Optional[Dict[str, str]] =
                     return _finished(argv, None, read, start, stuck=None if gone else proc)
                 if exited_at is not None and now >= exited_at + grace:
                     break  # forked processes still hold the pipes after their group was stopped
-                wait = min(deadline, exited_at + grace if exited_at is not None else deadline) - now
-                if tick:
-                    wait = min(0.25, wait)
+                # At most a quarter second: the command's exit must be seen while something it
+                # forked keeps the pipes open and quiet.
+                wait = min(deadline, exited_at + grace if exited_at is not None else deadline, now + 0.25) - now
                 for key, _ in selector.select(max(0.0, wait)):
                     try:
                         data = os.read(key.fd, 65536)
