@@ -12,7 +12,8 @@ import tracemalloc
 import pytest
 
 from storpath import config as config_module
-from storpath.cli import build_parser, resolve_config
+from storpath.cli import build_parser
+from storpath.options import resolve_config
 from storpath.commands import serve
 from storpath.config import MAX_REQUESTS, ConfigError, load_file, validate
 from storpath.http import webconfig

@@ -19,7 +19,7 @@ from typing import Dict, Iterable, Optional
 
 from storpath import __version__, log
 from storpath.background import Scheduler
-from storpath.cli import resolve_config, roots_from, say_no_devices
+from storpath.options import resolve_config, roots_from, say_no_devices
 from storpath.config import DEFAULT_PORT, ConfigError
 from storpath.exporter import StorpathExporter, build_collectors
 from storpath.exposition import FamilyTexts, SeriesFamily
