@@ -11,7 +11,7 @@ from typing import Dict
 
 from storpath import log
 from storpath.collectors import load_all
-from storpath.config import check_web, load_file, validate
+from storpath.config import check_web, validate
 from storpath.roots import NO_DEVICES, Roots
 
 
@@ -44,7 +44,11 @@ def common_parser() -> argparse.ArgumentParser:
 def resolve_config(args: argparse.Namespace) -> Dict:
     """Defaults <- config file <- flags. Raises ConfigError with a readable message."""
     specs = load_all()
-    raw = load_file(args.config_file) if getattr(args, "config_file", None) else {}
+    raw = {}
+    if getattr(args, "config_file", None):
+        from storpath.configfile import load_file  # PyYAML only where a file is read
+
+        raw = load_file(args.config_file)
     config = validate(raw, {name: spec.cls.config_defaults for name, spec in specs.items()})
     for flag, key in (("path_sysfs", "sysfs"), ("path_procfs", "procfs"), ("path_dev", "dev"),
                       ("path_captured", "captured")):

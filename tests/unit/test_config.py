@@ -10,7 +10,8 @@ import pytest
 
 from storpath import config as config_module
 from storpath.collectors import load_all
-from storpath.config import ConfigError, load_file, validate
+from storpath.config import ConfigError, validate
+from storpath.configfile import load_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

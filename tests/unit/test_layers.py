@@ -19,6 +19,8 @@ LAZY = {
     ("storpath.http.server", "storpath.landing"):
         "the landing page's modules (tree, findings) load on the first visit, not in a scrape-only exporter",
     ("storpath.http.webconfig", "bcrypt"): "only where --web.config.file configures basic auth",
+    ("storpath.options", "storpath.configfile"): "PyYAML only where --config.file is given",
+    ("storpath.http.webconfig", "storpath.configfile"): "PyYAML only where --web.config.file is given",
     ("storpath.exposition", "prometheus_client.parser"): "tests only: the serve path never parses its own text",
     ("storpath.cli", "storpath.commands.*"): "the one subcommand that runs (or all of them for --help)",
     ("storpath.collectors", "storpath.collectors.*"): "every collector module registers itself when loaded",
