@@ -42,9 +42,6 @@ HOUR = 3600.0
 # A probe that could read less than this before its budget runs out is not worth running.
 MIN_PROBE_BYTES = 1 << 20
 
-FAILURE_REASONS = ("fio_missing", "timeout", "crashed", "fio_error", "bad_output", "target_unusable")
-SKIP_REASONS = ("busy", "budget", "concurrent_probe")
-
 
 @dataclass(frozen=True)
 class Outcome:
