@@ -21,9 +21,11 @@ args = cli.build_parser("serve").parse_args(["serve", "--path.sysfs", sys.argv[1
 from storpath.commands import serve
 built = serve.Built(resolve_config(args))
 built.start()
+import gc
+before = gc.get_freeze_count()
 rows = list(built.collect(10.0))
 built.close(wait=0)
-print(json.dumps({"modules": sorted(sys.modules), "families": len(rows)}))
+print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen": [before, gc.get_freeze_count()]}))
 """
 
 NOT_SERVED = ("yaml", "bcrypt", "storpath.configfile", "storpath.tree", "storpath.findings", "storpath.landing",
@@ -46,3 +48,10 @@ def test_serve_imports_only_what_serving_needs(machine_tree):
     assert "storpath.commands.serve" in found["modules"] and "prometheus_client" in found["modules"]
     loaded = [m for m in found["modules"] if any(m == n or m.startswith(n + ".") for n in NOT_SERVED)]
     assert loaded == []
+
+
+def test_serve_freezes_what_lives_after_its_first_complete_scrape(machine_tree):
+    """gc.freeze() once every collector has succeeded: the cyclic collector then leaves
+    alone the modules, records and texts the exporter keeps (benchmarks/gc_scrape.py)."""
+    before, after = serve_imports(machine_tree)["frozen"]
+    assert before == 0 and after > 10_000
