@@ -22,8 +22,10 @@ from storpath.commands import serve
 built = serve.Built(resolve_config(args))
 built.start()
 import gc
+built.settle()  # before any complete scrape: nothing
 before = gc.get_freeze_count()
 rows = list(built.collect(10.0))
+built.settle()  # what serve's main loop does after it
 built.close(wait=0)
 print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen": [before, gc.get_freeze_count()]}))
 """
@@ -51,7 +53,8 @@ def test_serve_imports_only_what_serving_needs(machine_tree):
 
 
 def test_serve_freezes_what_lives_after_its_first_complete_scrape(machine_tree):
-    """gc.freeze() once every collector has succeeded: the cyclic collector then leaves
-    alone the modules, records and texts the exporter keeps (benchmarks/gc_scrape.py)."""
+    """gc.freeze() once a scrape in which every collector succeeded has been served (serve's
+    main loop calls Built.settle): the cyclic collector then leaves alone the modules, records
+    and texts the exporter keeps (benchmarks/gc_scrape.py)."""
     before, after = serve_imports(machine_tree)["frozen"]
     assert before == 0 and after > 10_000

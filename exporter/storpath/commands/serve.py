@@ -76,20 +76,28 @@ class Built:
         self.exporter = StorpathExporter(self.collectors, self.roots, blocked_after=config["web"]["read_blocked_after"])
         self.runtime = None if config["web"]["disable_exporter_metrics"] else exporter_metrics()
         self.scraper = Scraper(self.collect, deadline=config["web"]["scrape_timeout"])
-        self._settled = False  # frozen after this configuration's first complete scrape
+        self._complete = False  # a scrape in which every collector succeeded has been served
+        self._settled = False  # gc.freeze() done after it
 
     def collect(self, timeout: float) -> Iterable[SeriesFamily]:
         yield from self.exporter.collect(timeout)
         yield from self._reload_texts.families(self.reloads.rows())
         if self.runtime is not None:
             yield from self.runtime.collect()
-        if not self._settled and self.exporter.complete():
-            # What lives from here on (modules, device records, family texts) is left out of
-            # the cyclic collector's passes: 11.1 -> 4.9 ms of collection per scrape of 2048
-            # PCI functions, 150 -> 54 ms at 8192, and none of it became cyclic garbage over
-            # the scrapes after (python -m benchmarks.gc_scrape; docs/performance.md). A
-            # reload unfreezes.
+        if not self._complete and self.exporter.complete():
+            self._complete = True
+
+    def settle(self) -> None:
+        """Once, after this configuration's first complete scrape (every collector succeeded):
+        what lives from then on (modules, device records, family texts) is left out of the
+        cyclic collector's passes: 11.1 -> 4.9 ms of collection per scrape of 2048 PCI
+        functions, 150 -> 54 ms at 8192, and none of it became cyclic garbage over the
+        scrapes after (python -m benchmarks.gc_scrape; docs/performance.md). The collection
+        first, so that no garbage is frozen with the rest; the main loop calls this, so that
+        it delays no answer. A reload unfreezes."""
+        if self._complete and not self._settled:
             self._settled = True
+            gc.collect()
             gc.freeze()
 
     def start(self) -> None:
@@ -203,6 +211,7 @@ def run(args, config) -> int:
     while True:
         # With a timeout: a signal whose byte did not fit in the pipe is found by the next wait.
         received = signals.wait(1.0)
+        service.built.settle()
         stop = [s for s in STOP if s in received]
         if stop:
             log.kv(LOG, logging.INFO, "shutting down", signal=signal.Signals(stop[0]).name)
