@@ -90,11 +90,11 @@ class Built:
     def settle(self) -> None:
         """Once, after this configuration's first complete scrape (every collector succeeded):
         what lives from then on (modules, device records, family texts) is left out of the
-        cyclic collector's passes: 11.1 -> 4.9 ms of collection per scrape of 2048 PCI
-        functions, 150 -> 54 ms at 8192, and none of it became cyclic garbage over the
+        cyclic collector's passes: 11-19 -> 5-7 ms of collection per scrape of 2048 PCI
+        functions, 150 -> 54-66 ms at 8192, and none of it became cyclic garbage over the
         scrapes after (python -m benchmarks.gc_scrape; docs/performance.md). The collection
-        first, so that no garbage is frozen with the rest; the main loop calls this, so that
-        it delays no answer. A reload unfreezes."""
+        first (once: 47 ms at 2048, 118 ms at 8192), so that no garbage is frozen with the
+        rest; the main loop calls this, so that it delays no answer. A reload unfreezes."""
         if self._complete and not self._settled:
             self._settled = True
             gc.collect()
