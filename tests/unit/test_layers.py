@@ -7,6 +7,9 @@ reason); readers never log; analysis does no I/O."""
 import ast
 import os
 import re
+import shutil
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -275,3 +278,26 @@ def test_the_layer_list_is_read_as_written():
                                              "storpath.exporter", "storpath.http",
                                              "storpath.options"]
     assert "storpath.safetext" in LAYERS[0][1] and "storpath.manpage" in LAYERS[-1][1]
+
+
+PLANTED = [
+    ("commands/serve.py", "\nfrom storpath.cli import main\n", cycles),  # cli loads commands by importlib
+    ("readers/md.py", "\nimport importlib\n\ndef f():\n    importlib.import_module('storpath.findings.md')\n", upward),
+    ("config.py", "\ndef f():\n    import yaml\n", inner_imports),
+    ("newthing.py", "X = 1\n", no_layer),
+    ("readers/md.py", "\nimport logging\n", reader_logging),
+    ("readers/pci.py", "\nfrom storpath import log\n", reader_logging),
+    ("analysis/md.py", "\ndef f(path):\n    return open(path).read()\n", analysis_io),
+    ("analysis/topology.py", "\nfrom storpath.readers.pci import PciReader\n", analysis_io),
+    ("analysis/zfs.py", "\nimport os\n", analysis_io),
+]
+
+
+@pytest.mark.parametrize("path,text,check", PLANTED, ids=[f"{p}:{c.__name__}" for p, _, c in PLANTED])
+def test_each_rule_fails_on_a_violation_planted_in_a_copy(tmp_path, path, text, check):
+    package = str(tmp_path / "storpath")
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert check(package) == []
+    with open(os.path.join(package, path), "a", encoding="utf-8") as handle:
+        handle.write(text)
+    assert check(package) != []
