@@ -10,98 +10,24 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
-import logging
-import os
 import pkgutil
 import sys
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from storpath import __version__, commands, log
-from storpath.collectors import load_all
-from storpath.config import ConfigError, DEFAULT_PORT, check_web, load_file, validate
-from storpath.roots import NO_DEVICES, Roots
+from storpath.config import DEFAULT_PORT, ConfigError
+from storpath.options import common_parser, resolve_config
 
 
-def common_parser() -> argparse.ArgumentParser:
-    """Flags shared by every subcommand that reads a machine."""
-    parser = argparse.ArgumentParser(add_help=False)
-    group = parser.add_argument_group("machine and config")
-    group.add_argument("--config.file", dest="config_file", metavar="FILE", help="YAML config file.")
-    group.add_argument("--path.sysfs", dest="path_sysfs", metavar="DIR", help="sysfs mount point (default /sys).")
-    group.add_argument("--path.procfs", dest="path_procfs", metavar="DIR", help="procfs mount point (default /proc).")
-    group.add_argument("--path.dev", dest="path_dev", metavar="DIR", help="device nodes (default /dev).")
-    group.add_argument("--path.captured", dest="path_captured", metavar="DIR",
-                       help="Folder of captured command outputs (NVMe Identify, zpool) to read instead of running "
-                            "the commands; `storpath capture` writes one.")
-    group.add_argument("--log.level", dest="log_level", choices=list(log.LEVELS), help="Log level (default info).")
-    group.add_argument("--log.format", dest="log_format", choices=list(log.FORMATS),
-                       help="Log format (default logfmt).")
-    collectors = parser.add_argument_group("collectors")
-    collectors.add_argument("--collector.disable-defaults", dest="collector_disable_defaults", action="store_true",
-                            help="Turn off every collector that is not enabled explicitly (by flag or config file).")
-    for name, spec in load_all().items():
-        state = "on" if spec.default_enabled else "off"
-        collectors.add_argument(f"--collector.{name}", dest=f"collector_{name}", action="store_const", const=True,
-                                help=f"Enable the {name} collector ({spec.help}). Default {state}.")
-        collectors.add_argument(f"--no-collector.{name}", dest=f"collector_{name}", action="store_const", const=False,
-                                help=f"Disable the {name} collector.")
-    return parser
+def command_names() -> List[str]:
+    """The subcommands: storpath.commands' modules, listed without importing them."""
+    return [info.name for info in pkgutil.iter_modules(commands.__path__)]
 
 
-def resolve_config(args: argparse.Namespace) -> Dict:
-    """Defaults <- config file <- flags. Raises ConfigError with a readable message."""
-    specs = load_all()
-    raw = load_file(args.config_file) if getattr(args, "config_file", None) else {}
-    config = validate(raw, {name: spec.cls.config_defaults for name, spec in specs.items()})
-    for flag, key in (("path_sysfs", "sysfs"), ("path_procfs", "procfs"), ("path_dev", "dev"),
-                      ("path_captured", "captured")):
-        if getattr(args, flag, None):
-            config["paths"][key] = getattr(args, flag)
-    paths = config["paths"]
-    dev_given = bool(getattr(args, "path_dev", None)) or "dev" in ((raw or {}).get("paths") or {})
-    if not dev_given and os.path.normpath(paths["sysfs"]) != "/sys":
-        paths["dev"] = ""  # another machine's sysfs: this host's device nodes are not its devices
-    if getattr(args, "log_level", None):
-        config["log"]["level"] = args.log_level
-    if getattr(args, "log_format", None):
-        config["log"]["format"] = args.log_format
-    web_flags(args, config["web"])
-    for name in specs:
-        value = getattr(args, f"collector_{name}", None)
-        if value is not None:
-            config["collectors"].setdefault(name, {})["enabled"] = value
-        elif getattr(args, "collector_disable_defaults", False) and \
-                "enabled" not in config["collectors"].get(name, {}):
-            config["collectors"].setdefault(name, {})["enabled"] = False
-    return config
-
-
-# serve's --web.* flags -> the config's web section.
-WEB_FLAGS = ("listen_address", "config_file", "telemetry_path", "max_requests", "disable_exporter_metrics",
-             "scrape_timeout", "read_blocked_after")
-
-
-def web_flags(args: argparse.Namespace, web: Dict) -> None:
-    for key in WEB_FLAGS:
-        value = getattr(args, f"web_{key}", None)
-        if value is not None:
-            web[key] = value
-    check_web(web)
-
-
-def roots_from(config: Dict) -> Roots:
-    paths = config["paths"]
-    return Roots(sysfs=paths["sysfs"], procfs=paths["procfs"], dev=paths["dev"], captured=paths["captured"] or None)
-
-
-def say_no_devices(roots: Roots) -> None:
-    """Log once that no device node is opened, where that leaves something unread (NVMe
-    data not taken from --path.captured)."""
-    if not roots.devices and not roots.captured:
-        log.once(logging.getLogger("storpath"), logging.WARNING, ("no-devices",), NO_DEVICES)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The whole command line, or with `only` the one subcommand that will run: a
+    subcommand's module is imported only when it runs (or for the whole --help), so
+    `storpath serve` starts without check's, tree's and capture's imports."""
     parser = argparse.ArgumentParser(
         prog="storpath",
         description="Shows when Linux storage runs below the speed its hardware can deliver.",
@@ -109,9 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"storpath {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
     common = common_parser()
-    for module_info in pkgutil.iter_modules(commands.__path__):
-        module = importlib.import_module(f"{commands.__name__}.{module_info.name}")
-        module.add_parser(sub, common)
+    for name in command_names():
+        if only is None or name == only:
+            importlib.import_module(f"{commands.__name__}.{name}").add_parser(sub, common)
     return parser
 
 
@@ -128,7 +54,11 @@ def never_fail_on_encoding() -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     never_fail_on_encoding()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # No option before the subcommand takes a value, so its name is the first word that is
+    # not an option; anything else (none, a typo) builds every subcommand for the message.
+    word = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(word if word in command_names() else None)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)

@@ -114,6 +114,10 @@ class StorpathExporter:
         out.extend(self._texts.families(rows))
         return out
 
+    def complete(self) -> bool:
+        """Whether every collector succeeded in the last scrape."""
+        return not self._failing
+
     def _report(self, collector: str, why: Optional[str]) -> None:
         """Log a collector's failure when it starts failing or fails for another reason,
         and its recovery."""

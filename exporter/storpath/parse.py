@@ -1,5 +1,5 @@
 """Parsing what the kernel prints: integers as sysfs attributes spell them, PCIe link
-speeds and widths, SAS and SATA link rates. Strict: an implausible value is None with the
+speeds and widths, SAS and SATA link rates, identity strings. Strict: an implausible value is None with the
 reason, never a guess.
 
 Kernel sources of the spellings: drivers/pci/pci-sysfs.c (current_link_speed,
@@ -12,6 +12,7 @@ drivers/ata/libata-transport.c ("1.5 Gbps", "3.0 Gbps", "6.0 Gbps", "<unknown>")
 from __future__ import annotations
 
 import re
+import string
 from typing import Optional, Tuple
 
 
@@ -127,3 +128,17 @@ def parse_sas_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]
 def parse_sata_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
     """'3.0 Gbps' -> (3e9, None); '<unknown>' -> (None, '<unknown>')."""
     return _link_rate(text, _GBPS)
+
+
+# Around an identity string: the spaces older kernels pad NVMe's fixed-width model, serial
+# and firmware fields with (and SCSI's vendor and model), sysfs's newline, and the NULs a
+# copy of sysfs made with tar can pad a file with.
+_IDENTITY_PADDING = string.whitespace + "\x00"
+
+
+def parse_identity(text: Optional[str]) -> Optional[str]:
+    """A model, serial, firmware revision, vendor or DMI name without the padding around it
+    (what is inside stays as the device wrote it); None when nothing is left."""
+    if text is None:
+        return None
+    return text.strip(_IDENTITY_PADDING) or None

@@ -11,23 +11,25 @@ import tracemalloc
 
 import pytest
 
-from storpath import config as config_module
-from storpath.cli import build_parser, resolve_config
+from storpath import configfile
+from storpath.cli import build_parser
+from storpath.options import resolve_config
 from storpath.commands import serve
-from storpath.config import MAX_REQUESTS, ConfigError, load_file, validate
+from storpath.config import MAX_REQUESTS, ConfigError, validate
+from storpath.configfile import load_file
 from storpath.http import webconfig
 from tests.conftest import log_records
 from tests.unit.test_config import collector_defaults
 
-LOADERS = [config_module.PythonLoader]
-if config_module.CParser is not None:
-    LOADERS.append(config_module.LibyamlLoader)
+LOADERS = [configfile.PythonLoader]
+if configfile.CParser is not None:
+    LOADERS.append(configfile.LibyamlLoader)
 
 
 @pytest.fixture(params=LOADERS, ids=lambda loader: loader.__name__)
 def loader(request, monkeypatch):
     """Each loader storpath may run with: libyaml's, and PyYAML's own where libyaml is absent."""
-    monkeypatch.setattr(config_module, "LOADER", request.param)
+    monkeypatch.setattr(configfile, "LOADER", request.param)
     return request.param
 
 
@@ -95,7 +97,7 @@ def test_a_config_just_under_the_limit_still_loads(tmp_path):
     path = tmp_path / "big.yml"
     targets = "".join(f"    - file: /srv/probe{i}\n" for i in range(10_000))
     text = "probes:\n  targets:\n" + targets
-    assert len(text) < config_module.MAX_FILE_BYTES
+    assert len(text) < configfile.MAX_FILE_BYTES
     path.write_text(text)
     assert len(load_file(str(path))["probes"]["targets"]) == 10_000
 

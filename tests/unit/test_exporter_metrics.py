@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from storpath import cli, exposition
+from storpath import cli, exposition, options
 from storpath.commands import serve
 from storpath.http.server import exporter_metrics
 
@@ -22,7 +22,7 @@ PROCESS_AND_PYTHON = {"process_virtual_memory_bytes", "process_resident_memory_b
 def _scrape(root: str, *extra: str):
     args = cli.build_parser().parse_args(["serve", "--path.sysfs", f"{root}/sys", "--path.procfs", f"{root}/proc",
                                           *extra])
-    built = serve.Built(cli.resolve_config(args))
+    built = serve.Built(options.resolve_config(args))
     try:
         flight = built.scraper.scrape(10.0)
         assert flight.error is None

@@ -177,6 +177,19 @@ def test_reader_faulty_member_still_attached(capture, tmp_path):
     assert [(m.name, m.slot, m.state) for m in md1.members] == [("vdc", 0, ("in_sync",)), ("vdd", None, ("faulty",))]
 
 
+def test_idle_array_has_no_sync_ratio_whatever_sync_completed_says(capture, tmp_path):
+    """Older kernels print done/total in sync_completed while sync_action reads idle (no
+    MD_RECOVERY_RUNNING test in sync_completed_show): nothing runs, so no ratio (not 0)."""
+    roots = materialise(capture[2], str(tmp_path))
+    with open(os.path.join(roots.sysfs, "block", "md1", "md", "sync_completed"), "w") as handle:
+        handle.write("0 / 130816\n")
+    md1 = {a.name: a for a in read_md_arrays(roots)}["md1"]
+    assert (md1.sync_action, md1.sync_completed, md1.sync_waiting, md1.errors) == ("idle", None, None, [])
+    text = generate_latest(make_registry([MdCollector(Context(roots=roots, scheduler=Scheduler()))])).decode()
+    assert 'storpath_md_sync_completed_ratio{device="md1"}' not in text
+    assert value(text, 'storpath_md_sync_completed_ratio{device="md2"}') == pytest.approx(8192 / 129024)
+
+
 def test_reader_survives_broken_values_and_missing_sysfs(capture, tmp_path):
     roots = materialise(capture[2], str(tmp_path))
     md = os.path.join(roots.sysfs, "block", "md2", "md")

@@ -3,9 +3,9 @@
 import os
 import shutil
 
-from storpath.analysis.topology import read_pci_tree
 from storpath.readers.pci import PciReader, parse_aer_total, parse_port_type
 from storpath.roots import Roots
+from tests.pcitree import read_pci_tree
 from tests.fixtures.sysfs_builder import MachineBuilder, config_space
 
 

@@ -3,8 +3,8 @@
 import pytest
 
 from storpath.analysis.pcie import analyse
-from storpath.analysis.topology import read_pci_tree
 from storpath.roots import Roots
+from tests.pcitree import read_pci_tree
 from tests.fixtures.sysfs_builder import MachineBuilder
 
 

@@ -7,11 +7,11 @@ import pytest
 
 from storpath.analysis import pcie
 from storpath.analysis.throughput import MdShape, expected_read_bandwidth, shared_tree_bandwidth
-from storpath.analysis.topology import read_pci_tree
 from storpath.probes import devices
 from storpath.readers.block import read_block_devices
 from storpath.roots import Roots
 from storpath.units import pcie_link_bytes_per_second
+from tests.pcitree import read_pci_tree
 from tests.fixtures import machines
 from tests.fixtures.builders_probes import add_md, add_partition
 

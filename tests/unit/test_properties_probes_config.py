@@ -13,6 +13,7 @@ import math
 from hypothesis import example, given, strategies as st
 
 from storpath import config as config_module
+from storpath import configfile
 from storpath.collectors import load_all
 from storpath.config import ConfigError
 from storpath.probes import devices, fio, state
@@ -138,7 +139,7 @@ _YAML_PIECES = st.sampled_from(["log:\n", "  level: info\n", "collectors:\n", " 
 @example("!!python/object/apply:os.system [echo]\n")
 def test_the_config_loader_gives_a_config_or_a_config_error(text):
     try:
-        config = config_module.validate(config_module.parse_text(text, "fuzz.yml"), _defaults())
+        config = config_module.validate(configfile.parse_text(text, "fuzz.yml"), _defaults())
     except ConfigError:
         return
     assert isinstance(config, dict) and "collectors" in config

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from storpath import cli
+from storpath import cli, options
 from storpath.probes.devices import resolve
 from storpath.readers import nvme, nvme_health
 from storpath.roots import NO_DEVICES, Roots
@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 
 def roots_of(*argv):
     args = cli.build_parser().parse_args(["check", *argv])
-    return cli.roots_from(cli.resolve_config(args))
+    return options.roots_from(options.resolve_config(args))
 
 
 def test_replayed_sysfs_without_path_dev_has_no_device_nodes(tmp_path):
@@ -70,9 +70,9 @@ def test_said_once_in_the_log(caplog):
     caplog.set_level(logging.WARNING, logger="storpath")
     from storpath import log
     log._seen.discard(("no-devices",))
-    cli.say_no_devices(Roots(sysfs="/elsewhere", dev=""))
-    cli.say_no_devices(Roots(sysfs="/elsewhere", dev=""))
-    cli.say_no_devices(Roots(sysfs="/elsewhere", dev="", captured="/captured"))  # nothing left unread
+    options.say_no_devices(Roots(sysfs="/elsewhere", dev=""))
+    options.say_no_devices(Roots(sysfs="/elsewhere", dev=""))
+    options.say_no_devices(Roots(sysfs="/elsewhere", dev="", captured="/captured"))  # nothing left unread
     assert [r.getMessage() for r in caplog.records] == [NO_DEVICES]
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from storpath.analysis.pcie import analyse
-from storpath.analysis.topology import read_pci_tree
 from storpath.readers.host import identify, parse_cpuinfo_hypervisor, read_host
 from storpath.roots import Roots
+from tests.pcitree import read_pci_tree
 from tests.fixtures.sysfs_builder import MachineBuilder
 
 FLAGS = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr{}\n\nprocessor\t: 1\nflags\t\t: fpu hypervisor\n"

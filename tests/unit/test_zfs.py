@@ -533,9 +533,9 @@ def test_exporter_keeps_serving_with_bad_zpool(tmp_path, body):
 
 # ---- storpath check without zpool: the kstat state, as the metrics have it ---------------
 
-def _check_without_zpool(tmp_path, states):
+def _check_without_zpool(tmp_path, states, dev=None):
     """`storpath check`'s ZFS findings on a procfs with these kstat pool states and a
-    zpool that cannot be run."""
+    zpool that cannot be run (or, with dev "", a replayed machine's, where zpool is not run)."""
     from storpath.findings import Facts, Outcome
     from storpath.findings.zfs import check
 
@@ -546,7 +546,8 @@ def _check_without_zpool(tmp_path, states):
         # newline, spa_state_to_name(spa) ("ONLINE", "DEGRADED", "SUSPENDED"...).
         (folder / "state").write_text(text + "\n")
     (tmp_path / "sys").mkdir(exist_ok=True)
-    roots = Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"))
+    roots = Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"),
+                  **({} if dev is None else {"dev": dev}))
     facts = Facts(roots, {"collectors": {"zfs": {"zpool_path": str(tmp_path / "no-zpool"),
                                                  "zfs_path": str(tmp_path / "no-zfs")}}})
     out = Outcome("zfs")
@@ -562,6 +563,16 @@ def test_check_uses_kstat_state_when_zpool_cannot_run(tmp_path):
     assert tank.severity == "critical" and tank.title == "pool is SUSPENDED"
     assert "/proc/spl/kstat/zfs/tank/state" in tank.evidence
     assert findings[("zfs", "zfs.unreadable")].title == "ZFS pool details could not be read"
+
+
+def test_check_on_a_replay_reports_the_kstat_states_zpool_was_not_run_for(tmp_path):
+    """A replayed machine without --path.captured: zpool is not run (no pools, no failure),
+    and kstat's SUSPENDED and DEGRADED pools are findings, as they are metrics."""
+    findings = _check_without_zpool(tmp_path, {"tank": "SUSPENDED", "backup": "DEGRADED", "scratch": "ONLINE"},
+                                    dev="")
+    assert set(findings) == {("tank", "zfs.pool_not_online"), ("backup", "zfs.pool_not_online")}
+    assert findings[("tank", "zfs.pool_not_online")].title == "pool is SUSPENDED"
+    assert "/proc/spl/kstat/zfs/backup/state" in findings[("backup", "zfs.pool_not_online")].evidence
 
 
 def test_check_without_zpool_and_healthy_kstat_is_info_only(tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator, List, Mapping, Optional, Tuple
 
-from storpath.readers.pci import PciDevice, PciReader
+from storpath.readers.pci import PciDevice
 
 # Ports whose link leads away from the root complex, to the device below them.
 DOWNSTREAM_FACING = frozenset({"root_port", "downstream_port", "pci_to_pcie_bridge"})
@@ -63,10 +63,3 @@ def with_port_types(read: Tuple[List[PciDevice], list]) -> Tuple[List[PciDevice]
     resolve_port_types(read[0])
     return read
 
-
-def read_pci_tree(roots) -> List[PciDevice]:
-    """One-shot read of the PCI devices with their port types (commands and background
-    tasks that read the tree once)."""
-    devices = PciReader(roots).read()
-    resolve_port_types(devices)
-    return devices

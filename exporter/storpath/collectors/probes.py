@@ -14,7 +14,7 @@ from storpath import log
 from storpath.collectors import Collector, register
 from storpath.families import COUNTER, GAUGE, SUMMARY, Family, Rows
 from storpath.probes import config as probes_config
-from storpath.probes.engine import FAILURE_REASONS, SKIP_REASONS, ProbeEngine
+from storpath.probes.config import FAILURE_REASONS, SKIP_REASONS
 from storpath.snapshot import Source
 
 # How often what each target's path allows is read again (links can retrain, drives be swapped).
@@ -105,6 +105,8 @@ class ProbesCollector(Collector):
         self.tasks = []
         if not self.probes.targets:
             return
+        from storpath.probes.engine import ProbeEngine  # fio's machinery only where targets are configured
+
         self.engine = ProbeEngine(self.probes, self.roots)
         self.reads = ("probes",)
         self.tasks.append(ctx.scheduler.add("probes-expectation", self.engine.refresh_expectations,

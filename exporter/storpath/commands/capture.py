@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 
 from storpath import __version__, log
 from storpath.capture.archive import archive_top, snapshot, write_archive
 from storpath.capture.files import ReaderFiles, Tree, expand_braces, reader_files  # noqa: F401 (re-exported)
 from storpath.capture.redact import Redactor  # noqa: F401 (re-exported)
-from storpath.cli import roots_from
+from storpath.options import roots_from
 
 LOG = log.get("capture")
 
@@ -67,8 +68,6 @@ def run(args, config) -> int:
         return 3
     output = args.output
     top = archive_top(output)
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="storpath-capture-") as work:
         result = snapshot(roots, work, args.redact)
         manifest = result["manifest"]

@@ -20,7 +20,7 @@ import textwrap
 from typing import Any, Dict, List, Optional, TextIO
 
 from storpath import __version__, safetext
-from storpath.cli import roots_from, say_no_devices
+from storpath.options import roots_from, say_no_devices
 from storpath.findings import _probes
 from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
                                run_checks, severity_rank, worst)

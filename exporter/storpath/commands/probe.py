@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from storpath.cli import roots_from
+from storpath.options import roots_from
 from storpath.config import ConfigError
 from storpath.probes import config as probes_config
 from storpath.probes.engine import Outcome, ProbeEngine

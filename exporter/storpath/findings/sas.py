@@ -216,4 +216,20 @@ def check_sata(facts: Facts, out: Outcome) -> None:
                 remedy="Look for 'limiting SATA link speed' in the kernel log; replace the SATA cable (or move "
                        "the drive to another port), then reboot: the limit only resets with the link.",
                 related=tuple(disks)))
+        elif link.device_capability.maximum is None and link.hardware_limit is not None \
+                and link.speed < link.hardware_limit:
+            # Unverifiable (storpath_sata_link_verifiable 0): the drive may be the slower end.
+            drive = f"/dev/{disks[0]}" if disks else "the drive"
+            out.add(Finding(
+                subject=subject, severity=INFO, kind="sata.link_below_port_drive_unknown",
+                title=f"SATA link runs at {gbit(link.speed)} on a {gbit(link.hardware_limit)} port; the drive "
+                      "does not say what it supports",
+                evidence=f"{who}: sata_spd {gbit(link.speed)}, hw_sata_spd_limit {gbit(link.hardware_limit)}; "
+                         "the drive's IDENTIFY data (word 76) lists no SATA generation",
+                impact=f"{payload_mb(link.speed)}; {payload_mb(link.hardware_limit)} if the drive supports the "
+                       "port's rate",
+                remedy=f"Look up what the drive supports: `hdparm -I {drive}` (its Transport line lists the SATA "
+                       "revisions it claims) or its datasheet; if it does the port's rate, replace the cable or "
+                       "check the backplane.",
+                related=tuple(disks)))
     out.count(used, "SATA links")

@@ -46,11 +46,12 @@ def check(facts: Facts, out: Outcome) -> None:
             impact="vdevs, errors, capacity and ashift are unknown" + (
                 "; pool states come from /proc/spl/kstat/zfs" if kstat else "; so is pool health"),
             remedy="Run as root or check that zpool works (`zpool status`)."))
-        for name in sorted(kstat):
-            if kstat[name] != "online":
-                out.add(_not_online(name, kstat[name], [], "kstat"))
-        out.count(len(kstat), "ZFS pools")
-        return
+    # A pool zpool did not list (it failed, or was not run on a replay) still has kstat's
+    # state, as the metrics have it.
+    listed = {pool.name for pool in snapshot.pools}
+    for name in sorted(set(kstat) - listed):
+        if kstat[name] != "online":
+            out.add(_not_online(name, kstat[name], [], "kstat"))
     for pool in snapshot.pools:
         state = kstat.get(pool.name) or pool.state
         if state and state != "online":
@@ -109,7 +110,7 @@ def check(facts: Facts, out: Outcome) -> None:
                 title=f"{pool.scan.function} in progress{done}", evidence=f"{pool.scan.function} scanning",
                 impact="the pool's throughput is shared with the scan until it finishes",
                 remedy="Let it finish; measure performance afterwards."))
-    out.count(len(snapshot.pools), "ZFS pools")
+    out.count(len(listed | set(kstat)), "ZFS pools")
 
 
 def _not_online(name: str, state: str, bad, source: str) -> Finding:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from storpath import log
-from storpath.config import ConfigError, load_file
+from storpath.config import ConfigError
 
 
 class WebConfigError(ValueError):
@@ -100,6 +100,8 @@ def load(path: Optional[str]) -> WebConfig:
     """Read and check a web config file; no path means plain HTTP without authentication."""
     if not path:
         return WebConfig()
+    from storpath.configfile import load_file  # PyYAML only where a file is read
+
     try:
         raw = load_file(path)
     except ConfigError as exc:

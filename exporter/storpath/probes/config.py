@@ -38,6 +38,11 @@ from storpath.probes.profiles import (BUILTIN_PROFILES, DEFAULT_PROFILES, PATH_E
 from storpath.probes.targets import MAX_FILE_SIZE, Target, check_target
 from storpath.units import parse_rate  # noqa: F401  (the probes' throughput spelling, re-exported)
 
+# Why a probe failed or was skipped: the `reason` label of the probes' failure and skip
+# counters, every one exported from the start (storpath.probes.engine counts them).
+FAILURE_REASONS = ("fio_missing", "timeout", "crashed", "fio_error", "bad_output", "target_unusable")
+SKIP_REASONS = ("busy", "budget", "concurrent_probe")
+
 STATE_FILE_NAME = "probes.json"
 
 

@@ -30,19 +30,17 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 from storpath import log
 from storpath.analysis import pcie as pcie_analysis
 from storpath.analysis.throughput import PathExpectation, expected_read_bandwidth
-from storpath.analysis.topology import read_pci_tree
+from storpath.analysis.topology import with_port_types
 from storpath.probes import devices, fio, state as state_file
 from storpath.probes.config import ProbesConfig, Target, default_state_file
 from storpath.readers.block import read_block_devices
+from storpath.readers.pci import PciReader
 from storpath.roots import Roots
 
 LOG = log.get("probes")
 HOUR = 3600.0
 # A probe that could read less than this before its budget runs out is not worth running.
 MIN_PROBE_BYTES = 1 << 20
-
-FAILURE_REASONS = ("fio_missing", "timeout", "crashed", "fio_error", "bad_output", "target_unusable")
-SKIP_REASONS = ("busy", "budget", "concurrent_probe")
 
 
 @dataclass(frozen=True)
@@ -191,7 +189,7 @@ class ProbeEngine:
 
     def refresh_expectations(self) -> None:
         """What each target's PCIe path allows (sysfs reads: runs in the background)."""
-        pci_devices = read_pci_tree(self.roots)
+        pci_devices, _ = with_port_types(PciReader(self.roots).read_with_problems())
         links = pcie_analysis.analyse(pci_devices)
         pci = {d.address: d for d in pci_devices}
         block = {d.name: d for d in read_block_devices(self.roots)}

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Optional
 
+from storpath.parse import parse_identity
 from storpath.roots import Roots
 from storpath.sysfs import read_attr, read_bytes
 
@@ -126,7 +127,7 @@ def _read_head(path: str, limit: int) -> Optional[str]:
 
 
 def read_host(roots: Roots) -> HostIdentity:
-    dmi = {name: read_attr(roots.sys("class", "dmi", "id", name)) or "" for name in DMI_FIELDS}
+    dmi = {name: parse_identity(read_attr(roots.sys("class", "dmi", "id", name))) or "" for name in DMI_FIELDS}
     # The first processor's block ends well within 8 KiB (its flags line is about 1.5 KiB).
     flag = parse_cpuinfo_hypervisor(_read_head(roots.proc("cpuinfo"), 8192))
     hypervisor_type = read_attr(roots.sys("hypervisor", "type"))

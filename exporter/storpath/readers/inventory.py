@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from storpath.parse import parse_identity
 from storpath.readers.block import BlockDevice
 from storpath.readers.pci import PciDevice
 from storpath.roots import Roots
@@ -80,11 +81,12 @@ def parse_vpd_serial(raw: Optional[bytes]) -> str:
     if not raw or len(raw) < 4 or raw[1] != 0x80:
         return ""
     length = (raw[2] << 8) | raw[3]
-    return raw[4:4 + length].decode("ascii", "replace").strip(" \x00")
+    return parse_identity(raw[4:4 + length].decode("ascii", "replace")) or ""
 
 
 def padded(text: Optional[str]) -> str:
-    return " ".join((text or "").split())
+    """An identity string without its padding, runs of spaces inside as one."""
+    return " ".join((parse_identity(text) or "").split())
 
 
 def storage_kind(device: PciDevice) -> Optional[str]:

@@ -66,6 +66,8 @@ ARRAY_STATES = ("clear", "inactive", "suspended", "readonly", "read-auto", "clea
                 "write-pending", "active-idle", "broken")
 # sync_action values, md.c action_name[].
 SYNC_ACTIONS = ("idle", "resync", "recover", "check", "repair", "reshape", "frozen")
+# sync_action values while no sync runs.
+IDLE_ACTIONS = frozenset({"idle", "frozen"})
 # mdstat's words for a running sync (status_resync) -> the sync_action spelling.
 # What this reader reads (storpath capture takes these; see commands/capture.py).
 CAPTURE_SYSFS = (
@@ -347,6 +349,10 @@ def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
         given.add("sync_completed")
         if completed_text == "delayed":
             array.sync_waiting = "DELAYED"
+    if array.sync_action in IDLE_ACTIONS:
+        # Older kernels print done/total here whatever runs (sync_completed_show without
+        # its MD_RECOVERY_RUNNING test): an idle array's figure is no sync's progress.
+        completed = None
     array.sync_completed = completed
     array.members = _read_members(md_dir, errors)
     if array.array_state is not None:

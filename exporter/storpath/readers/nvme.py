@@ -52,7 +52,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath import atomicfile, boundedjson
 from storpath.subprocesses import run_command
-from storpath.parse import parse_int
+from storpath.parse import parse_identity, parse_int
 from storpath.readers.block import physical_block_size
 from storpath.readers.instances import InstanceCache
 from storpath.readers.pci import PCI_ADDRESS
@@ -254,9 +254,9 @@ def _controller_identity(name: str, path: str) -> Optional[NvmeController]:
             address = attr
     return NvmeController(
         name=name, address=address,
-        model=_strip(read_attr(os.path.join(path, "model"))),
-        serial=_strip(read_attr(os.path.join(path, "serial"))),
-        firmware=_strip(read_attr(os.path.join(path, "firmware_rev"))),
+        model=parse_identity(read_attr(os.path.join(path, "model"))),
+        serial=parse_identity(read_attr(os.path.join(path, "serial"))),
+        firmware=parse_identity(read_attr(os.path.join(path, "firmware_rev"))),
         transport=_strip(read_attr(os.path.join(path, "transport"))))
 
 

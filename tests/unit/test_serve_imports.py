@@ -1,0 +1,60 @@
+"""What `storpath serve` imports: only what serving needs. The other subcommands, the
+landing page's modules (tree, findings), PyYAML without a config file, bcrypt without basic
+auth, and fio's machinery without probe targets stay out of a scrape-only exporter's start
+(benchmarks/startup.py measures what that start costs)."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+# Run in a fresh interpreter: the command line as `storpath serve` parses it, the collectors
+# built from the config, one scrape of a fixture machine and the HTTP side's modules.
+PROGRAM = """
+import json, sys
+from storpath import cli
+from storpath.options import resolve_config
+args = cli.build_parser("serve").parse_args(["serve", "--path.sysfs", sys.argv[1] + "/sys",
+                                             "--path.procfs", sys.argv[1] + "/proc", "--log.level=error"])
+from storpath.commands import serve
+built = serve.Built(resolve_config(args))
+built.start()
+import gc
+built.settle()  # before any complete scrape: nothing
+before = gc.get_freeze_count()
+rows = list(built.collect(10.0))
+built.settle()  # what serve's main loop does after it
+built.close(wait=0)
+print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen": [before, gc.get_freeze_count()]}))
+"""
+
+NOT_SERVED = ("yaml", "bcrypt", "storpath.configfile", "storpath.tree", "storpath.findings", "storpath.landing",
+              "storpath.capture", "storpath.manpage", "storpath.metricsdoc", "storpath.commands.check",
+              "storpath.commands.tree", "storpath.commands.capture", "storpath.commands.probe",
+              "storpath.probes.engine", "storpath.probes.fio")
+
+
+def serve_imports(machine_tree, exporter=os.path.join(ROOT, "exporter")):
+    root = machine_tree("desktop-z690-single-socket", "healthy")
+    env = dict(os.environ, PYTHONPATH=exporter)
+    done = subprocess.run([sys.executable, "-c", PROGRAM, root], env=env, capture_output=True, text=True,
+                          timeout=120, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_serve_imports_only_what_serving_needs(machine_tree):
+    found = serve_imports(machine_tree)
+    assert found["families"] > 0  # it did scrape
+    assert "storpath.commands.serve" in found["modules"] and "prometheus_client" in found["modules"]
+    loaded = [m for m in found["modules"] if any(m == n or m.startswith(n + ".") for n in NOT_SERVED)]
+    assert loaded == []
+
+
+def test_serve_freezes_what_lives_after_its_first_complete_scrape(machine_tree):
+    """gc.freeze() once a scrape in which every collector succeeded has been served (serve's
+    main loop calls Built.settle): the cyclic collector then leaves alone the modules, records
+    and texts the exporter keeps (benchmarks/gc_scrape.py)."""
+    before, after = serve_imports(machine_tree)["frozen"]
+    assert before == 0 and after > 10_000
