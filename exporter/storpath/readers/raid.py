@@ -1,0 +1,455 @@
+"""Drives behind hardware RAID controllers: running the vendor tools (or reading their
+captured outputs) into one readers.raid_records.RaidInventory.
+
+A tool runs only where a controller it speaks to is bound in sysfs
+(/sys/bus/pci/drivers/<driver>/<PCI address>):
+
+    megaraid_sas       storcli (storcli64, perccli64, perccli, storcli2, perccli2), else MegaCli
+    hpsa, smartpqi     ssacli (hpssacli, hpacucli)
+    aacraid, smartpqi  arcconf
+
+each with a deadline (storpath.subprocesses: a tool stuck in the kernel is left behind and
+none is started while it lives), LC_ALL=C. A tool that is missing, fails, hangs or prints
+what its parser does not understand is reported per tool (`ToolStatus`), never raised.
+
+Captured outputs (Roots.captured, written by `storpath capture` and by fixtures), read
+whenever present, whatever the replayed sysfs binds:
+
+    <captured>/storcli/controllers.json   storcli /call show all J nolog
+    <captured>/storcli/drives.json        storcli /call/eall/sall show all J nolog
+    <captured>/storcli/volumes.json       storcli /call/vall show all J nolog
+    <captured>/ssacli/config-detail.txt   ssacli ctrl all show config detail
+    <captured>/arcconf/<N>-al.txt         arcconf GETCONFIG <N> AL  (or <N>-pd.txt and <N>-ld.txt)
+    <captured>/arcconf/<N>-status.txt     arcconf GETSTATUS <N>
+    <captured>/megacli/pdlist.txt         MegaCli -PDList -aALL -NoLog
+    <captured>/megacli/ldinfo.txt         MegaCli -LdInfo -Lall -aALL -NoLog
+    <captured>/megacli/ldpdinfo.txt       MegaCli -LDPDInfo -aALL -NoLog
+    <captured>/megacli/bbu.txt            MegaCli -AdpBbuCmd -GetBbuStatus -aALL -NoLog
+    <captured>/smartctl/<controller>-<N>.json   smartctl -j -a -d sat+megaraid,N (or cciss,N)
+
+`<controller>` is the tool's own id of the controller (c0, a0, slot5, 1). smartctl is read
+from captures only: run by hand where a SATA drive's capability is wanted (the tools' own
+outputs need no device node).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from storpath import atomicfile
+from storpath.problems import Problem
+from storpath.readers import raid_arcconf, raid_megacli, raid_smartctl, raid_ssacli, raid_storcli
+from storpath.readers.raid_records import RaidController, RaidDrive, RaidInventory, RaidOutputError
+from storpath.roots import Roots
+from storpath.subprocesses import run_command
+from storpath.sysfs import WHOLE_FILE, list_dir, read_attr
+
+DRIVERS = {"megaraid_sas": ("storcli", "megacli"), "hpsa": ("ssacli",), "smartpqi": ("ssacli", "arcconf"),
+           "aacraid": ("arcconf",)}
+# The tools' other names, tried in order when the configured one is the default and absent.
+ALIASES = {"storcli": ("storcli", "storcli64", "perccli64", "perccli", "storcli2", "perccli2"),
+           "megacli": ("MegaCli", "MegaCli64", "megacli"), "ssacli": ("ssacli", "hpssacli", "hpacucli"),
+           "arcconf": ("arcconf",)}
+SEARCH = "/usr/sbin:/sbin:/opt/MegaRAID/storcli:/opt/MegaRAID/perccli:/opt/MegaRAID/MegaCli:/opt/lsi/storcli:" \
+         "/opt/dell/perccli2:/opt/smartstorageadmin/ssacli/bin:/usr/Arcconf"
+
+STORCLI_ARGS = {"controllers": ["/call", "show", "all", "J", "nolog"],
+                "drives": ["/call/eall/sall", "show", "all", "J", "nolog"],
+                "volumes": ["/call/vall", "show", "all", "J", "nolog"]}
+SSACLI_ARGS = ["ctrl", "all", "show", "config", "detail"]
+MEGACLI_ARGS = {"pdlist": ["-PDList", "-aALL", "-NoLog"], "ldinfo": ["-LdInfo", "-Lall", "-aALL", "-NoLog"],
+                "bbu": ["-AdpBbuCmd", "-GetBbuStatus", "-aALL", "-NoLog"]}
+
+# What this reader reads of sysfs (storpath capture takes it): the drivers' bound functions.
+CAPTURE_SYSFS = tuple(f"bus/pci/drivers/{driver}" for driver in DRIVERS)
+
+
+@dataclass(frozen=True)
+class ToolStatus:
+    ok: bool
+    reason: Optional[str] = None  # why not: missing, exit status, timeout, unreadable output
+
+
+@dataclass
+class RaidSnapshot:
+    """One pass of the tools (or one read of their captured outputs)."""
+
+    inventory: RaidInventory
+    tools: Dict[str, ToolStatus]  # tool -> how its run went; only the tools this host needed
+    finished_at: float
+    source: str  # "live", "captured", "none"
+    problems: Tuple[Problem, ...] = ()
+
+
+def bound_controllers(roots: Roots) -> Dict[str, List[str]]:
+    """Driver -> the PCI functions bound to it, for the RAID drivers; absent ones left out."""
+    out: Dict[str, List[str]] = {}
+    for driver in DRIVERS:
+        entries = [e for e in list_dir(roots.sys("bus", "pci", "drivers", driver), roots.sysfs)
+                   if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", e)]
+        if entries:
+            out[driver] = sorted(entries)
+    return out
+
+
+def tools_needed(bound: Dict[str, List[str]]) -> List[str]:
+    """The tools for the drivers bound: storcli (MegaCli standing in when absent), ssacli, arcconf."""
+    out: List[str] = []
+    for driver in bound:
+        for tool in DRIVERS[driver]:
+            if tool != "megacli" and tool not in out:
+                out.append(tool)
+    return out
+
+
+def find_tool(tool: str, configured: Optional[str] = None) -> Optional[str]:
+    """The tool's path: as configured when it has a '/', else the configured name or (left at
+    the default) one of its other names, looked up in PATH and the vendors' folders."""
+    if configured and os.sep in configured:
+        return configured if os.access(configured, os.X_OK) else None
+    names = (configured,) if configured and configured not in ALIASES[tool] else ALIASES[tool]
+    for name in names:
+        found = shutil.which(name) or shutil.which(name, path=SEARCH)
+        if found:
+            return found
+    return None
+
+
+@dataclass
+class Run:
+    ok: bool
+    text: str = ""
+    reason: Optional[str] = None
+    stuck: Optional[subprocess.Popen] = None
+
+
+def run_tool(binary: str, args: Sequence[str], timeout: float) -> Run:
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    try:
+        done = run_command([binary, *args], timeout, env=env)
+    except FileNotFoundError:
+        return Run(False, reason=f"{binary} not found")
+    except OSError as exc:
+        return Run(False, reason=f"cannot run {binary}: {exc.strerror}")
+    if done.timed_out:
+        return Run(False, stuck=done.stuck, reason=f"{binary} {' '.join(args)} did not finish within {timeout:g} s")
+    text = done.stdout.decode("utf-8", "replace")
+    # storcli and MegaCli exit non-zero when one controller of several answers a command
+    # with "not supported": what they printed is still their output; a tool that printed
+    # nothing failed.
+    if done.returncode != 0 and not text.strip():
+        return Run(False, reason=f"{binary} {' '.join(args)} exited with {done.returncode}"
+                                 + (f": {done.first_error_line()}" if done.first_error_line() else ""))
+    return Run(True, text=text)
+
+
+def _parse(tool: str, parse: Callable[[], RaidInventory], tools: Dict[str, ToolStatus],
+           inventory: RaidInventory) -> None:
+    """One tool's outputs parsed into `inventory`, or its status says why not."""
+    try:
+        inventory.extend(parse())
+    except (RaidOutputError, RecursionError) as exc:
+        tools[tool] = ToolStatus(False, str(exc))
+        return
+    tools.setdefault(tool, ToolStatus(True))
+
+
+def parse_storcli(controllers: Optional[str], drives: Optional[str], volumes: Optional[str]) -> RaidInventory:
+    out = RaidInventory()
+    if volumes is not None:
+        out.extend(raid_storcli.parse_volumes(volumes))
+    groups = raid_storcli.volume_groups(out)
+    found = RaidInventory()
+    if controllers is not None:
+        found.extend(raid_storcli.parse_controllers(controllers))
+    if drives is not None:
+        found.extend(raid_storcli.parse_drives(drives, groups))
+    out.controllers.extend(found.controllers)
+    out.problems.extend(found.problems)
+    seen = set()
+    # drives.json's records first (they know their volumes), an HBA's from controllers.json after
+    for drive in sorted(found.drives, key=lambda d: d.volume is None):
+        if (drive.controller, drive.slot) not in seen:
+            seen.add((drive.controller, drive.slot))
+            out.drives.append(drive)
+    return out
+
+
+def parse_megacli(pdlist: Optional[str], ldinfo: Optional[str], ldpdinfo: Optional[str],
+                  bbu: Optional[str]) -> RaidInventory:
+    out = RaidInventory()
+    combined = raid_megacli.parse_listing(ldpdinfo) if ldpdinfo is not None else RaidInventory()
+    listed = raid_megacli.parse_listing(pdlist) if pdlist is not None else RaidInventory()
+    volumes = raid_megacli.parse_listing(ldinfo) if ldinfo is not None else RaidInventory()
+    out.volumes = combined.volumes or volumes.volumes
+    if listed.drives:
+        membership = {(d.controller, d.slot): d.volume for d in combined.drives}
+        out.drives = [replace(d, volume=membership.get((d.controller, d.slot), d.volume)) for d in listed.drives]
+    else:
+        out.drives = combined.drives
+    out.controllers = raid_megacli.controllers(out, raid_megacli.parse_bbu(bbu) if bbu is not None else {})
+    return out
+
+
+def apply_smartctl(inventory: RaidInventory, documents: Dict[Tuple[str, int], raid_smartctl.SmartctlDrive]) -> None:
+    """A SATA drive's own capability (IDENTIFY word 76) and link (word 77) from smartctl,
+    onto the drive it names: by serial number, else by the controller's id and the drive's
+    device id (storcli DID, MegaCli Device Id: megaraid,N). What the tool gave stays; a rate
+    that is the expander's link is not replaced by the drive's."""
+    by_serial = {d.serial: d for d in documents.values() if d.serial}
+    for index, drive in enumerate(inventory.drives):
+        doc = by_serial.get(drive.serial) if drive.serial else None
+        if doc is None and drive.device_id is not None:
+            own_id = drive.controller.split("/", 1)[1]
+            doc = documents.get((own_id, drive.device_id))
+        if doc is None:
+            continue
+        changes = {}
+        if drive.capability is None and doc.maximum is not None:
+            changes.update(capability=doc.maximum, capability_source="smartctl")
+        if drive.negotiated_rate is None and doc.current is not None and not drive.rate_is_expander_link:
+            changes["negotiated_rate"] = doc.current
+        if changes:
+            inventory.drives[index] = replace(drive, **changes)
+
+
+def fill_addresses(inventory: RaidInventory, bound: Dict[str, List[str]]) -> None:
+    """A controller whose tool names no PCI function gets the one its driver is bound to,
+    where its tool speaks to a single bound function (MegaCli and arcconf list none)."""
+    for index, ctrl in enumerate(inventory.controllers):
+        if ctrl.pci_address:
+            continue
+        addresses = sorted({a for driver, tools in DRIVERS.items() if ctrl.tool in tools
+                            for a in bound.get(driver, [])})
+        same_tool = [c for c in inventory.controllers if c.tool == ctrl.tool]
+        if len(addresses) == 1 and len(same_tool) == 1:
+            inventory.controllers[index] = replace(ctrl, pci_address=addresses[0])
+
+
+def _read(path: Optional[str]) -> Optional[str]:
+    return read_attr(path, WHOLE_FILE) if path else None
+
+
+class RaidReader:
+    """Runs (or replays) the RAID tools. `paths`: tool -> configured path or name."""
+
+    def __init__(self, roots: Roots, paths: Optional[Dict[str, str]] = None, timeout: float = 30.0):
+        self.roots = roots
+        self.paths = paths or {}
+        self.timeout = timeout
+        self._stuck: List[subprocess.Popen] = []
+
+    def read(self) -> RaidSnapshot:
+        bound = bound_controllers(self.roots)
+        if self.roots.captured:
+            snapshot = self._read_captured()
+        elif not bound:
+            return RaidSnapshot(RaidInventory(), {}, time.time(), "none")
+        else:
+            snapshot = self._run(bound)
+        fill_addresses(snapshot.inventory, bound)
+        return snapshot
+
+    # ---- replay ----------------------------------------------------------------------
+
+    def _read_captured(self) -> RaidSnapshot:
+        path = self.roots.captured_path
+        tools: Dict[str, ToolStatus] = {}
+        inventory = RaidInventory()
+        storcli = {key: _read(path("storcli", f"{key}.json")) for key in STORCLI_ARGS}
+        if any(v is not None for v in storcli.values()):
+            _parse("storcli", lambda: parse_storcli(storcli["controllers"], storcli["drives"], storcli["volumes"]),
+                   tools, inventory)
+        ssacli = _read(path("ssacli", "config-detail.txt"))
+        if ssacli is not None:
+            _parse("ssacli", lambda: raid_ssacli.parse_config_detail(ssacli), tools, inventory)
+        folder = path("arcconf")
+        for number in sorted({int(m.group(1)) for m in (re.match(r"^(\d{1,3})-(al|pd|ld|status)\.txt$", n)
+                                                        for n in _listing(folder)) if m}):
+            texts = [t for t in (_read(path("arcconf", f"{number}-{part}.txt")) for part in ("al", "ld", "pd"))
+                     if t is not None]
+            status = _read(path("arcconf", f"{number}-status.txt"))
+            _parse("arcconf", lambda: _arcconf(number, "\n".join(texts), status), tools, inventory)
+        megacli = {key: _read(path("megacli", f"{key}.txt")) for key in ("pdlist", "ldinfo", "ldpdinfo", "bbu")}
+        if any(v is not None for v in megacli.values()):
+            _parse("megacli", lambda: parse_megacli(**megacli), tools, inventory)
+        documents = {}
+        for name in _listing(path("smartctl")):
+            match = re.match(r"^([A-Za-z0-9]{1,16})-(\d{1,4})\.json$", name)
+            text = _read(path("smartctl", name)) if match else None
+            if match is None or text is None:
+                continue
+            try:
+                documents[(match.group(1), int(match.group(2)))] = raid_smartctl.parse_smartctl(text)
+            except (RaidOutputError, RecursionError) as exc:
+                tools["smartctl"] = ToolStatus(False, f"{name}: {exc}")
+        if documents:
+            tools.setdefault("smartctl", ToolStatus(True))
+            apply_smartctl(inventory, documents)
+        return RaidSnapshot(inventory, tools, time.time(), "captured" if tools else "none",
+                            tuple(inventory.problems))
+
+    # ---- live --------------------------------------------------------------------------
+
+    def _tool(self, binary: str, args: Sequence[str]) -> Run:
+        result = run_tool(binary, args, self.timeout)
+        if result.stuck is not None:
+            self._stuck.append(result.stuck)
+        return result
+
+    def _run(self, bound: Dict[str, List[str]]) -> RaidSnapshot:
+        tools: Dict[str, ToolStatus] = {}
+        inventory = RaidInventory()
+        self._stuck = [p for p in self._stuck if p.poll() is None]
+        if self._stuck:
+            pids = ",".join(str(p.pid) for p in self._stuck)
+            reason = f"an earlier run (pid {pids}) is still hung"
+            return RaidSnapshot(inventory, {t: ToolStatus(False, reason) for t in tools_needed(bound)}, time.time(),
+                                "live")
+        for tool in tools_needed(bound):
+            if tool == "storcli":
+                self._run_megaraid(tools, inventory)
+            elif tool == "ssacli":
+                self._run_ssacli(tools, inventory)
+            elif tool == "arcconf":
+                self._run_arcconf(tools, inventory)
+        return RaidSnapshot(inventory, tools, time.time(), "live", tuple(inventory.problems))
+
+    def _run_megaraid(self, tools: Dict[str, ToolStatus], inventory: RaidInventory) -> None:
+        storcli = find_tool("storcli", self.paths.get("storcli"))
+        if storcli is None:
+            megacli = find_tool("megacli", self.paths.get("megacli"))
+            if megacli is None:
+                tools["storcli"] = ToolStatus(False, "none of storcli, perccli, storcli2, perccli2 or MegaCli found")
+                return
+            outputs = {}
+            for key, args in MEGACLI_ARGS.items():
+                run = self._tool(megacli, args)
+                if not run.ok and key != "bbu":
+                    tools["megacli"] = ToolStatus(False, run.reason)
+                    return
+                outputs[key] = run.text if run.ok else None
+            _parse("megacli", lambda: parse_megacli(outputs["pdlist"], outputs["ldinfo"], None, outputs["bbu"]),
+                   tools, inventory)
+            return
+        texts = {}
+        for key, args in STORCLI_ARGS.items():
+            run = self._tool(storcli, args)
+            if not run.ok:
+                tools["storcli"] = ToolStatus(False, run.reason)
+                return
+            texts[key] = run.text
+        _parse("storcli", lambda: parse_storcli(texts["controllers"], texts["drives"], texts["volumes"]),
+               tools, inventory)
+
+    def _run_ssacli(self, tools: Dict[str, ToolStatus], inventory: RaidInventory) -> None:
+        ssacli = find_tool("ssacli", self.paths.get("ssacli"))
+        if ssacli is None:
+            tools["ssacli"] = ToolStatus(False, "none of ssacli, hpssacli or hpacucli found")
+            return
+        run = self._tool(ssacli, SSACLI_ARGS)
+        if not run.ok:
+            tools["ssacli"] = ToolStatus(False, run.reason)
+            return
+        _parse("ssacli", lambda: raid_ssacli.parse_config_detail(run.text), tools, inventory)
+
+    def _run_arcconf(self, tools: Dict[str, ToolStatus], inventory: RaidInventory) -> None:
+        arcconf = find_tool("arcconf", self.paths.get("arcconf"))
+        if arcconf is None:
+            tools["arcconf"] = ToolStatus(False, "arcconf not found")
+            return
+        listing = self._tool(arcconf, ["LIST"])
+        match = re.search(r"Controllers found:\s*(\d+)", listing.text) if listing.ok else None
+        if match is None:
+            tools["arcconf"] = ToolStatus(False, listing.reason or "arcconf LIST: no \"Controllers found\" line")
+            return
+        for number in range(1, min(int(match.group(1)), 16) + 1):
+            config = self._tool(arcconf, ["GETCONFIG", str(number), "AL"])
+            if not config.ok:
+                tools["arcconf"] = ToolStatus(False, config.reason)
+                return
+            status = self._tool(arcconf, ["GETSTATUS", str(number)])
+            _parse("arcconf", lambda: _arcconf(number, config.text, status.text if status.ok else None),
+                   tools, inventory)
+
+
+def _arcconf(number: int, config: str, status: Optional[str]) -> RaidInventory:
+    inventory = raid_arcconf.parse_config(config, number)
+    if status is not None:
+        raid_arcconf.apply_status(inventory, number, raid_arcconf.parse_status(status))
+    return inventory
+
+
+def _listing(folder: Optional[str]) -> List[str]:
+    if not folder or not os.path.isdir(folder):
+        return []
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
+
+
+def capture_commands(roots: Roots, folder: str) -> List[str]:
+    """The RAID tools' outputs, as the reader runs them, into captured/<tool>/. Run only
+    where a controller they speak to is bound."""
+    bound = bound_controllers(roots)
+    notes: List[str] = []
+    outputs: Dict[Tuple[str, ...], str] = {}
+    for tool in tools_needed(bound):
+        if tool == "storcli":
+            storcli = find_tool("storcli")
+            if storcli is not None:
+                for key, args in STORCLI_ARGS.items():
+                    run = run_tool(storcli, args, 60.0)
+                    if run.ok:
+                        outputs[("storcli", f"{key}.json")] = run.text
+                    else:
+                        notes.append(f"storcli {key}: {run.reason}")
+                continue
+            megacli = find_tool("megacli")
+            if megacli is None:
+                notes.append("megaraid_sas bound but none of storcli, perccli or MegaCli found")
+                continue
+            for key, args in MEGACLI_ARGS.items():
+                run = run_tool(megacli, args, 60.0)
+                if run.ok:
+                    outputs[("megacli", f"{key}.txt")] = run.text
+                else:
+                    notes.append(f"MegaCli {key}: {run.reason}")
+        elif tool == "ssacli":
+            ssacli = find_tool("ssacli")
+            run = run_tool(ssacli, SSACLI_ARGS, 120.0) if ssacli else Run(False, reason="ssacli not found")
+            if run.ok:
+                outputs[("ssacli", "config-detail.txt")] = run.text
+            else:
+                notes.append(f"ssacli: {run.reason}")
+        elif tool == "arcconf":
+            arcconf = find_tool("arcconf")
+            listing = run_tool(arcconf, ["LIST"], 60.0) if arcconf else Run(False, reason="arcconf not found")
+            match = re.search(r"Controllers found:\s*(\d+)", listing.text) if listing.ok else None
+            if arcconf is None or match is None:
+                notes.append(f"arcconf: {listing.reason or 'no controller listed'}")
+                continue
+            for number in range(1, min(int(match.group(1)), 16) + 1):
+                for args, name in ((["GETCONFIG", str(number), "AL"], f"{number}-al.txt"),
+                                   (["GETSTATUS", str(number)], f"{number}-status.txt")):
+                    run = run_tool(arcconf, args, 60.0)
+                    if run.ok:
+                        outputs[("arcconf", name)] = run.text
+                    else:
+                        notes.append(f"arcconf {' '.join(args)}: {run.reason}")
+    for parts, text in outputs.items():
+        path = os.path.join(folder, *parts)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomicfile.replace_file(path, text.encode("utf-8"))
+    return notes
+
+
+__all__ = ["RaidReader", "RaidSnapshot", "ToolStatus", "RaidController", "RaidDrive", "bound_controllers",
+           "capture_commands", "find_tool", "tools_needed"]
