@@ -74,6 +74,8 @@ def check(facts: Facts, out: Outcome) -> None:
                        "writes are several times slower",
                 remedy="Replace the battery or CacheVault module; the cache returns to write-back once it is charged."))
         facts.add_label(ctrl.name, " ".join(filter(None, (ctrl.model, ctrl.pci_address))))
+        if ctrl.pci_address:
+            facts.set_group(ctrl.name, ctrl.pci_address)
     for volume in inventory.volumes:
         subject = f"{volume.controller} volume {volume.id}"
         members = volume_members(volume, inventory.drives)
