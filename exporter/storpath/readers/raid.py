@@ -326,7 +326,7 @@ class RaidReader:
         if storcli is None:
             megacli = find_tool("megacli", self.paths.get("megacli"))
             if megacli is None:
-                tools["storcli"] = ToolStatus(False, "none of storcli, perccli, storcli2, perccli2 or MegaCli found")
+                tools["storcli"] = ToolStatus(False, _missing("storcli", self.paths) + " (nor MegaCli)")
                 return
             outputs = {}
             for key, args in MEGACLI_ARGS.items():
@@ -351,7 +351,7 @@ class RaidReader:
     def _run_ssacli(self, tools: Dict[str, ToolStatus], inventory: RaidInventory) -> None:
         ssacli = find_tool("ssacli", self.paths.get("ssacli"))
         if ssacli is None:
-            tools["ssacli"] = ToolStatus(False, "none of ssacli, hpssacli or hpacucli found")
+            tools["ssacli"] = ToolStatus(False, _missing("ssacli", self.paths))
             return
         run = self._tool(ssacli, SSACLI_ARGS)
         if not run.ok:
@@ -362,7 +362,7 @@ class RaidReader:
     def _run_arcconf(self, tools: Dict[str, ToolStatus], inventory: RaidInventory) -> None:
         arcconf = find_tool("arcconf", self.paths.get("arcconf"))
         if arcconf is None:
-            tools["arcconf"] = ToolStatus(False, "arcconf not found")
+            tools["arcconf"] = ToolStatus(False, _missing("arcconf", self.paths))
             return
         listing = self._tool(arcconf, ["LIST"])
         match = re.search(r"Controllers found:\s*(\d+)", listing.text) if listing.ok else None
@@ -377,6 +377,13 @@ class RaidReader:
             status = self._tool(arcconf, ["GETSTATUS", str(number)])
             _parse("arcconf", lambda: _arcconf(number, config.text, status.text if status.ok else None),
                    tools, inventory)
+
+
+def _missing(tool: str, paths: Dict[str, str]) -> str:
+    configured = paths.get(tool)
+    if configured and configured not in ALIASES[tool]:
+        return f"{configured} not found"
+    return f"{', '.join(ALIASES[tool])} not found (in PATH or {SEARCH})"
 
 
 def _arcconf(number: int, config: str, status: Optional[str]) -> RaidInventory:

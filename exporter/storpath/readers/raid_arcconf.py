@@ -30,7 +30,8 @@ from storpath.readers.raid_records import (RaidController, RaidDrive, RaidInvent
 
 TOOL = "arcconf"
 
-_FIELD = re.compile(r"^\s+(\S.*?)\s*:\s*(.*?)\s*$")
+# arcconf pads its keys with spaces before the colon; keys hold colons ("Channel,Device(T:L)").
+_FIELD = re.compile(r"^\s+(\S.*?)\s+:\s*(.*?)\s*$")
 _LOGICAL = re.compile(r"^Logical [Dd](?:evice|rive) number (\d+)\s*$")
 _DEVICE = re.compile(r"^\s+Device #(\d+)\s*$")
 _LOCATION = re.compile(r"(Enclosure|Connector|Channel)\s*:?\s*(\d+)\s*,\s*(Slot|Device)\s*:?\s*(\d+)", re.I)

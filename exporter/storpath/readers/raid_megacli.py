@@ -187,13 +187,12 @@ def parse_bbu(text: str) -> Dict[str, Optional[str]]:
         if match:
             adapter = match.group(1) or match.group(2)
             fields.setdefault(adapter, {})
-            continue
         if adapter is None:
             continue
         if "get bbu status failed" in line.lower() or "not present" in line.lower():
             fields[adapter]["_absent"] = "yes"
             continue
-        field = _FIELD.match(line)
+        field = _FIELD.match(line) if not match else None
         if field:
             fields[adapter].setdefault(field.group(1).lower(), field.group(2).lower())
     for adapter, values in fields.items():

@@ -201,6 +201,7 @@ def _add_controller(inventory: RaidInventory, ctrl: Dict[str, object]) -> None:
                 controller=name, slot=pd["_id"], interface=(interface[len("solid state "):] if solid else interface) or None,
                 media="ssd" if solid else None,
                 model=model, serial=clean(pd.get("Serial Number")),
-                state=_drive_state(pd.get("Status"), pd.get("Drive Type")), state_word=clean(pd.get("Status")),
+                state=_drive_state(pd.get("Status"), pd.get("Drive Type") or (
+                    "Unassigned Drive" if array["name"] == "Unassigned" else None)), state_word=clean(pd.get("Status")),
                 negotiated_rate=parse_link_rate(pd.get("PHY Transfer Rate")), capability=capability,
                 capability_source=TOOL if capability is not None else "", volume=volume))
