@@ -1347,6 +1347,10 @@ local format = import '../lib/format.libsonnet';
                     max by (%(targetLabelsJoined)s, device) (storpath_sata_link_speed_transfers_per_second{device!=""})
                   )
                   * on(%(targetLabelsJoined)s, device) group_left(model) storpath_inventory_device_info{kind=~"sas_disk|sata_disk"}
+                  or
+                  max by (%(targetLabelsJoined)s, device, model) (label_join(
+                    storpath_raid_drive_negotiated_link_rate_transfers_per_second * on(%(targetLabelsJoined)s, controller, slot) group_left(model) storpath_raid_drive_info{model!=""},
+                    "device", " ", "controller", "slot"))
                 ||| % v,
               },
               {
