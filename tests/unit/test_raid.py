@@ -6,7 +6,6 @@ garbage."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import textwrap
 
@@ -301,6 +300,14 @@ def test_captured_garbage_is_tool_down_not_an_exception(tmp_path):
     assert not snapshot.tools["storcli"].ok and "not JSON" in snapshot.tools["storcli"].reason
 
 
+def test_a_replayed_sysfs_without_captures_runs_no_tool_of_this_host(tmp_path):
+    roots = Roots(sysfs=_sysfs_with(tmp_path, "megaraid_sas"), dev="")
+    storcli = _script(tmp_path, "storcli", f"touch {tmp_path}/ran\n")
+    snapshot = RaidReader(roots, {"storcli": storcli}).read()
+    assert (snapshot.source, snapshot.tools) == ("none", {}) and snapshot.problems
+    assert not (tmp_path / "ran").exists()
+
+
 def test_no_controller_bound_runs_nothing(tmp_path):
     snapshot = RaidReader(Roots(sysfs=str(tmp_path)), {"storcli": "/nonexistent/storcli"}).read()
     assert (snapshot.source, snapshot.tools) == ("none", {})
@@ -356,5 +363,19 @@ def test_storcli_drives_json_wins_over_the_hbas_own_listing():
     assert [(d.slot, d.volume) for d in inventory.drives] == [("23:0", "0/0")]
 
 
-def test_smartctl_file_names_follow_the_controllers_own_id(tmp_path):
-    assert os.path.basename("smartctl/c0-34.json").split("-")[0] == "c0"  # storcli's DID 34 on /c0
+def test_capture_takes_the_tools_outputs_into_the_replay_layout(tmp_path, monkeypatch):
+    """`storpath capture` runs what the reader runs and writes captured/<tool>/..., which a replay
+    then reads whole."""
+    from storpath.readers.raid import capture_commands
+
+    sysfs = _sysfs_with(tmp_path, "hpsa")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "config.txt").write_text(_p212())
+    _script(bin_dir, "ssacli", f"cat {tmp_path}/config.txt\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    folder = tmp_path / "captured"
+    assert capture_commands(Roots(sysfs=sysfs), str(folder)) == []
+    assert (folder / "ssacli/config-detail.txt").read_text() == _p212()
+    replayed = RaidReader(Roots(sysfs=sysfs, captured=str(folder))).read()
+    assert replayed.tools["ssacli"].ok and len(replayed.inventory.drives) == 3

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from storpath import atomicfile
-from storpath.problems import Problem
+from storpath.problems import INFO, Problem
 from storpath.readers import raid_arcconf, raid_megacli, raid_smartctl, raid_ssacli, raid_storcli
 from storpath.readers.raid_records import RaidController, RaidDrive, RaidInventory, RaidOutputError
 from storpath.roots import Roots
@@ -68,6 +68,11 @@ MEGACLI_ARGS = {"pdlist": ["-PDList", "-aALL", "-NoLog"], "ldinfo": ["-LdInfo", 
 
 # What this reader reads of sysfs (storpath capture takes it): the drivers' bound functions.
 CAPTURE_SYSFS = tuple(f"bus/pci/drivers/{driver}" for driver in DRIVERS)
+
+
+REPLAY_WITHOUT_CAPTURE = Problem(
+    "RAID tools not run: --path.sysfs replays another machine and --path.captured is not given, so this host's "
+    "controllers would be reported as the replayed one's", level=INFO)
 
 
 @dataclass(frozen=True)
@@ -251,6 +256,10 @@ class RaidReader:
             snapshot = self._read_captured()
         elif not bound:
             return RaidSnapshot(RaidInventory(), {}, time.time(), "none")
+        elif not self.roots.devices:
+            # --path.sysfs replays another machine (storpath.roots): this host's controllers are
+            # not its controllers. Its tools' outputs need --path.captured.
+            return RaidSnapshot(RaidInventory(), {}, time.time(), "none", (REPLAY_WITHOUT_CAPTURE,))
         else:
             snapshot = self._run(bound)
         fill_addresses(snapshot.inventory, bound)

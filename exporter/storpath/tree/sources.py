@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from storpath.analysis.raid import judged
 from storpath.findings import CheckResult, Facts, run_checks
 from storpath.snapshot import Snapshot
 from storpath.tree.model import MD, RAID, ZPOOL, Array, Node, TreeInput, disk_link_texts
@@ -46,8 +47,6 @@ def raid_nodes(raid, blocks) -> Dict[str, tuple]:
     PCI function: a volume below the block device it is (when the tool names it and the
     kernel has it), its drives below the volume, spares and JBOD drives below the controller.
     Node ids are the subjects of the raid findings, so those attach where they belong."""
-    from storpath.analysis.raid import judged  # the tree layer reads the analysis, not the reverse
-
     if raid is None:
         return {}
     inventory = raid.inventory
