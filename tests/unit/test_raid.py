@@ -264,6 +264,11 @@ def test_expected_rate_is_the_lower_of_both_ends(port, negotiated, capability, b
     assert analysis.limited_by(drive, ctrl, expectation) == limit
 
 
+def test_a_partition_off_the_volumes_strip():
+    assert analysis.off_strip(32256, 262144) and not analysis.off_strip(1 << 20, 262144)
+    assert not analysis.off_strip(None, 262144) and not analysis.off_strip(32256, None)
+
+
 # ---- the reader: replay and tools that fail -------------------------------------------------
 
 def _sysfs_with(tmp_path, driver):

@@ -33,7 +33,7 @@ RATE_IS_EXPANDER_LINK = "rate_is_expander_link"
 
 __all__ = ["BOTH_ENDS", "DEVICE_ONLY", "NONE", "FAR_END_UNKNOWN", "PORT_LIMIT_UNKNOWN", "RATE_IS_EXPANDER_LINK",
            "drive_expectation", "below_expected", "limited_by", "cache_fell_back", "volume_members",
-           "unverifiable_reason", "judged", "controllers_by_name"]
+           "unverifiable_reason", "judged", "controllers_by_name", "off_strip"]
 
 
 def drive_expectation(drive: RaidDrive, controller: Optional[RaidController]) -> LinkExpectation:
@@ -80,6 +80,14 @@ def cache_fell_back(volume: RaidVolume) -> bool:
     """Configured write-back, writing through now: the battery or CacheVault is failed,
     missing or relearning (writes several times slower)."""
     return volume.write_back_configured is True and volume.write_back_current is False
+
+
+def off_strip(start_bytes: Optional[int], strip_bytes: Optional[int]) -> bool:
+    """A partition on a RAID volume that does not start on a strip boundary: writes the size of
+    a strip span two drives, and a full-stripe write on parity RAID becomes a read-modify-write
+    (the partition alignment storpath checks against the disk's physical block, here against
+    the volume's strip)."""
+    return bool(start_bytes is not None and strip_bytes and start_bytes % strip_bytes)
 
 
 def volume_members(volume: RaidVolume, drives: Iterable[RaidDrive]) -> List[RaidDrive]:

@@ -12,7 +12,8 @@ from typing import Dict, List, Optional, Tuple
 from storpath import log
 from storpath.analysis.raid import (FAR_END_UNKNOWN, PORT_LIMIT_UNKNOWN, RATE_IS_EXPANDER_LINK, below_expected,
                                     cache_fell_back,
-                                    judged, unverifiable_reason, volume_members)
+                                    judged, off_strip, unverifiable_reason, volume_members)
+from storpath.collectors.base import SourceFailed
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
 from storpath.readers.raid import RaidReader, RaidSnapshot
 
@@ -102,6 +103,7 @@ def check(facts: Facts, out: Outcome) -> None:
                 remedy="Fix the battery or CacheVault (or wait for its learn cycle to end); the controller returns to "
                        "write-back by itself.",
                 related=(volume.device,) if volume.device else ()))
+    _strip_alignment(facts, snapshot, out)
     unverifiable: Dict[Tuple[str, str], List] = {}
     for drive, ctrl, expectation in judged(inventory.drives, inventory.controllers):
         if below_expected(drive, expectation):
@@ -134,3 +136,25 @@ def check(facts: Facts, out: Outcome) -> None:
             remedy=_REMEDIES.get(reason, _REMEDIES[FAR_END_UNKNOWN])))
     out.count(len(inventory.drives), "drives behind RAID controllers")
     out.count(len(inventory.volumes), "RAID volumes")
+
+
+def _strip_alignment(facts: Facts, snapshot: RaidSnapshot, out: Outcome) -> None:
+    """Partitions on a RAID volume's block device that start off its strip."""
+    try:
+        partitions = facts.part("alignment").partitions
+    except SourceFailed:
+        return
+    for volume in snapshot.inventory.volumes:
+        if not volume.device or not volume.strip_bytes:
+            continue
+        for part in partitions:
+            if part.disk == volume.device and off_strip(part.start_bytes, volume.strip_bytes):
+                out.add(Finding(
+                    subject=part.device, severity=WARNING, kind="raid.partition_off_strip",
+                    title=f"partition starts off the RAID volume's {volume.strip_bytes // 1024} KiB strip",
+                    evidence=f"{part.device} starts at byte {part.start_bytes} of {volume.device} "
+                             f"({volume.level or 'RAID'} volume {volume.id} on {volume.controller}, strip "
+                             f"{volume.strip_bytes} bytes)",
+                    impact="writes of a strip's size span two drives; on parity RAID a full-stripe write becomes a "
+                           "read-modify-write",
+                    remedy="Recreate the partition at a multiple of the strip (1 MiB is one for strips up to 1 MiB)."))
