@@ -39,7 +39,7 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from storpath import atomicfile
@@ -241,6 +241,46 @@ def _read(path: Optional[str]) -> Optional[str]:
     return read_attr(path, WHOLE_FILE) if path else None
 
 
+Outputs = Dict[Tuple[str, str], str]  # (folder, file name) in the captured layout -> the command's output
+
+
+def parse_outputs(read: Callable[[str, str], Optional[str]], names: Callable[[str], List[str]],
+                  tools: Dict[str, ToolStatus]) -> RaidInventory:
+    """Every tool's outputs in the captured layout (`read(folder, name)`: the text or None;
+    `names(folder)`: the files there), parsed into one inventory; each tool's status goes into
+    `tools` (a tool already failed there stays failed)."""
+    inventory = RaidInventory()
+    storcli = {key: read("storcli", f"{key}.json") for key in STORCLI_ARGS}
+    if any(v is not None for v in storcli.values()):
+        _parse("storcli", lambda: parse_storcli(storcli["controllers"], storcli["drives"], storcli["volumes"]),
+               tools, inventory)
+    ssacli = read("ssacli", "config-detail.txt")
+    if ssacli is not None:
+        _parse("ssacli", lambda: raid_ssacli.parse_config_detail(ssacli), tools, inventory)
+    for number in sorted({int(m.group(1)) for m in (re.match(r"^(\d{1,3})-(al|pd|ld|status)\.txt$", n)
+                                                    for n in names("arcconf")) if m}):
+        texts = [t for t in (read("arcconf", f"{number}-{part}.txt") for part in ("al", "ld", "pd")) if t is not None]
+        status = read("arcconf", f"{number}-status.txt")
+        _parse("arcconf", lambda: _arcconf(number, "\n".join(texts), status), tools, inventory)
+    megacli = {key: read("megacli", f"{key}.txt") for key in ("pdlist", "ldinfo", "ldpdinfo", "bbu")}
+    if any(megacli[key] is not None for key in ("pdlist", "ldinfo", "ldpdinfo")):
+        _parse("megacli", lambda: parse_megacli(**megacli), tools, inventory)
+    documents = {}
+    for name in names("smartctl"):
+        match = re.match(r"^([A-Za-z0-9]{1,16})-(\d{1,4})\.json$", name)
+        text = read("smartctl", name) if match else None
+        if match is None or text is None:
+            continue
+        try:
+            documents[(match.group(1), int(match.group(2)))] = raid_smartctl.parse_smartctl(text)
+        except (RaidOutputError, RecursionError) as exc:
+            tools["smartctl"] = ToolStatus(False, f"{name}: {exc}")
+    if documents:
+        tools.setdefault("smartctl", ToolStatus(True))
+        apply_smartctl(inventory, documents)
+    return inventory
+
+
 class RaidReader:
     """Runs (or replays) the RAID tools. `paths`: tool -> configured path or name."""
 
@@ -252,8 +292,12 @@ class RaidReader:
 
     def read(self) -> RaidSnapshot:
         bound = bound_controllers(self.roots)
+        tools: Dict[str, ToolStatus] = {}
         if self.roots.captured:
-            snapshot = self._read_captured()
+            path = self.roots.captured_path
+            inventory = parse_outputs(lambda folder, name: _read(path(folder, name)),
+                                      lambda folder: _listing(path(folder)), tools)
+            source = "captured" if tools else "none"
         elif not bound:
             return RaidSnapshot(RaidInventory(), {}, time.time(), "none")
         elif not self.roots.devices:
@@ -261,131 +305,78 @@ class RaidReader:
             # not its controllers. Its tools' outputs need --path.captured.
             return RaidSnapshot(RaidInventory(), {}, time.time(), "none", (REPLAY_WITHOUT_CAPTURE,))
         else:
-            snapshot = self._run(bound)
-        fill_addresses(snapshot.inventory, bound)
-        return snapshot
+            outputs, tools = self.run_tools(bound)
+            inventory = parse_outputs(lambda folder, name: outputs.get((folder, name)),
+                                      lambda folder: sorted(n for f, n in outputs if f == folder), tools)
+            source = "live"
+        fill_addresses(inventory, bound)
+        return RaidSnapshot(inventory, tools, time.time(), source, tuple(inventory.problems))
 
-    # ---- replay ----------------------------------------------------------------------
-
-    def _read_captured(self) -> RaidSnapshot:
-        path = self.roots.captured_path
-        tools: Dict[str, ToolStatus] = {}
-        inventory = RaidInventory()
-        storcli = {key: _read(path("storcli", f"{key}.json")) for key in STORCLI_ARGS}
-        if any(v is not None for v in storcli.values()):
-            _parse("storcli", lambda: parse_storcli(storcli["controllers"], storcli["drives"], storcli["volumes"]),
-                   tools, inventory)
-        ssacli = _read(path("ssacli", "config-detail.txt"))
-        if ssacli is not None:
-            _parse("ssacli", lambda: raid_ssacli.parse_config_detail(ssacli), tools, inventory)
-        folder = path("arcconf")
-        for number in sorted({int(m.group(1)) for m in (re.match(r"^(\d{1,3})-(al|pd|ld|status)\.txt$", n)
-                                                        for n in _listing(folder)) if m}):
-            texts = [t for t in (_read(path("arcconf", f"{number}-{part}.txt")) for part in ("al", "ld", "pd"))
-                     if t is not None]
-            status = _read(path("arcconf", f"{number}-status.txt"))
-            _parse("arcconf", lambda: _arcconf(number, "\n".join(texts), status), tools, inventory)
-        megacli = {key: _read(path("megacli", f"{key}.txt")) for key in ("pdlist", "ldinfo", "ldpdinfo", "bbu")}
-        if any(v is not None for v in megacli.values()):
-            _parse("megacli", lambda: parse_megacli(**megacli), tools, inventory)
-        documents = {}
-        for name in _listing(path("smartctl")):
-            match = re.match(r"^([A-Za-z0-9]{1,16})-(\d{1,4})\.json$", name)
-            text = _read(path("smartctl", name)) if match else None
-            if match is None or text is None:
-                continue
-            try:
-                documents[(match.group(1), int(match.group(2)))] = raid_smartctl.parse_smartctl(text)
-            except (RaidOutputError, RecursionError) as exc:
-                tools["smartctl"] = ToolStatus(False, f"{name}: {exc}")
-        if documents:
-            tools.setdefault("smartctl", ToolStatus(True))
-            apply_smartctl(inventory, documents)
-        return RaidSnapshot(inventory, tools, time.time(), "captured" if tools else "none",
-                            tuple(inventory.problems))
-
-    # ---- live --------------------------------------------------------------------------
-
-    def _tool(self, binary: str, args: Sequence[str]) -> Run:
-        result = run_tool(binary, args, self.timeout)
-        if result.stuck is not None:
-            self._stuck.append(result.stuck)
-        return result
-
-    def _run(self, bound: Dict[str, List[str]]) -> RaidSnapshot:
-        tools: Dict[str, ToolStatus] = {}
-        inventory = RaidInventory()
+    def run_tools(self, bound: Dict[str, List[str]]) -> Tuple[Outputs, Dict[str, ToolStatus]]:
+        """The commands for the bound controllers' tools, their outputs in the captured layout,
+        and the tools that could not be run or failed (with the reason)."""
+        outputs: Outputs = {}
+        failed: Dict[str, ToolStatus] = {}
         self._stuck = [p for p in self._stuck if p.poll() is None]
         if self._stuck:
+            # A tool hung in the kernel would hang every new one too: start none until it is gone.
             pids = ",".join(str(p.pid) for p in self._stuck)
             reason = f"an earlier run (pid {pids}) is still hung"
-            return RaidSnapshot(inventory, {t: ToolStatus(False, reason) for t in tools_needed(bound)}, time.time(),
-                                "live")
+            return outputs, {t: ToolStatus(False, reason) for t in tools_needed(bound)}
         for tool in tools_needed(bound):
             if tool == "storcli":
-                self._run_megaraid(tools, inventory)
+                storcli = find_tool("storcli", self.paths.get("storcli"))
+                megacli = None if storcli else find_tool("megacli", self.paths.get("megacli"))
+                if storcli:
+                    self._commands("storcli", storcli, [(a, f"{k}.json") for k, a in STORCLI_ARGS.items()],
+                                   outputs, failed)
+                elif megacli:
+                    self._commands("megacli", megacli, [(a, f"{k}.txt") for k, a in MEGACLI_ARGS.items()],
+                                   outputs, failed, optional=("bbu.txt",))
+                else:
+                    failed["storcli"] = ToolStatus(False, _missing("storcli", self.paths) + " (nor MegaCli)")
             elif tool == "ssacli":
-                self._run_ssacli(tools, inventory)
+                ssacli = find_tool("ssacli", self.paths.get("ssacli"))
+                if ssacli:
+                    self._commands("ssacli", ssacli, [(SSACLI_ARGS, "config-detail.txt")], outputs, failed)
+                else:
+                    failed["ssacli"] = ToolStatus(False, _missing("ssacli", self.paths))
             elif tool == "arcconf":
-                self._run_arcconf(tools, inventory)
-        return RaidSnapshot(inventory, tools, time.time(), "live", tuple(inventory.problems))
+                self._run_arcconf(outputs, failed)
+        return outputs, failed
 
-    def _run_megaraid(self, tools: Dict[str, ToolStatus], inventory: RaidInventory) -> None:
-        storcli = find_tool("storcli", self.paths.get("storcli"))
-        if storcli is None:
-            megacli = find_tool("megacli", self.paths.get("megacli"))
-            if megacli is None:
-                tools["storcli"] = ToolStatus(False, _missing("storcli", self.paths) + " (nor MegaCli)")
-                return
-            outputs = {}
-            for key, args in MEGACLI_ARGS.items():
-                run = self._tool(megacli, args)
-                if not run.ok and key != "bbu":
-                    tools["megacli"] = ToolStatus(False, run.reason)
-                    return
-                outputs[key] = run.text if run.ok else None
-            _parse("megacli", lambda: parse_megacli(outputs["pdlist"], outputs["ldinfo"], None, outputs["bbu"]),
-                   tools, inventory)
-            return
-        texts = {}
-        for key, args in STORCLI_ARGS.items():
-            run = self._tool(storcli, args)
-            if not run.ok:
-                tools["storcli"] = ToolStatus(False, run.reason)
-                return
-            texts[key] = run.text
-        _parse("storcli", lambda: parse_storcli(texts["controllers"], texts["drives"], texts["volumes"]),
-               tools, inventory)
+    def _commands(self, tool: str, binary: str, commands: Sequence[Tuple[Sequence[str], str]], outputs: Outputs,
+                  failed: Dict[str, ToolStatus], optional: Sequence[str] = ()) -> bool:
+        """Run each command into outputs[(tool, name)]; the first that fails (unless optional)
+        fails the tool and stops its run."""
+        for args, name in commands:
+            run = run_tool(binary, args, self.timeout)
+            if run.stuck is not None:
+                self._stuck.append(run.stuck)
+            if run.ok:
+                outputs[(tool, name)] = run.text
+            elif name not in optional:
+                failed[tool] = ToolStatus(False, run.reason)
+                return False
+        return True
 
-    def _run_ssacli(self, tools: Dict[str, ToolStatus], inventory: RaidInventory) -> None:
-        ssacli = find_tool("ssacli", self.paths.get("ssacli"))
-        if ssacli is None:
-            tools["ssacli"] = ToolStatus(False, _missing("ssacli", self.paths))
-            return
-        run = self._tool(ssacli, SSACLI_ARGS)
-        if not run.ok:
-            tools["ssacli"] = ToolStatus(False, run.reason)
-            return
-        _parse("ssacli", lambda: raid_ssacli.parse_config_detail(run.text), tools, inventory)
-
-    def _run_arcconf(self, tools: Dict[str, ToolStatus], inventory: RaidInventory) -> None:
+    def _run_arcconf(self, outputs: Outputs, failed: Dict[str, ToolStatus]) -> None:
         arcconf = find_tool("arcconf", self.paths.get("arcconf"))
         if arcconf is None:
-            tools["arcconf"] = ToolStatus(False, _missing("arcconf", self.paths))
+            failed["arcconf"] = ToolStatus(False, _missing("arcconf", self.paths))
             return
-        listing = self._tool(arcconf, ["LIST"])
-        match = re.search(r"Controllers found:\s*(\d+)", listing.text) if listing.ok else None
+        listing: Outputs = {}
+        if not self._commands("arcconf", arcconf, [(["LIST"], "list.txt")], listing, failed):
+            return
+        match = re.search(r"Controllers found:\s*(\d+)", listing[("arcconf", "list.txt")])
         if match is None:
-            tools["arcconf"] = ToolStatus(False, listing.reason or "arcconf LIST: no \"Controllers found\" line")
+            failed["arcconf"] = ToolStatus(False, "arcconf LIST: no \"Controllers found\" line")
             return
         for number in range(1, min(int(match.group(1)), 16) + 1):
-            config = self._tool(arcconf, ["GETCONFIG", str(number), "AL"])
-            if not config.ok:
-                tools["arcconf"] = ToolStatus(False, config.reason)
+            if not self._commands("arcconf", arcconf, [(["GETCONFIG", str(number), "AL"], f"{number}-al.txt"),
+                                                       (["GETSTATUS", str(number)], f"{number}-status.txt")],
+                                  outputs, failed, optional=(f"{number}-status.txt",)):
                 return
-            status = self._tool(arcconf, ["GETSTATUS", str(number)])
-            _parse("arcconf", lambda: _arcconf(number, config.text, status.text if status.ok else None),
-                   tools, inventory)
 
 
 def _missing(tool: str, paths: Dict[str, str]) -> str:
@@ -412,59 +403,17 @@ def _listing(folder: Optional[str]) -> List[str]:
 
 
 def capture_commands(roots: Roots, folder: str) -> List[str]:
-    """The RAID tools' outputs, as the reader runs them, into captured/<tool>/. Run only
-    where a controller they speak to is bound."""
+    """The RAID tools' outputs, as the reader runs them, into captured/<tool>/ (the layout a
+    replay reads). Run only where a controller they speak to is bound."""
     bound = bound_controllers(roots)
-    notes: List[str] = []
-    outputs: Dict[Tuple[str, ...], str] = {}
-    for tool in tools_needed(bound):
-        if tool == "storcli":
-            storcli = find_tool("storcli")
-            if storcli is not None:
-                for key, args in STORCLI_ARGS.items():
-                    run = run_tool(storcli, args, 60.0)
-                    if run.ok:
-                        outputs[("storcli", f"{key}.json")] = run.text
-                    else:
-                        notes.append(f"storcli {key}: {run.reason}")
-                continue
-            megacli = find_tool("megacli")
-            if megacli is None:
-                notes.append("megaraid_sas bound but none of storcli, perccli or MegaCli found")
-                continue
-            for key, args in MEGACLI_ARGS.items():
-                run = run_tool(megacli, args, 60.0)
-                if run.ok:
-                    outputs[("megacli", f"{key}.txt")] = run.text
-                else:
-                    notes.append(f"MegaCli {key}: {run.reason}")
-        elif tool == "ssacli":
-            ssacli = find_tool("ssacli")
-            run = run_tool(ssacli, SSACLI_ARGS, 120.0) if ssacli else Run(False, reason="ssacli not found")
-            if run.ok:
-                outputs[("ssacli", "config-detail.txt")] = run.text
-            else:
-                notes.append(f"ssacli: {run.reason}")
-        elif tool == "arcconf":
-            arcconf = find_tool("arcconf")
-            listing = run_tool(arcconf, ["LIST"], 60.0) if arcconf else Run(False, reason="arcconf not found")
-            match = re.search(r"Controllers found:\s*(\d+)", listing.text) if listing.ok else None
-            if arcconf is None or match is None:
-                notes.append(f"arcconf: {listing.reason or 'no controller listed'}")
-                continue
-            for number in range(1, min(int(match.group(1)), 16) + 1):
-                for args, name in ((["GETCONFIG", str(number), "AL"], f"{number}-al.txt"),
-                                   (["GETSTATUS", str(number)], f"{number}-status.txt")):
-                    run = run_tool(arcconf, args, 60.0)
-                    if run.ok:
-                        outputs[("arcconf", name)] = run.text
-                    else:
-                        notes.append(f"arcconf {' '.join(args)}: {run.reason}")
-    for parts, text in outputs.items():
-        path = os.path.join(folder, *parts)
+    if not bound:
+        return []
+    outputs, failed = RaidReader(roots, timeout=120.0).run_tools(bound)
+    for (tool, name), text in outputs.items():
+        path = os.path.join(folder, tool, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomicfile.replace_file(path, text.encode("utf-8"))
-    return notes
+    return [f"{tool}: {status.reason}" for tool, status in sorted(failed.items())]
 
 
 __all__ = ["RaidReader", "RaidSnapshot", "ToolStatus", "RaidController", "RaidDrive", "bound_controllers",
