@@ -359,6 +359,43 @@ def test_a_working_storcli_is_run_with_the_three_commands(tmp_path):
     assert snapshot.inventory.controllers[0].pci_address == "0000:03:00.0"
 
 
+def test_smartctl_through_the_controller_gives_what_old_storcli_firmware_hides(tmp_path):
+    """storcli on a SAS1078 says "Unknown" for every rate; smartctl -d sat+megaraid,N through the
+    volume's block device gives the SATA drive's IDENTIFY words 76/77."""
+    roots = Roots(sysfs=_sysfs_with(tmp_path, "megaraid_sas"), dev=str(tmp_path / "dev"))
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/sda").write_text("")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    drive = build.StorcliDrive(8, 3, did=44, device_speed="Unknown", link_speed="Unknown", model="HDS723020BLA642")
+    (folder / "controllers.json").write_text(build.storcli_controllers(0, "LSI MegaRAID SAS 84016E", "1.12",
+                                                                       (0, 3, 0, 0), "SAS-3G", bbu=None))
+    (folder / "drives.json").write_text(build.storcli_drives(0, [drive]))
+    (folder / "volumes.json").write_text(build.storcli_volumes(0, [build.StorcliVolume(0, 0, drives=[drive])]))
+    (folder / "smartctl.json").write_text(_smartctl(serial="MN1220F30000", current=(15, "1.5 Gb/s")))
+    storcli = _script(tmp_path, "storcli", f"""\
+        case "$1" in
+          /call) cat {folder}/controllers.json ;;
+          /call/eall/sall) cat {folder}/drives.json ;;
+          /call/vall) cat {folder}/volumes.json ;;
+        esac
+        """)
+    smartctl = _script(tmp_path, "smartctl", f"""\
+        echo "$@" > {tmp_path}/smartctl.args
+        cat {folder}/smartctl.json
+        exit 4
+        """)
+    snapshot = RaidReader(roots, {"storcli": storcli, "smartctl": smartctl}).read()
+    assert (tmp_path / "smartctl.args").read_text().split() == ["-j", "-i", "-d", "sat+megaraid,44",
+                                                                 str(tmp_path / "dev/sda")]
+    [found] = snapshot.inventory.drives
+    assert (found.capability, found.capability_source, found.negotiated_rate) == (6e9, "smartctl", 1.5e9)
+    ctrl = snapshot.inventory.controllers[0]
+    expectation = analysis.drive_expectation(found, ctrl)
+    # below both the 3 Gb/s controller and the 6 Gb/s drive: visible only through smartctl
+    assert expectation.expected == 3e9 and analysis.below_expected(found, expectation)
+
+
 def test_storcli_drives_json_wins_over_the_hbas_own_listing():
     hba = build.storcli_controllers(0, "HBA", "1", (0, 1, 0, 0), "SAS-12G", bbu=None,
                                     hba_drives=[build.StorcliDrive(23, 0, did=0, group="-")])

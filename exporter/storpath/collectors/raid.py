@@ -159,13 +159,15 @@ class RaidCollector(Collector):
         "megacli_path": "MegaCli",  # where storcli is absent (also MegaCli64, megacli)
         "ssacli_path": "ssacli",  # also hpssacli, hpacucli
         "arcconf_path": "arcconf",
+        # For SATA drives behind MegaRAID whose capability storcli does not give (-i only: IDENTIFY).
+        "smartctl_path": "smartctl",
         "startup_wait": Duration(5),  # how long the first scrapes wait for the first pass
     }
 
     def __init__(self, ctx):
         super().__init__(ctx)
         cfg = {**self.config_defaults, **(ctx.config or {})}
-        paths = {tool: str(cfg[f"{tool}_path"]) for tool in ("storcli", "megacli", "ssacli", "arcconf")}
+        paths = {tool: str(cfg[f"{tool}_path"]) for tool in ("storcli", "megacli", "ssacli", "arcconf", "smartctl")}
         self.reader = RaidReader(self.roots, paths, timeout=float(cfg["timeout"]))
         self.startup_wait = float(cfg["startup_wait"])
         self._lock = threading.Lock()

@@ -31,7 +31,7 @@ def raid_snapshot(facts: Facts) -> Optional[RaidSnapshot]:
     if facts.roots is None:
         return None
     settings = facts.collector_config("raid")
-    paths = {tool: str(settings.get(f"{tool}_path", "")) or None for tool in ("storcli", "megacli", "ssacli", "arcconf")}
+    paths = {tool: str(settings.get(f"{tool}_path", "")) or None for tool in ("storcli", "megacli", "ssacli", "arcconf", "smartctl")}
     return facts.memo("raid.snapshot", lambda: RaidReader(facts.roots, {k: v for k, v in paths.items() if v},
                                                           timeout=float(settings.get("timeout", 60))).read())
 

@@ -25,11 +25,14 @@ whenever present, whatever the replayed sysfs binds:
     <captured>/megacli/ldinfo.txt         MegaCli -LdInfo -Lall -aALL -NoLog
     <captured>/megacli/ldpdinfo.txt       MegaCli -LDPDInfo -aALL -NoLog
     <captured>/megacli/bbu.txt            MegaCli -AdpBbuCmd -GetBbuStatus -aALL -NoLog
-    <captured>/smartctl/<controller>-<N>.json   smartctl -j -a -d sat+megaraid,N (or cciss,N)
+    <captured>/smartctl/<controller>-<N>.json   smartctl -j -i -d sat+megaraid,N /dev/sdX (or cciss,N)
 
-`<controller>` is the tool's own id of the controller (c0, a0, slot5, 1). smartctl is read
-from captures only: run by hand where a SATA drive's capability is wanted (the tools' own
-outputs need no device node).
+`<controller>` is the tool's own id of the controller (c0, a0, slot5, 1). Live, smartctl runs
+(when installed) for the SATA drives behind a MegaRAID/PERC whose capability or rate storcli
+does not give (old firmware says "Unknown"), through a volume's block device on the same
+controller: `smartctl -j -i -d sat+megaraid,<DID> /dev/sdX`, IDENTIFY words 76/77 passed
+through by the firmware. ssacli's drives have no number smartctl's `cciss,N` is known to
+match: their smartctl outputs come from captures only.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ DRIVERS = {"megaraid_sas": ("storcli", "megacli"), "hpsa": ("ssacli",), "smartpq
            "aacraid": ("arcconf",)}
 # The tools' other names, tried in order when the configured one is the default and absent.
 ALIASES = {"storcli": ("storcli", "storcli64", "perccli64", "perccli", "storcli2", "perccli2"),
+           "smartctl": ("smartctl",),
            "megacli": ("MegaCli", "MegaCli64", "megacli"), "ssacli": ("ssacli", "hpssacli", "hpacucli"),
            "arcconf": ("arcconf",)}
 SEARCH = "/usr/sbin:/sbin:/opt/MegaRAID/storcli:/opt/MegaRAID/perccli:/opt/MegaRAID/MegaCli:/opt/lsi/storcli:" \
@@ -328,8 +332,9 @@ class RaidReader:
                 storcli = find_tool("storcli", self.paths.get("storcli"))
                 megacli = None if storcli else find_tool("megacli", self.paths.get("megacli"))
                 if storcli:
-                    self._commands("storcli", storcli, [(a, f"{k}.json") for k, a in STORCLI_ARGS.items()],
-                                   outputs, failed)
+                    if self._commands("storcli", storcli, [(a, f"{k}.json") for k, a in STORCLI_ARGS.items()],
+                                      outputs, failed):
+                        self._run_smartctl(outputs, failed)
                 elif megacli:
                     self._commands("megacli", megacli, [(a, f"{k}.txt") for k, a in MEGACLI_ARGS.items()],
                                    outputs, failed, optional=("bbu.txt",))
@@ -359,6 +364,38 @@ class RaidReader:
                 failed[tool] = ToolStatus(False, run.reason)
                 return False
         return True
+
+    def _run_smartctl(self, outputs: Outputs, failed: Dict[str, ToolStatus]) -> None:
+        """smartctl for the SATA drives storcli gives no capability or rate of, through a
+        volume's block device on the same controller (none without smartctl, or a volume the
+        kernel names)."""
+        smartctl = find_tool("smartctl", self.paths.get("smartctl"))
+        if smartctl is None or not self.roots.devices:
+            return
+        try:
+            inventory = parse_storcli(*(outputs.get(("storcli", f"{k}.json")) for k in STORCLI_ARGS))
+        except (RaidOutputError, RecursionError):
+            return  # storcli's own status says so when its outputs are parsed
+        through = {}
+        for volume in inventory.volumes:
+            if volume.device and os.path.exists(self.roots.devpath(volume.device)):
+                through.setdefault(volume.controller, self.roots.devpath(volume.device))
+        for drive in inventory.drives:
+            device = through.get(drive.controller)
+            if device is None or drive.device_id is None or (drive.interface or "").upper() != "SATA" \
+                    or (drive.capability is not None and (drive.negotiated_rate is not None
+                                                          or drive.rate_is_expander_link)):
+                continue
+            own_id = drive.controller.split("/", 1)[1]
+            name = f"{own_id}-{drive.device_id}.json"
+            run = run_tool(smartctl, ["-j", "-i", "-d", f"sat+megaraid,{drive.device_id}", device], self.timeout)
+            if run.stuck is not None:
+                self._stuck.append(run.stuck)
+            # smartctl's exit status is a bit mask (bit 2 and up: SMART findings): its JSON is the answer.
+            if run.text.strip():
+                outputs[("smartctl", name)] = run.text
+            elif not run.ok:
+                failed["smartctl"] = ToolStatus(False, run.reason)
 
     def _run_arcconf(self, outputs: Outputs, failed: Dict[str, ToolStatus]) -> None:
         arcconf = find_tool("arcconf", self.paths.get("arcconf"))
