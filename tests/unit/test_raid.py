@@ -396,6 +396,26 @@ def test_smartctl_through_the_controller_gives_what_old_storcli_firmware_hides(t
     assert expectation.expected == 3e9 and analysis.below_expected(found, expectation)
 
 
+def test_a_volume_without_a_named_device_is_found_at_its_scsi_target(tmp_path):
+    """MegaCli names no block device: megaraid_sas puts virtual drive N at channel 2, target N."""
+    sysfs = tmp_path / "sys"
+    function = sysfs / "devices/pci0000:00/0000:00:02.0/0000:03:00.0"
+    for hctl, disk in (("0:2:0:0", "sda"), ("0:2:1:0", "sdb"), ("0:0:5:0", "sdc")):
+        (function / f"host0/target{hctl.rsplit(':', 1)[0]}/{hctl}/block/{disk}").mkdir(parents=True)
+    (sysfs / "bus/pci/devices").mkdir(parents=True)
+    (sysfs / "bus/pci/devices/0000:03:00.0").symlink_to(function)
+    (sysfs / "bus/pci/drivers/megaraid_sas").mkdir(parents=True)
+    (sysfs / "bus/pci/drivers/megaraid_sas/0000:03:00.0").symlink_to(function)
+    captured = tmp_path / "captured"
+    (captured / "megacli").mkdir(parents=True)
+    (captured / "megacli/ldinfo.txt").write_text(build.megacli_ldinfo(0, [
+        dict(id=n, level="Primary-1, Secondary-0, RAID Level Qualifier-0", size="1.0 TB", state="Optimal",
+             strip="64 KB", drives=2, default="WriteBack", current="WriteBack") for n in (0, 1, 2)]))
+    snapshot = RaidReader(Roots(sysfs=str(sysfs), captured=str(captured))).read()
+    assert snapshot.inventory.controllers[0].pci_address == "0000:03:00.0"
+    assert [(v.id, v.device) for v in snapshot.inventory.volumes] == [("0", "sda"), ("1", "sdb"), ("2", None)]
+
+
 def test_storcli_drives_json_wins_over_the_hbas_own_listing():
     hba = build.storcli_controllers(0, "HBA", "1", (0, 1, 0, 0), "SAS-12G", bbu=None,
                                     hba_drives=[build.StorcliDrive(23, 0, did=0, group="-")])

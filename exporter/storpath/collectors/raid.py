@@ -106,8 +106,9 @@ VOLUME_INFO = Family(
     "A RAID volume: name, RAID level and the kernel block device it is (join `device` with "
     "storpath_block_device_info and node_disk_*); always 1.", ("controller", "volume", "name", "level", "device"),
     doc="always 1; `volume` the tool's id (`0/0` DG/VD, `1` logical drive), `level` `raid0`, `raid1`, `raid5`, "
-        "`raid6`, `raid10`..., `device` the block device (from storcli's OS Drive Name or ssacli's Disk Name; "
-        "empty where the tool does not say)")
+        "`raid6`, `raid10`..., `device` the block device (storcli's OS Drive Name, ssacli's Disk Name, else the "
+        "SCSI disk at the target its driver gives the volume: channel 2 for megaraid_sas, 0 for aacraid; empty "
+        "where none is found)")
 VOLUME_STATE = Family(
     "storpath_raid_volume_state", GAUGE,
     "A RAID volume's state, as a state set.", ("controller", "volume", "state"),

@@ -241,6 +241,38 @@ def fill_addresses(inventory: RaidInventory, bound: Dict[str, List[str]]) -> Non
             inventory.controllers[index] = replace(ctrl, pci_address=addresses[0])
 
 
+# Where a driver puts its logical volumes in the SCSI address space: megaraid_sas on channel 2
+# with the virtual drive's number as the target (drivers/scsi/megaraid/megaraid_sas.h,
+# MEGASAS_MAX_PD_CHANNELS), aacraid on channel 0 with the container's number.
+_VOLUME_CHANNEL = {"storcli": 2, "megacli": 2, "arcconf": 0}
+_HCTL = re.compile(r"^(\d+):(\d+):(\d+):(\d+)$")
+
+
+def fill_devices(inventory: RaidInventory, roots: Roots) -> None:
+    """A volume whose tool names no block device gets the kernel's: the SCSI disk below its
+    controller's PCI function at the channel and target its driver gives volumes (MegaCli's
+    "Target Id", storcli's VD number, arcconf's logical device number), LUN 0."""
+    by_address = {c.name: c.pci_address for c in inventory.controllers if c.pci_address}
+    found: Dict[Tuple[str, int, int], str] = {}  # (PCI address, channel, target) -> block device
+    for address in set(by_address.values()):
+        base = roots.sys("bus", "pci", "devices", address)
+        for host in (h for h in list_dir(base, roots.sysfs) if h.startswith("host")):
+            for target in (t for t in list_dir(os.path.join(base, host), roots.sysfs) if t.startswith("target")):
+                for hctl in list_dir(os.path.join(base, host, target), roots.sysfs):
+                    match = _HCTL.match(hctl)
+                    disks = list_dir(os.path.join(base, host, target, hctl, "block"), roots.sysfs) if match else []
+                    if match and match.group(4) == "0" and len(disks) == 1:
+                        found[(address, int(match.group(2)), int(match.group(3)))] = disks[0]
+    for index, volume in enumerate(inventory.volumes):
+        tool = volume.controller.split("/", 1)[0]
+        number = volume.id.split("/")[-1]
+        if volume.device or tool not in _VOLUME_CHANNEL or not number.isdigit():
+            continue
+        device = found.get((by_address.get(volume.controller, ""), _VOLUME_CHANNEL[tool], int(number)))
+        if device:
+            inventory.volumes[index] = replace(volume, device=device)
+
+
 def _read(path: Optional[str]) -> Optional[str]:
     return read_attr(path, WHOLE_FILE) if path else None
 
@@ -314,6 +346,7 @@ class RaidReader:
                                       lambda folder: sorted(n for f, n in outputs if f == folder), tools)
             source = "live"
         fill_addresses(inventory, bound)
+        fill_devices(inventory, self.roots)
         return RaidSnapshot(inventory, tools, time.time(), source, tuple(inventory.problems))
 
     def run_tools(self, bound: Dict[str, List[str]]) -> Tuple[Outputs, Dict[str, ToolStatus]]:
