@@ -190,6 +190,9 @@ def parse_config(text: str, number: int) -> RaidInventory:
             ld.get("Status of logical drive")
         operation, progress = _operation(status)  # type: ignore[arg-type]
         state = _volume_state(status)  # type: ignore[arg-type]
+        if state == "degraded" and operation is not None:
+            # "Impacted ( Build/Verify with fix : 90 % )": redundancy being established, as a rebuild does.
+            state = "rebuilding"
         segments = ld["_segments"]
         if state == "degraded" and any(str(s).lower().startswith("rebuilding") for s in segments):  # type: ignore[union-attr]
             state = "rebuilding"
