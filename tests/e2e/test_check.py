@@ -93,6 +93,9 @@ EXPECTED = {
                                               ("ssacli/slot5", "raid.drive_link_unverifiable")}),
     # storcli's Link Speed 12.0 behind the expanders is not the drives' link: silent but for one INFO line.
     ("supermicro-hba9500-expanders", "healthy"): (0, set(), {("storcli/c0", "raid.drive_link_unverifiable")}),
+    # 12 Gb/s SAS drives at 6.0 on a SAS-6G controller: the controller is the limit, not a fault.
+    ("ibm-x3650m3-serveraid-m5015", "healthy"): (0, set(), set()),
+    ("ibm-x3650m3-serveraid-m5015", "degraded"): (2, {("storcli/c0 volume 0/0", "raid.volume_degraded")}, set()),
 }
 
 

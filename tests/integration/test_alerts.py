@@ -177,6 +177,14 @@ CASES = {
             "description": ["Volume 1 (sda) on ssacli/slot0 is configured write-back but writes through now"],
         },
     },
+    # ServeRAID M5015 (SAS-6G): a drive offline, the RAID 6 degraded; its 12 Gb/s SAS drives at 6.0 are the
+    # controller's limit and raise nothing.
+    ("ibm-x3650m3-serveraid-m5015", "degraded"): {
+        ("RaidVolumeDegraded", "storcli/c0 volume 0/0"): {
+            "labels": {"severity": "critical", "controller": "storcli/c0", "volume": "0/0", "state": "degraded"},
+            "description": ["Volume 0/0 (sda) (raid6) on storcli/c0 is degraded"],
+        },
+    },
     # 29 SATA drives behind expanders at storcli "Link Speed" 12.0 / "Device Speed" 6.0: silent.
     ("supermicro-hba9500-expanders", "healthy"): {},
 }
