@@ -68,12 +68,19 @@ HOST_URL = "/d/storpath-host/storpath-host?var-instance=${__data.fields.instance
 GREEN, ORANGE, RED, BLUE = "green", "orange", "red", "blue"
 
 
-def load_thresholds(path: Optional[str] = None) -> dict:
-    """rules/config/thresholds.yml (with a site's file merged over it), as the rules read it."""
+def _rules_generator():
     spec = importlib.util.spec_from_file_location("storpath_rules_generate", os.path.join(REPO, "rules", "generate.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.load_config(path)
+    return module
+
+
+RULES = _rules_generator()
+
+
+def load_thresholds(path: Optional[str] = None) -> dict:
+    """rules/config/thresholds.yml (with a site's file merged over it), as the rules read it."""
+    return RULES.load_config(path)
 
 
 # ---- small builders ---------------------------------------------------------------
@@ -686,13 +693,20 @@ def host(t: dict) -> dict:
             description="Model, firmware and PCI function of each controller (join with the PCIe rows), and its "
                         "battery or CacheVault.", links=[runbook(rb, "RaidBatteryFailed"), runbook(rb, "RaidToolFailing")]),
     ]
+    def node_rate(counter: str) -> str:
+        # node_exporter's series of this host, by its instance or its node_uname_info's nodename
+        # (rules/config/thresholds.yml node_exporter: kube-prometheus-stack keeps <ip>:9100).
+        return RULES.node_exporter_series(
+            lambda matcher: f"rate({counter}{{{', '.join(m for m in (matcher, dev) if m)}}}[$__rate_interval])", t,
+            "$instance")
+
     throughput = [
         timeseries("Read throughput vs the link's expected bandwidth", [
-            q(f"rate(node_disk_read_bytes_total{{{HOST_ONLY}, {dev}}}[$__rate_interval])", "{{device}} read"),
+            q(node_rate("node_disk_read_bytes_total"), "{{device}} read"),
             q(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"), "{{device}} link allows"),
         ], unit=BPS, description="Live reads from node_exporter against what the device's link can carry."),
         timeseries("Write throughput vs the link's expected bandwidth", [
-            q(f"rate(node_disk_written_bytes_total{{{HOST_ONLY}, {dev}}}[$__rate_interval])", "{{device}} write"),
+            q(node_rate("node_disk_written_bytes_total"), "{{device}} write"),
             q(per_device("storpath_pcie_expected_link_bandwidth_bytes_per_second"), "{{device}} link allows"),
         ], unit=BPS, description="Live writes from node_exporter against what the device's link can carry."),
         timeseries("Probes: measured vs expected read throughput", [

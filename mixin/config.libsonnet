@@ -15,15 +15,22 @@
     // puts on every target (e.g. cluster) if one Prometheus sees several hosts with the same instance.
     targetLabels: ['job', 'instance'],
 
-    // Selects the exporter's own `up` series (StorpathTargetDown). Matches the job name of
-    // deploy/compose/prometheus.yml, deploy/systemd and the Kubernetes ServiceMonitor (service name).
+    // Selects the exporter's own `up` series (StorpathTargetDown, StorpathTargetAbsent). Matches the job
+    // name of deploy/compose/prometheus.yml, deploy/systemd, the kustomize ServiceMonitor (the Service's
+    // name) and the Helm chart's monitors (its `job` value, whatever the release is called; the chart
+    // rewrites this selector when `job` is changed).
     targetSelector: 'job="storpath"',
+
+    // ---- node_exporter -------------------------------------------------------------------
+    nodeExporterJoinViaNodename: true,
 
     // ---- storpath ------------------------------------------------------------------------
     // A collector failing on every scrape for this long: its subsystem's alerts have gone blind.
     storpathCollectorFailingFor: '15m',
     // Two missed scrapes are noise; five minutes without the exporter is a host or deployment problem.
     storpathTargetDownFor: '5m',
+    // No target of the job at all: longer than a rolling update of the DaemonSet or a restart of Prometheus.
+    storpathTargetAbsentFor: '15m',
 
     // ---- pcie ----------------------------------------------------------------------------
     // PCI classes whose links are watched (regex on storpath_pcie_device_info's `class`, 0xCCSSPP).

@@ -68,6 +68,30 @@ def load_config(path: Optional[str] = None) -> dict:
     return config
 
 
+def node_exporter_series(series, config: dict, host: str = "") -> str:
+    """node_exporter's series of storpath's hosts, with `instance` the name storpath's target has.
+
+    ``series(matcher)`` gives the node_exporter expression (a rate of node_disk_*, say) with the
+    label matcher ``matcher`` added to its selector ('' for none); ``host`` limits it to one
+    storpath instance (a dashboard's `$instance`). Two ways find a host's node_exporter, see
+    `node_exporter` in rules/config/thresholds.yml: the same `instance` label (static configs,
+    compose, kube-prometheus, which relabels node-exporter's instance to the node's name), and,
+    with `join_via_nodename`, node_exporter's own node_uname_info{nodename}, the node's host name
+    on kube-prometheus-stack too, whose node-exporter keeps `<ip>:9100` as its instance. Where both
+    ways find the same series, `or ignoring(nodename)` keeps one.
+    """
+    # `host` is a dashboard's variable: matched as a regex (Prometheus anchors it), as the
+    # linters want of every query and as a multi-value variable needs.
+    if not config["node_exporter"]["join_via_nodename"]:
+        return series(f'instance=~"{host}"' if host else "")
+    if host:
+        # One host: node_exporter's series keep their own labels (a board's legend shows `device`).
+        return (f'{series(f"instance=~{chr(34)}{host}{chr(34)}")}\nor\n'
+                f'{series("")}\n* on(job, instance) group_left() node_uname_info{{nodename=~"{host}"}}')
+    return (f'{series("")}\nor ignoring(nodename)\nlabel_replace(\n  {series("")}\n'
+            f'  * on(job, instance) group_left(nodename) node_uname_info,\n  "instance", "$1", "nodename", "(.+)"\n)')
+
+
 class Section:
     """One subsystem's config values as attributes: ``c.cfg.link_below_expected_for``."""
 
@@ -103,6 +127,10 @@ class Context:
 
     def by(self, *keys: str) -> str:
         return f"by ({self.labels(*keys)})"
+
+    def node_exporter(self, series) -> str:
+        """node_exporter's series with storpath's `instance` (see node_exporter_series)."""
+        return node_exporter_series(series, self.config)
 
     def seconds(self, duration: str) -> str:
         """A config duration as a number of seconds, for comparisons with time()."""

@@ -6,14 +6,16 @@ kernel lets go of it, and its pipes stay open as long as it lives, so waiting fo
 exit or its output's end would wait forever: `subprocess.run(timeout=...)` does exactly
 that after the timeout (it kills, then reads the pipes to their end with no limit).
 `run_command` starts the command in its own process group (so the processes it forks go
-with it), kills the group at the deadline, waits at most `grace` more, and hands back a
-process that is still there as `stuck` instead of waiting for it: the caller decides not
-to start another one while it lives.
+with it), reads its output as it comes (at most MAX_OUTPUT bytes: past that it is killed),
+kills the group at the deadline, waits at most `grace` more, and hands back a process that
+is still there as `stuck` instead of waiting for it: the caller decides not to start
+another one while it lives.
 """
 
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -22,6 +24,9 @@ from typing import Callable, Dict, List, Optional
 
 # How long a killed process group gets to go before it is given up on.
 GRACE = 1.0
+# The most output kept from one command (stdout and stderr together). The largest expected is
+# `zpool status -j` of a big pool or a vendor RAID tool's drive list: a few MiB.
+MAX_OUTPUT = 64 << 20
 
 
 @dataclass
@@ -65,46 +70,75 @@ def kill_group(proc: subprocess.Popen, grace: float = GRACE) -> bool:
 def run_command(argv: List[str], timeout: float, env: Optional[Dict[str, str]] = None,
                 tick: Optional[Callable[[float], None]] = None,
                 started: Optional[Callable[[subprocess.Popen], None]] = None,
-                grace: float = GRACE) -> Finished:
+                grace: float = GRACE, max_output: int = MAX_OUTPUT) -> Finished:
     """Run `argv` with stdin closed and its output captured, for at most `timeout` seconds
     (plus `grace` twice to kill it). Raises OSError (FileNotFoundError, PermissionError)
     when it cannot be started. `tick(elapsed)` is called about four times a second while
-    it runs; `started(proc)` once it runs (to stop it on shutdown)."""
+    it runs; `started(proc)` once it runs (to stop it on shutdown). A command that writes
+    more than `max_output` bytes (stdout and stderr together) is killed there: it ends as
+    a failure whose error line says so, and nothing past the bound is kept in memory."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
     if started:
         started(proc)
     deadline = start + timeout
-    while True:
-        step = deadline - time.monotonic()
-        if tick:
-            step = min(0.25, step)
+    read: Dict[int, List[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+    total = 0
+    exited_at: Optional[float] = None  # when the command was seen gone with its pipes still open
+    with selectors.DefaultSelector() as selector:
+        for pipe in (proc.stdout, proc.stderr):
+            os.set_blocking(pipe.fileno(), False)
+            selector.register(pipe.fileno(), selectors.EVENT_READ)
         try:
-            out, err = proc.communicate(timeout=max(0.01, step))
-        except subprocess.TimeoutExpired:
-            pass
-        else:
-            if proc.returncode < 0:
-                # Killed by a signal: what it forked must not carry on without it.
-                kill_group(proc, grace)
-            return Finished(argv, proc.returncode, out, err, time.monotonic() - start)
-        if proc.poll() is not None:
-            # The command is gone but processes it forked still hold the pipes: stop them.
-            kill_group(proc, grace)
-            out, err = _drain(proc, grace)
-            return Finished(argv, proc.returncode, out, err, time.monotonic() - start)
-        if time.monotonic() >= deadline:
-            gone = kill_group(proc, grace)
-            out, err = _drain(proc, grace)
-            return Finished(argv, None, out, err, time.monotonic() - start, stuck=None if gone else proc)
-        if tick:
-            tick(time.monotonic() - start)
-
-
-def _drain(proc: subprocess.Popen, grace: float):
-    """What is left in the pipes, waiting at most `grace` for their end."""
+            while selector.get_map():
+                now = time.monotonic()
+                if now >= deadline:
+                    gone = kill_group(proc, grace)
+                    return _finished(argv, None, read, start, stuck=None if gone else proc)
+                if exited_at is not None and now >= exited_at + grace:
+                    break  # forked processes still hold the pipes after their group was stopped
+                wait = min(deadline, exited_at + grace if exited_at is not None else deadline) - now
+                if tick:
+                    wait = min(0.25, wait)
+                for key, _ in selector.select(max(0.0, wait)):
+                    try:
+                        data = os.read(key.fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        selector.unregister(key.fd)
+                        continue
+                    read[key.fd].append(data)
+                    total += len(data)
+                if total > max_output:
+                    kill_group(proc, grace)
+                    read[proc.stderr.fileno()] = [f"output over {max_output} bytes: stopped".encode()]
+                    read[proc.stdout.fileno()] = []
+                    return _finished(argv, proc.returncode if proc.returncode is not None else -9, read, start)
+                if exited_at is None and selector.get_map() and proc.poll() is not None:
+                    # The command is gone but processes it forked still hold the pipes: stop them.
+                    kill_group(proc, grace)
+                    exited_at = time.monotonic()
+                if tick:
+                    tick(time.monotonic() - start)
+        finally:
+            proc.stdout.close()
+            proc.stderr.close()
     try:
-        return proc.communicate(timeout=grace)
+        proc.wait(max(0.01, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        return b"", b""  # a process that holds them cannot be waited for
+        gone = kill_group(proc, grace)
+        return _finished(argv, None, read, start, stuck=None if gone else proc)
+    if proc.returncode < 0 and exited_at is None:
+        # Killed by a signal: what it forked must not carry on without it.
+        kill_group(proc, grace)
+    return _finished(argv, proc.returncode, read, start)
+
+
+def _finished(argv: List[str], returncode: Optional[int], read: Dict[int, List[bytes]], start: float,
+              stuck: Optional[subprocess.Popen] = None) -> Finished:
+    out, err = (b"".join(chunks) for chunks in read.values())
+    return Finished(argv, returncode, out, err, time.monotonic() - start, stuck=stuck)
+
+

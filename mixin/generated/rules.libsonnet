@@ -66,6 +66,19 @@ local format = import '../lib/format.libsonnet';
                   runbook_url: '%(runbookUrlBase)sStorpathTargetDown.md' % v,
                 },
               },
+              {
+                alert: 'StorpathTargetAbsent',
+                expr: 'absent(up{%(targetSelector)s})' % v,
+                [if format.seconds(c.storpathTargetAbsentFor) > 0 then 'for']: c.storpathTargetAbsentFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'Prometheus has no storpath target at all.',
+                  description: 'Prometheus has found no target of job {{ $labels.job }} to scrape for %(storpathTargetAbsentFor)s: the exporter is not deployed, its ServiceMonitor or PodMonitor is not selected, or its job is named differently from what the rules select. No storage alert can fire.' % v,
+                  runbook_url: '%(runbookUrlBase)sStorpathTargetAbsent.md' % v,
+                },
+              },
             ],
           },
         ],
@@ -77,7 +90,7 @@ local format = import '../lib/format.libsonnet';
             rules: [
               {
                 record: 'address:storpath_pcie_link_bandwidth:ratio',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     storpath_pcie_current_link_bandwidth_bytes_per_second / on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second
                   )
@@ -95,11 +108,29 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_current_link_bandwidth_bytes_per_second / on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_current_link_bandwidth_bytes_per_second / on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
               },
               {
                 record: 'instance:storpath_pcie_links_below_expected:count',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   count by (%(targetLabelsJoined)s) (
                     (
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
@@ -133,11 +164,45 @@ local format = import '../lib/format.libsonnet';
                   )
                   or on(%(targetLabelsJoined)s)
                   0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  count by (%(targetLabelsJoined)s) (
+                    (
+                      storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      or
+                      storpath_pcie_device_info{port_type="upstream_port"}
+                    )
+                  )
+                  or on(%(targetLabelsJoined)s)
+                  0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
+                ||| % v else |||
+                  count by (%(targetLabelsJoined)s) (
+                    (
+                      storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    )
+                  )
+                  or on(%(targetLabelsJoined)s)
+                  0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
+                ||| % v)),
               },
               {
                 record: 'instance:storpath_pcie_devices_limited_by_port:count',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   count by (%(targetLabelsJoined)s) (
                     (
                       (
@@ -173,11 +238,47 @@ local format = import '../lib/format.libsonnet';
                   )
                   or on(%(targetLabelsJoined)s)
                   0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  count by (%(targetLabelsJoined)s) (
+                    (
+                      (
+                        storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                        or on(%(targetLabelsJoined)s, address)
+                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      or
+                      storpath_pcie_device_info{port_type="upstream_port"}
+                    )
+                  )
+                  or on(%(targetLabelsJoined)s)
+                  0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
+                ||| % v else |||
+                  count by (%(targetLabelsJoined)s) (
+                    (
+                      (
+                        storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                        or on(%(targetLabelsJoined)s, address)
+                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    )
+                  )
+                  or on(%(targetLabelsJoined)s)
+                  0 * count by (%(targetLabelsJoined)s) (storpath_pcie_device_info)
+                ||| % v)),
               },
               {
                 alert: 'PcieLinkSpeedBelowExpected',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -199,7 +300,29 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
                 [if format.seconds(c.pcieLinkBelowExpectedFor) > 0 then 'for']: c.pcieLinkBelowExpectedFor,
                 labels: {
                   severity: 'warning',
@@ -212,7 +335,7 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'PcieLinkWidthBelowExpected',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -234,7 +357,29 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
                 [if format.seconds(c.pcieLinkBelowExpectedFor) > 0 then 'for']: c.pcieLinkBelowExpectedFor,
                 labels: {
                   severity: 'warning',
@@ -247,7 +392,7 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'PcieDeviceLimitedByPort',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     (
                       storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
@@ -275,7 +420,35 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    (
+                      storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    (
+                      storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
+                      or on(%(targetLabelsJoined)s, address)
+                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
                 [if format.seconds(c.pciePlacementFor) > 0 then 'for']: c.pciePlacementFor,
                 labels: {
                   severity: '%(pciePlacementSeverity)s' % v,
@@ -288,7 +461,7 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 alert: 'PcieLinkDown',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   storpath_pcie_current_link_width == 0
                   and on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width > 0
                   unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -308,7 +481,27 @@ local format = import '../lib/format.libsonnet';
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"},
                     "address", "$1", "upstream", "(.+)"
                   )
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  storpath_pcie_current_link_width == 0
+                  and on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width > 0
+                  unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                  and on(%(targetLabelsJoined)s, address)
+                  label_replace(
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"},
+                    "address", "$1", "upstream", "(.+)"
+                  )
+                ||| % v else |||
+                  storpath_pcie_current_link_width == 0
+                  and on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width > 0
+                  unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                  and on(%(targetLabelsJoined)s, address)
+                  label_replace(
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"},
+                    "address", "$1", "upstream", "(.+)"
+                  )
+                ||| % v)),
                 [if format.seconds(c.pcieLinkDownFor) > 0 then 'for']: c.pcieLinkDownFor,
                 labels: {
                   severity: 'critical',
@@ -332,7 +525,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A PCIe device keeps reporting correctable AER errors: a marginal link.',
-                  description: '{{ $labels.address }} reported {{ $value | humanize }} correctable AER errors in the last %(pcieAerWindow)s. The hardware recovered them by retrying, at a cost in throughput; they point at a marginal link (riser, cable, slot, signal integrity).' % v,
+                  description: '{{ $labels.address }} reported {{ printf "%%.0f" $value }} correctable AER errors in the last %(pcieAerWindow)s. The hardware recovered them by retrying, at a cost in throughput; they point at a marginal link (riser, cable, slot, signal integrity).' % v,
                   runbook_url: '%(runbookUrlBase)sPcieAerCorrectableErrorsRising.md' % v,
                 },
               },
@@ -352,13 +545,13 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A PCIe device reported uncorrectable (non-fatal or fatal) AER errors.',
-                  description: '{{ $labels.address }} reported {{ $value | humanize }} {{ $labels.aer_severity }} AER errors in the last %(pcieAerWindow)s: transactions were lost or the link was reset. Expect I/O errors, or a device that dropped off the bus.' % v,
+                  description: '{{ $labels.address }} reported {{ printf "%%.0f" $value }} {{ $labels.aer_severity }} AER errors in the last %(pcieAerWindow)s: transactions were lost or the link was reset. Expect I/O errors, or a device that dropped off the bus.' % v,
                   runbook_url: '%(runbookUrlBase)sPcieAerUncorrectableErrors.md' % v,
                 },
               },
               {
                 alert: 'PcieLinkFlapping',
-                expr: (if c.pcieWatchSwitchUplinks then |||
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
                     + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
@@ -378,14 +571,34 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
                   ) >= %(pcieFlappingThreshold)s
-                ||| % v),
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                    + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  ) >= %(pcieFlappingThreshold)s
+                ||| % v else |||
+                  (
+                    changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                    + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  ) >= %(pcieFlappingThreshold)s
+                ||| % v)),
                 [if format.seconds(c.pcieCounterAlertsKeepFiringFor) > 0 then 'keep_firing_for']: c.pcieCounterAlertsKeepFiringFor,
                 labels: {
                   severity: 'warning',
                 },
                 annotations: {
                   summary: 'A PCIe link keeps changing its speed or width.',
-                  description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} changed link speed or width {{ $value | humanize }} times in the last %(pcieFlappingWindow)s; it is now at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}. A storage or network link trains once: this one keeps retraining (marginal signal, failing device or riser).' % v,
+                  description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} changed link speed or width {{ printf "%%.0f" $value }} times in the last %(pcieFlappingWindow)s; it is now at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}. A storage or network link trains once: this one keeps retraining (marginal signal, failing device or riser).' % v,
                   runbook_url: '%(runbookUrlBase)sPcieLinkFlapping.md' % v,
                 },
               },
@@ -658,7 +871,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A SAS PHY\'s error counters keep rising: a marginal cable, backplane or connector.',
-                  description: 'PHY {{ $labels.phy }}{{ range query (printf "storpath_sas_phy_info{%(targetLabelsMatchers)s=%%q,phy=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ with .Labels.device }} ({{ . }}){{ end }}{{ end }} counted {{ $value | humanize }} invalid dwords, disparity errors, losses of dword sync and reset problems in the last %(sasSataPhyErrorWindow)s.' % v,
+                  description: 'PHY {{ $labels.phy }}{{ range query (printf "storpath_sas_phy_info{%(targetLabelsMatchers)s=%%q,phy=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.phy) }}{{ with .Labels.device }} ({{ . }}){{ end }}{{ end }} counted {{ printf "%%.0f" $value }} invalid dwords, disparity errors, losses of dword sync and reset problems in the last %(sasSataPhyErrorWindow)s.' % v,
                   runbook_url: '%(runbookUrlBase)sSasPhyErrorsRising.md' % v,
                 },
               },
@@ -953,7 +1166,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A ZFS vdev is counting read, write or checksum errors.',
-                  description: 'vdev {{ $labels.vdev }} of pool {{ $labels.zpool }} counted {{ $value | humanize }} {{ $labels.type }} errors in the last %(zfsVdevErrorsWindow)s.' % v,
+                  description: 'vdev {{ $labels.vdev }} of pool {{ $labels.zpool }} counted {{ printf "%%.0f" $value }} {{ $labels.type }} errors in the last %(zfsVdevErrorsWindow)s.' % v,
                   runbook_url: '%(runbookUrlBase)sZfsVdevErrorsRising.md' % v,
                 },
               },
@@ -1066,7 +1279,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A storage probe keeps failing.',
-                  description: 'Probe {{ $labels.profile }} of {{ $labels.target }} failed {{ $value | humanize }} times ({{ $labels.reason }}) in the last %(probesFailingWindow)s without a single success.' % v,
+                  description: 'Probe {{ $labels.profile }} of {{ $labels.target }} failed {{ printf "%%.0f" $value }} times ({{ $labels.reason }}) in the last %(probesFailingWindow)s without a single success.' % v,
                   runbook_url: '%(runbookUrlBase)sProbeFailing.md' % v,
                 },
               },
@@ -1200,9 +1413,17 @@ local format = import '../lib/format.libsonnet';
             rules: [
               {
                 record: 'instance_device:storpath_block_device_read_bytes:rate5m',
-                expr: |||
+                expr: (if c.nodeExporterJoinViaNodename then |||
                   sum by (%(capacityHostLabelsJoined)s, device) (
-                    rate(node_disk_read_bytes_total[5m])
+                    (
+                      rate(node_disk_read_bytes_total[5m])
+                      or ignoring(nodename)
+                      label_replace(
+                        rate(node_disk_read_bytes_total[5m])
+                        * on(job, instance) group_left(nodename) node_uname_info,
+                        "instance", "$1", "nodename", "(.+)"
+                      )
+                    )
                     and on(%(capacityHostLabelsJoined)s, device)
                     (
                       storpath_block_device_info
@@ -1210,13 +1431,33 @@ local format = import '../lib/format.libsonnet';
                       storpath_md_raid_disks
                     )
                   )
-                ||| % v,
+                ||| % v else |||
+                  sum by (%(capacityHostLabelsJoined)s, device) (
+                    (
+                      rate(node_disk_read_bytes_total[5m])
+                    )
+                    and on(%(capacityHostLabelsJoined)s, device)
+                    (
+                      storpath_block_device_info
+                      or
+                      storpath_md_raid_disks
+                    )
+                  )
+                ||| % v),
               },
               {
                 record: 'instance_device:storpath_block_device_written_bytes:rate5m',
-                expr: |||
+                expr: (if c.nodeExporterJoinViaNodename then |||
                   sum by (%(capacityHostLabelsJoined)s, device) (
-                    rate(node_disk_written_bytes_total[5m])
+                    (
+                      rate(node_disk_written_bytes_total[5m])
+                      or ignoring(nodename)
+                      label_replace(
+                        rate(node_disk_written_bytes_total[5m])
+                        * on(job, instance) group_left(nodename) node_uname_info,
+                        "instance", "$1", "nodename", "(.+)"
+                      )
+                    )
                     and on(%(capacityHostLabelsJoined)s, device)
                     (
                       storpath_block_device_info
@@ -1224,7 +1465,19 @@ local format = import '../lib/format.libsonnet';
                       storpath_md_raid_disks
                     )
                   )
-                ||| % v,
+                ||| % v else |||
+                  sum by (%(capacityHostLabelsJoined)s, device) (
+                    (
+                      rate(node_disk_written_bytes_total[5m])
+                    )
+                    and on(%(capacityHostLabelsJoined)s, device)
+                    (
+                      storpath_block_device_info
+                      or
+                      storpath_md_raid_disks
+                    )
+                  )
+                ||| % v),
               },
               {
                 record: 'instance_device:storpath_block_device_read_bytes:max_rate5m_1h',

@@ -18,7 +18,9 @@ Pools (P per fleet, a handful per host): the fill level is recorded again every 
 (2016 P) instead of the allocated bytes' raw samples (40 320 P at 15 s).
 
 The rules aggregate node_exporter's and storpath's series, whose `job` labels differ: they
-keep `capacity.host_labels` (the target labels without `job`), plus `device`.
+keep `capacity.host_labels` (the target labels without `job`), plus `device`. node_exporter's
+series of a host are found as `node_exporter` in rules/config/thresholds.yml says (its instance,
+or its node_uname_info's nodename where its instance is an address, as on kube-prometheus-stack).
 """
 
 NODE_READ = "node_disk_read_bytes_total"
@@ -52,13 +54,17 @@ def rules(c):
     """)
 
     def rate(counter):
+        # node_exporter's series found by storpath's instance (rules/generate.py node_exporter_series).
+        node = c.node_exporter(lambda matcher: f"rate({counter}{{{matcher}}}[5m])" if matcher else f"rate({counter}[5m])")
         return c.expr("""
             sum ${by} (
-              rate(${counter}[5m])
+              (
+                ${node}
+              )
               and ${on}
               ${known}
             )
-        """, by=by, on=on, counter=counter, known=known)
+        """, by=by, on=on, node=node, known=known)
 
     def days_left(ratio):
         return c.expr("""

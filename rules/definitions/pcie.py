@@ -149,7 +149,7 @@ def rules(c):
             """, aer=AER, window=cfg.aer_window, threshold=str(cfg.aer_correctable_threshold)),
             cfg.aer_correctable_for, "warning",
             "A PCIe device keeps reporting correctable AER errors: a marginal link.",
-            f"""{{{{ $labels.address }}}} reported {{{{ $value | humanize }}}} correctable AER errors in the
+            f"""{{{{ $labels.address }}}} reported {{{{ printf "%.0f" $value }}}} correctable AER errors in the
             last {cfg.aer_window}. The hardware recovered them by retrying, at a cost in throughput; they
             point at a marginal link (riser, cable, slot, signal integrity).""",
         ),
@@ -165,7 +165,7 @@ def rules(c):
             """, aer=AER, window=cfg.aer_window),
             "0s", "critical",
             "A PCIe device reported uncorrectable (non-fatal or fatal) AER errors.",
-            f"""{{{{ $labels.address }}}} reported {{{{ $value | humanize }}}} {{{{ $labels.aer_severity }}}}
+            f"""{{{{ $labels.address }}}} reported {{{{ printf "%.0f" $value }}}} {{{{ $labels.aer_severity }}}}
             AER errors in the last {cfg.aer_window}: transactions were lost or the link was reset.
             Expect I/O errors, or a device that dropped off the bus.""",
             keep_firing_for=cfg.counter_alerts_keep_firing_for,
@@ -179,7 +179,7 @@ def rules(c):
                 threshold=str(cfg.flapping_threshold)),
             "0s", "warning",
             "A PCIe link keeps changing its speed or width.",
-            f"""{where} changed link speed or width {{{{ $value | humanize }}}} times in the last
+            f"""{where} changed link speed or width {{{{ printf "%.0f" $value }}}} times in the last
             {cfg.flapping_window}; it is now at {c.gts(CUR_SPEED, 'address')} {c.lanes(CUR_WIDTH, 'address')}.
             A storage or network link trains once: this one keeps retraining (marginal signal, failing
             device or riser).""",

@@ -43,7 +43,7 @@ def rules(c):
                 last_success=LAST_SUCCESS),
             cfg.failing_for, "warning",
             "A storage probe keeps failing.",
-            f"""Probe {{{{ $labels.profile }}}} of {{{{ $labels.target }}}} failed {{{{ $value | humanize }}}}
+            f"""Probe {{{{ $labels.profile }}}} of {{{{ $labels.target }}}} failed {{{{ printf "%.0f" $value }}}}
             times ({{{{ $labels.reason }}}}) in the last {cfg.failing_window} without a single success.""",
         ),
         c.alert(

@@ -121,7 +121,7 @@ def rules(c):
                 for name in PHY_ERRORS)),
             cfg.phy_error_for, "warning",
             "A SAS PHY's error counters keep rising: a marginal cable, backplane or connector.",
-            f"""PHY {{{{ $labels.phy }}}}{who} counted {{{{ $value | humanize }}}} invalid dwords,
+            f"""PHY {{{{ $labels.phy }}}}{who} counted {{{{ printf "%.0f" $value }}}} invalid dwords,
             disparity errors, losses of dword sync and reset problems in the last {cfg.phy_error_window}.""",
         ),
     ]

@@ -1,4 +1,4 @@
-"""The exporter itself: a collector failing, the target down."""
+"""The exporter itself: a collector failing, the target down, no target at all."""
 
 
 def rules(c):
@@ -19,5 +19,17 @@ def rules(c):
             "Prometheus cannot scrape a storpath exporter.",
             f"""Prometheus has not been able to scrape the storpath exporter {{{{ $labels.instance }}}}
             (job {{{{ $labels.job }}}}) for {c.cfg.target_down_for}: no storage alert can fire for that host.""",
+        ),
+        # A target that is gone from service discovery (the DaemonSet deleted, the monitor not
+        # selected, a relabelling that renamed the job) has no `up` series at all, so
+        # StorpathTargetDown cannot see it.
+        c.alert(
+            "StorpathTargetAbsent",
+            f"absent(up{{{c.target_selector}}})",
+            c.cfg.target_absent_for, "warning",
+            "Prometheus has no storpath target at all.",
+            f"""Prometheus has found no target of job {{{{ $labels.job }}}} to scrape for
+            {c.cfg.target_absent_for}: the exporter is not deployed, its ServiceMonitor or PodMonitor is not
+            selected, or its job is named differently from what the rules select. No storage alert can fire.""",
         ),
     ]

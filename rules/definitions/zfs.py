@@ -55,7 +55,7 @@ def rules(c):
             f"increase(storpath_zfs_vdev_errors_total[{cfg.vdev_errors_window}]) > 0",
             cfg.vdev_errors_for, "warning",
             "A ZFS vdev is counting read, write or checksum errors.",
-            f"""vdev {{{{ $labels.vdev }}}} of pool {{{{ $labels.zpool }}}} counted {{{{ $value | humanize }}}}
+            f"""vdev {{{{ $labels.vdev }}}} of pool {{{{ $labels.zpool }}}} counted {{{{ printf "%.0f" $value }}}}
             {{{{ $labels.type }}}} errors in the last {cfg.vdev_errors_window}.""",
             keep_firing_for=cfg.vdev_errors_keep_firing_for,
         ),

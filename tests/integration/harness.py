@@ -249,9 +249,12 @@ def copy_rules(dest: Path, src: Path = REPO / "rules") -> set[str]:
         for group in doc.get("groups") or []:
             group.pop("interval", None)  # the capacity group's 5 m: here every group runs at the test's pace
             for rule in group.get("rules") or []:
-                rule.pop("for", None)
-                rule.pop("keep_firing_for", None)
                 expr = str(rule.get("expr", ""))
+                # An alert on an absent `up` (StorpathTargetAbsent) is true until the first scrape:
+                # it keeps its `for:`, or it would fire at every start.
+                if not expr.startswith("absent("):
+                    rule.pop("for", None)
+                rule.pop("keep_firing_for", None)
                 if "alert" in rule and re.search(r"storpath_pcie_current_link_(speed|width)\b", expr) \
                         and "changes(" not in expr:
                     link_alerts.add(rule["alert"])
@@ -373,13 +376,19 @@ def _start_process(name: str, argv: list[str], d: Path, port: int, cls: type, en
 
 
 class ProcessBackend(Backend):
+    """``binaries`` replaces some of BINARIES (Prometheus 3 built by scripts/go-tool, say)."""
+
     mode = "processes"
+
+    def __init__(self, workdir: Path, binaries: Optional[dict] = None):
+        super().__init__(workdir)
+        self.binaries = {**BINARIES, **(binaries or {})}
 
     def _path(self, d: Path, name: str) -> str:
         return str(d / name)
 
     def _run(self, what, d, args, port, cls, data_flag=""):
-        binary = BINARIES[what]
+        binary = self.binaries[what]
         if data_flag:
             (d / "data").mkdir()
             args = args + [f"{data_flag}={d / 'data'}"]

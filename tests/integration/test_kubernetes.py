@@ -120,3 +120,22 @@ def test_validator_rejects_broken_manifests(validator, tmp_path, file, old, new,
     (tree / file).write_text(text.replace(old, new, 1))
     r = validate(validator, "kustomize", str(tree))
     assert r.returncode != 0 and complaint in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("kustomization", [".", "overlays/nvme-identify", "overlays/tls"])
+def test_kustomization_passes_kubeconform_strict(validator, kustomization):
+    """The same manifests through kubeconform -strict, against Kubernetes 1.35's and
+    prometheus-operator's schemas made offline (scripts/kubeconform-schemas)."""
+    from tests.gotools import go_tool
+
+    kubeconform = go_tool("kubeconform")
+    schemas = subprocess.run([sys.executable, str(harness.REPO / "scripts" / "kubeconform-schemas")],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    rendered = validate(validator, "build", str(K8S / kustomization))
+    assert rendered.returncode == 0, rendered.stderr
+    r = subprocess.run([kubeconform, "-strict", "-summary", "-output", "json",
+                        "-schema-location", schemas + "/{{ .ResourceKind }}{{ .KindSuffix }}.json", "-"],
+                       input=rendered.stdout, capture_output=True, text=True)
+    summary = json.loads(r.stdout)["summary"]
+    count = len([d for d in yaml.safe_load_all(rendered.stdout) if d])
+    assert r.returncode == 0 and summary["valid"] == count and not summary["skipped"], r.stdout + r.stderr

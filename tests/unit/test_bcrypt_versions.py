@@ -59,6 +59,22 @@ def _check(python: str, path: list, hashed: str, passwords: dict) -> dict:
     return json.loads(result.stdout)
 
 
+class _Folders:
+    """Where to install: pytest's cache (kept between runs), or a temporary folder of this
+    session when the cache plugin is off (`-p no:cacheprovider`)."""
+
+    def __init__(self, factory):
+        self.factory = factory
+
+    def mkdir(self, name: str):
+        return self.factory.mktemp(name, numbered=False)
+
+
+def _cache(request):
+    cache = getattr(request.config, "cache", None)
+    return cache if cache is not None else _Folders(request.config._tmp_path_factory)
+
+
 def _other_major(cache) -> str:
     """A folder holding the other major version of bcrypt than the venv's, installed once
     per cache (pip install --target; into a fresh folder, then renamed into place)."""
@@ -91,7 +107,7 @@ def _implementation(which: str, request):
     if which == "venv":
         return sys.executable, [], venv_major
     if which == "other major":
-        return sys.executable, [_other_major(request.config.cache)], 9 - venv_major
+        return sys.executable, [_other_major(_cache(request))], 9 - venv_major
     # Debian's python3 with python3-bcrypt (scripts/apt-packages.txt): bookworm's 3.2.2.
     debian = "/usr/bin/python3"
     probe = subprocess.run([debian, "-c", "import bcrypt, yaml"], capture_output=True, timeout=60) \

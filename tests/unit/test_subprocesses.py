@@ -43,3 +43,26 @@ def test_the_deadline_holds_while_an_unkillable_process_holds_the_pipes(tmp_path
 def test_a_command_that_cannot_start_raises():
     with pytest.raises(FileNotFoundError):
         run_command([os.path.join(os.sep, "no", "such", "zpool")], timeout=1)
+
+
+def test_output_past_the_bound_stops_the_command():
+    """A command that never stops writing (a tool printing garbage in a loop) is killed at the
+    bound, not read into memory without end."""
+    start = time.monotonic()
+    done = run_command(["yes", "garbage"], timeout=30, max_output=1 << 20)
+    assert time.monotonic() - start < 10
+    assert done.returncode != 0 and not done.timed_out
+    assert done.first_error_line() == f"output over {1 << 20} bytes: stopped"
+    assert done.stdout == b""
+
+
+def test_large_output_within_the_bound_is_kept_whole():
+    done = run_command(["sh", "-c", "head -c 3000000 /dev/zero; echo done >&2"], timeout=30)
+    assert (done.returncode, len(done.stdout), done.stderr) == (0, 3000000, b"done\n")
+
+
+def test_a_command_that_exits_while_its_child_holds_the_pipes_keeps_its_status():
+    start = time.monotonic()
+    done = run_command(["sh", "-c", "echo early; sleep 60 & exit 4"], timeout=30, grace=0.5)
+    assert (done.returncode, done.stdout) == (4, b"early\n")
+    assert time.monotonic() - start < 10

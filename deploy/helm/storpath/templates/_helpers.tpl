@@ -35,3 +35,61 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "storpath.webSecret" -}}
 {{- .Values.webConfig.existingSecret | default (printf "%s-web-config" (include "storpath.fullname" .)) -}}
 {{- end -}}
+
+{{- /* Labels Prometheus selects by, with an object's own. */}}
+{{- define "storpath.prometheusLabels" -}}
+{{- $labels := merge (deepCopy (.own | default dict)) (deepCopy (.root.Values.prometheusSelectorLabels | default dict)) -}}
+{{- with $labels }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{- /* The job the shipped rules select (target_selector of rules/config/thresholds.yml;
+       tests/unit/test_chart_files.py keeps the two the same). */}}
+{{- define "storpath.rulesJob" -}}storpath{{- end -}}
+
+{{- /* An endpoint's scheme, tlsConfig and basicAuth from webConfig (or the monitor's own). */}}
+{{- define "storpath.endpointAuth" -}}
+{{- $v := .root.Values -}}
+{{- if $v.webConfig.enabled }}
+scheme: https
+{{- if .monitor.tlsConfig }}
+tlsConfig: {{- toYaml .monitor.tlsConfig | nindent 2 }}
+{{- else if $v.webConfig.tlsSecret }}
+tlsConfig:
+  ca:
+    secret:
+      name: {{ $v.webConfig.tlsSecret }}
+      key: ca.crt
+  serverName: {{ $v.webConfig.serverName | default (printf "%s.%s.svc" (include "storpath.fullname" .root) .root.Release.Namespace) }}
+{{- end }}
+{{- if .monitor.basicAuth }}
+basicAuth: {{- toYaml .monitor.basicAuth | nindent 2 }}
+{{- else if $v.webConfig.basicAuthSecret }}
+basicAuth:
+  username:
+    name: {{ $v.webConfig.basicAuthSecret }}
+    key: username
+  password:
+    name: {{ $v.webConfig.basicAuthSecret }}
+    key: password
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- /* The Service's and the pods' labels: the chart's and the label the monitors take the job from. */}}
+{{- define "storpath.targetLabels" -}}
+{{ include "storpath.labels" . }}
+jobLabel: {{ .Values.job | quote }}
+{{- end -}}
+
+{{- /* The job label Prometheus gives the targets: the jobLabel's value, else the Service's
+       name (ServiceMonitor) or <namespace>/<name> (PodMonitor alone), as prometheus-operator does. */}}
+{{- define "storpath.job" -}}
+{{- $labels := include "storpath.targetLabels" . | fromYaml -}}
+{{- $monitor := .Values.serviceMonitor -}}
+{{- $fallback := include "storpath.fullname" . -}}
+{{- if and (not .Values.serviceMonitor.enabled) .Values.podMonitor.enabled -}}
+{{- $monitor = .Values.podMonitor -}}
+{{- $fallback = printf "%s/%s" .Release.Namespace (include "storpath.fullname" .) -}}
+{{- end -}}
+{{- get $labels ($monitor.jobLabel | default "") | default $fallback -}}
+{{- end -}}
