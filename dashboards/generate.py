@@ -646,6 +646,53 @@ def host(t: dict) -> dict:
               labels={"state": Column("state", mappings=[pool_state])},
               description="ZFS vdevs in any state but online.", links=[runbook(rb, "ZfsVdevNotOnline")]),
     ]
+    raid_verdict = value_map({"0": ("as expected", GREEN), "1": ("below both ends", RED)})
+    raid = [
+        table("Hardware RAID drives: negotiated vs expected link rate", [
+            q(f"storpath_raid_drive_negotiated_link_rate_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"storpath_raid_drive_expected_link_rate_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"storpath_raid_drive_max_link_rate_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"storpath_raid_drive_negotiated_link_rate_transfers_per_second{{{sel}}} "
+              f"< bool on(instance, controller, slot) storpath_raid_drive_expected_link_rate_transfers_per_second{{{sel}}} "
+              f"and on(instance, controller, slot) storpath_raid_drive_link_verifiable{{{sel}}} == 1"),
+        ], {"negotiated": Column("negotiated", GBITS), "expected": Column("expected", GBITS),
+            "drive max": Column("drive max", GBITS), "link": Column("link", mappings=[raid_verdict])},
+            width=12, height=8, hide=["job", "instance"],
+            description="Each drive behind a RAID controller (slot as its tool names it): the rate it runs at, the "
+                        "lower of its own and the controller port's capability, and the verdict where both ends are "
+                        "known. Behind an expander there is no rate of the drive's own.",
+            links=[runbook(rb, "RaidDriveLinkBelowExpected")]),
+        table("Hardware RAID volumes", [
+            q(f"storpath_raid_volume_state{{{sel}}} == 1"),
+            q(f"max without (policy) (storpath_raid_volume_write_back{{{sel}, policy=\"configured\"}})"),
+            q(f"max without (policy) (storpath_raid_volume_write_back{{{sel}, policy=\"current\"}})"),
+            q(f"storpath_raid_volume_operation_progress_ratio{{{sel}}}"),
+        ], {"state_present": Column("state_present"),
+            "write-back configured": Column("write-back configured", mappings=[
+                value_map({"1": ("write-back", GREEN), "0": ("write-through", BLUE)})]),
+            "write-back now": Column("write-back now", mappings=[
+                value_map({"1": ("write-back", GREEN), "0": ("write-through", ORANGE)})]),
+            "progress": Column("progress", RATIO)},
+            width=12, height=8, hide=["job", "instance", "state_present"],
+            labels={"state": Column("state", mappings=[value_map({"optimal": ("optimal", GREEN),
+                                                                  "rebuilding": ("rebuilding", ORANGE),
+                                                                  "degraded": ("degraded", RED),
+                                                                  "failed": ("failed", RED)})])},
+            description="State, configured and current write policy (write-through now where write-back is "
+                        "configured: the cache fell back), and the running operation's progress.",
+            links=[runbook(rb, "RaidVolumeDegraded"), runbook(rb, "RaidCacheFellToWriteThrough")]),
+        table("Hardware RAID controllers and batteries", [
+            q(f"storpath_raid_controller_info{{{sel}}}"),
+            q(f"storpath_raid_battery_state{{{sel}}} == 1"),
+        ], {"present": Column("present"), "battery_present": Column("battery_present")},
+            width=24, height=6, hide=["job", "instance", "present", "battery_present"],
+            labels={"state": Column("battery", mappings=[value_map({"ok": ("ok", GREEN), "learning": ("learning", ORANGE),
+                                                                    "failed": ("failed", RED),
+                                                                    "missing": ("missing", RED),
+                                                                    "degraded": ("degraded", ORANGE)})])},
+            description="Model, firmware and PCI function of each controller (join with the PCIe rows), and its "
+                        "battery or CacheVault.", links=[runbook(rb, "RaidBatteryFailed"), runbook(rb, "RaidToolFailing")]),
+    ]
     def node_rate(counter: str) -> str:
         # node_exporter's series of this host, by its instance or its node_uname_info's nodename
         # (rules/config/thresholds.yml node_exporter: kube-prometheus-stack keeps <ip>:9100).
@@ -740,7 +787,7 @@ def host(t: dict) -> dict:
                      "One host: every storage path, its links, formats, arrays and pools, and whether it runs at "
                      "the speed its hardware allows.",
                      [("", verdicts), ("PCIe", pcie), ("NVMe", nvme), ("SAS and SATA", sas_sata), ("NUMA", numa),
-                      ("md and ZFS", arrays), ("Throughput and probes", throughput),
+                      ("md and ZFS", arrays), ("Hardware RAID", raid), ("Throughput and probes", throughput),
                       ("NVMe temperature, health and alignment", nvme_health), ("Inventory", inventory)],
                      host_variables(t), annotations=annotations)
 

@@ -111,6 +111,19 @@
     sasSataPhyErrorThreshold: 10,
     sasSataPhyErrorFor: '15m',
 
+    // ---- raid ----------------------------------------------------------------------------
+    // A drive's negotiated rate is static once it is up; ten minutes rides out a reset or reseat.
+    raidLinkRateFor: '10m',
+    raidVolumeDegradedFor: '1m',
+    // A rebuild is expected after a drive swap; the alert says it is running and how far.
+    raidVolumeRebuildingFor: '5m',
+    // A learn cycle suspends write-back for an hour or so on some controllers: this rides out
+    // the short ones and still fires on a battery that never recovers.
+    raidWriteThroughFor: '2h',
+    raidBatteryFailedFor: '15m',
+    // The tools run every 5 minutes: a few failed runs are a busy controller, an hour is not.
+    raidToolFailingFor: '1h',
+
     // ---- numa ----------------------------------------------------------------------------
     // numa_node -1 on a machine with several nodes: the firmware did not describe locality,
     // so the kernel cannot place interrupts and memory near the device. Not judged in a virtual

@@ -81,6 +81,7 @@ class Snapshot:
     sas_errors: Any = None  # PHY name -> readers.sas.SasPhyErrors
     sas_drive_phys: Any = None  # end device -> readers.sas_pcd.DrivePhysResult
     zpool: Any = None  # collectors.zfs.ZpoolPass
+    raid: Any = None  # collectors.raid.RaidPass
     probes: Any = None  # probes.engine.ProbeEngine's state
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read

@@ -5519,6 +5519,639 @@ local format = import '../lib/format.libsonnet';
             },
             'id': 30,
             'panels': [],
+            'title': 'Hardware RAID',
+            'type': 'row',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Each drive behind a RAID controller (slot as its tool names it): the rate it runs at, the lower of its own and the controller port\'s capability, and the verdict where both ends are known. Behind an expander there is no rate of the drive\'s own.',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'negotiated',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'suffix: Gbit/s',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'expected',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'suffix: Gbit/s',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'drive max',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'suffix: Gbit/s',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'link',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '0': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'as expected',
+                            },
+                            '1': {
+                              'color': 'red',
+                              'index': 1,
+                              'text': 'below both ends',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 8,
+              'w': 12,
+              'x': 0,
+              'y': 73,
+            },
+            'id': 31,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: RaidDriveLinkBelowExpected',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sRaidDriveLinkBelowExpected.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_raid_drive_negotiated_link_rate_transfers_per_second{job=~"$job", instance=~"$instance"} / 1e9)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_raid_drive_expected_link_rate_transfers_per_second{job=~"$job", instance=~"$instance"} / 1e9)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'B',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_raid_drive_max_link_rate_transfers_per_second{job=~"$job", instance=~"$instance"} / 1e9)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'C',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_raid_drive_negotiated_link_rate_transfers_per_second{job=~"$job", instance=~"$instance"} < bool on(instance, controller, slot) storpath_raid_drive_expected_link_rate_transfers_per_second{job=~"$job", instance=~"$instance"} and on(instance, controller, slot) storpath_raid_drive_link_verifiable{job=~"$job", instance=~"$instance"} == 1)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'D',
+              },
+            ],
+            'title': 'Hardware RAID drives: negotiated vs expected link rate',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                  },
+                  'renameByName': {
+                    'Value #A': 'negotiated',
+                    'Value #B': 'expected',
+                    'Value #C': 'drive max',
+                    'Value #D': 'link',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'State, configured and current write policy (write-through now where write-back is configured: the cache fell back), and the running operation\'s progress.',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'write-back configured',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '0': {
+                              'color': 'blue',
+                              'index': 1,
+                              'text': 'write-through',
+                            },
+                            '1': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'write-back',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'write-back now',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '0': {
+                              'color': 'orange',
+                              'index': 1,
+                              'text': 'write-through',
+                            },
+                            '1': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'write-back',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'progress',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'percentunit',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'state',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            'degraded': {
+                              'color': 'red',
+                              'index': 2,
+                              'text': 'degraded',
+                            },
+                            'failed': {
+                              'color': 'red',
+                              'index': 3,
+                              'text': 'failed',
+                            },
+                            'optimal': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'optimal',
+                            },
+                            'rebuilding': {
+                              'color': 'orange',
+                              'index': 1,
+                              'text': 'rebuilding',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 8,
+              'w': 12,
+              'x': 12,
+              'y': 73,
+            },
+            'id': 32,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: RaidVolumeDegraded',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sRaidVolumeDegraded.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: RaidCacheFellToWriteThrough',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sRaidCacheFellToWriteThrough.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_raid_volume_state{job=~"$job", instance=~"$instance"} == 1)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (max without (policy) (storpath_raid_volume_write_back{job=~"$job", instance=~"$instance", policy="configured"}))',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'B',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (max without (policy) (storpath_raid_volume_write_back{job=~"$job", instance=~"$instance", policy="current"}))',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'C',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_raid_volume_operation_progress_ratio{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'D',
+              },
+            ],
+            'title': 'Hardware RAID volumes',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    'Value #A': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                  },
+                  'renameByName': {
+                    'Value #A': 'state_present',
+                    'Value #B': 'write-back configured',
+                    'Value #C': 'write-back now',
+                    'Value #D': 'progress',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Model, firmware and PCI function of each controller (join with the PCIe rows), and its battery or CacheVault.',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'state',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            'degraded': {
+                              'color': 'orange',
+                              'index': 4,
+                              'text': 'degraded',
+                            },
+                            'failed': {
+                              'color': 'red',
+                              'index': 2,
+                              'text': 'failed',
+                            },
+                            'learning': {
+                              'color': 'orange',
+                              'index': 1,
+                              'text': 'learning',
+                            },
+                            'missing': {
+                              'color': 'red',
+                              'index': 3,
+                              'text': 'missing',
+                            },
+                            'ok': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'ok',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 6,
+              'w': 24,
+              'x': 0,
+              'y': 81,
+            },
+            'id': 33,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: RaidBatteryFailed',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sRaidBatteryFailed.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: RaidToolFailing',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sRaidToolFailing.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_raid_controller_info{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_raid_battery_state{job=~"$job", instance=~"$instance"} == 1)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'B',
+              },
+            ],
+            'title': 'Hardware RAID controllers and batteries',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    'Value #A': true,
+                    'Value #B': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                  },
+                  'renameByName': {
+                    'Value #A': 'present',
+                    'Value #B': 'battery_present',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'collapsed': false,
+            'gridPos': {
+              'h': 1,
+              'w': 24,
+              'x': 0,
+              'y': 87,
+            },
+            'id': 34,
+            'panels': [],
             'title': 'Throughput and probes',
             'type': 'row',
           },
@@ -5543,9 +6176,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 0,
-              'y': 73,
+              'y': 88,
             },
-            'id': 31,
+            'id': 35,
             'options': {
               'legend': {
                 'calcs': [
@@ -5611,9 +6244,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 12,
-              'y': 73,
+              'y': 88,
             },
-            'id': 32,
+            'id': 36,
             'options': {
               'legend': {
                 'calcs': [
@@ -5679,9 +6312,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 8,
               'x': 0,
-              'y': 81,
+              'y': 96,
             },
-            'id': 33,
+            'id': 37,
             'links': [
               {
                 'asDropdown': false,
@@ -5779,9 +6412,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 8,
               'x': 8,
-              'y': 81,
+              'y': 96,
             },
-            'id': 34,
+            'id': 38,
             'links': [
               {
                 'asDropdown': false,
@@ -5850,9 +6483,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 8,
               'x': 16,
-              'y': 81,
+              'y': 96,
             },
-            'id': 35,
+            'id': 39,
             'options': {
               'legend': {
                 'calcs': [
@@ -5892,9 +6525,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 89,
+              'y': 104,
             },
-            'id': 36,
+            'id': 40,
             'panels': [],
             'title': 'NVMe temperature, health and alignment',
             'type': 'row',
@@ -5920,9 +6553,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 0,
-              'y': 90,
+              'y': 105,
             },
-            'id': 37,
+            'id': 41,
             'links': [
               {
                 'asDropdown': false,
@@ -6015,9 +6648,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 12,
-              'y': 90,
+              'y': 105,
             },
-            'id': 38,
+            'id': 42,
             'links': [
               {
                 'asDropdown': false,
@@ -6116,9 +6749,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 8,
               'x': 0,
-              'y': 98,
+              'y': 113,
             },
-            'id': 39,
+            'id': 43,
             'links': [
               {
                 'asDropdown': false,
@@ -6262,9 +6895,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 8,
               'x': 8,
-              'y': 98,
+              'y': 113,
             },
-            'id': 40,
+            'id': 44,
             'links': [
               {
                 'asDropdown': false,
@@ -6397,9 +7030,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 8,
               'x': 16,
-              'y': 98,
+              'y': 113,
             },
-            'id': 41,
+            'id': 45,
             'links': [
               {
                 'asDropdown': false,
@@ -6494,9 +7127,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 105,
+              'y': 120,
             },
-            'id': 42,
+            'id': 46,
             'panels': [],
             'title': 'Inventory',
             'type': 'row',
@@ -6521,9 +7154,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 6,
               'x': 0,
-              'y': 106,
+              'y': 121,
             },
-            'id': 43,
+            'id': 47,
             'links': [
               {
                 'asDropdown': false,
@@ -6619,9 +7252,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 18,
               'x': 6,
-              'y': 106,
+              'y': 121,
             },
-            'id': 44,
+            'id': 48,
             'links': [
               {
                 'asDropdown': false,

@@ -1001,6 +1001,109 @@ local format = import '../lib/format.libsonnet';
           },
         ],
       },
+      'raid.yml': {
+        groups: [
+          {
+            name: 'storpath-raid',
+            rules: [
+              {
+                record: 'instance:storpath_raid_drives_below_expected:count',
+                expr: |||
+                  count by (%(targetLabelsJoined)s) (storpath_raid_drive_negotiated_link_rate_transfers_per_second < on(%(targetLabelsJoined)s, controller, slot) storpath_raid_drive_expected_link_rate_transfers_per_second and on(%(targetLabelsJoined)s, controller, slot) storpath_raid_drive_link_verifiable == 1)
+                  or on(%(targetLabelsJoined)s)
+                  0 * count by (%(targetLabelsJoined)s) (storpath_raid_drive_link_verifiable)
+                ||| % v,
+              },
+              {
+                alert: 'RaidDriveLinkBelowExpected',
+                expr: |||
+                  storpath_raid_drive_negotiated_link_rate_transfers_per_second < on(%(targetLabelsJoined)s, controller, slot) storpath_raid_drive_expected_link_rate_transfers_per_second
+                  and on(%(targetLabelsJoined)s, controller, slot)
+                  storpath_raid_drive_link_verifiable == 1
+                ||| % v,
+                [if format.seconds(c.raidLinkRateFor) > 0 then 'for']: c.raidLinkRateFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A drive behind a RAID controller negotiated below the rate both of its ends support.',
+                  description: 'Drive {{ $labels.slot }} ({{ range query (printf "storpath_raid_drive_info{%(targetLabelsMatchers)s=%%q,controller=%%q,slot=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.slot) }}{{ .Labels.model }}{{ end }}) on {{ $labels.controller }} runs at {{ range query (printf "storpath_raid_drive_negotiated_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,controller=%%q,slot=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.slot) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }} though the drive does {{ range query (printf "storpath_raid_drive_max_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,controller=%%q,slot=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.slot) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }} and the controller\'s ports {{ range query (printf "storpath_raid_controller_port_max_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,controller=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.controller) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }} (expected {{ range query (printf "storpath_raid_drive_expected_link_rate_transfers_per_second{%(targetLabelsMatchers)s=%%q,controller=%%q,slot=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.slot) }}{{ printf "%%.3g Gbit/s" .Value }}{{ end }}). Both ends can do more: reseat the drive, suspect its slot, backplane or cable.' % v,
+                  runbook_url: '%(runbookUrlBase)sRaidDriveLinkBelowExpected.md' % v,
+                },
+              },
+              {
+                alert: 'RaidVolumeDegraded',
+                expr: 'storpath_raid_volume_state{state=~"degraded|failed"} == 1',
+                [if format.seconds(c.raidVolumeDegradedFor) > 0 then 'for']: c.raidVolumeDegradedFor,
+                labels: {
+                  severity: 'critical',
+                },
+                annotations: {
+                  summary: 'A hardware RAID volume is degraded or failed: it runs without part of its redundancy.',
+                  description: 'Volume {{ $labels.volume }}{{ range query (printf "storpath_raid_volume_info{%(targetLabelsMatchers)s=%%q,controller=%%q,volume=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.volume) }}{{ with .Labels.device }} ({{ . }}){{ end }}{{ end }} ({{ range query (printf "storpath_raid_volume_info{%(targetLabelsMatchers)s=%%q,controller=%%q,volume=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.volume) }}{{ .Labels.level }}{{ end }}) on {{ $labels.controller }} is {{ $labels.state }}. Another drive failure may lose data; reads of the missing drive\'s data are rebuilt from the others. Replace the failed drive.' % v,
+                  runbook_url: '%(runbookUrlBase)sRaidVolumeDegraded.md' % v,
+                },
+              },
+              {
+                alert: 'RaidVolumeRebuilding',
+                expr: 'storpath_raid_volume_state{state="rebuilding"} == 1',
+                [if format.seconds(c.raidVolumeRebuildingFor) > 0 then 'for']: c.raidVolumeRebuildingFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A hardware RAID volume is rebuilding.',
+                  description: 'Volume {{ $labels.volume }}{{ range query (printf "storpath_raid_volume_info{%(targetLabelsMatchers)s=%%q,controller=%%q,volume=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.volume) }}{{ with .Labels.device }} ({{ . }}){{ end }}{{ end }} ({{ range query (printf "storpath_raid_volume_info{%(targetLabelsMatchers)s=%%q,controller=%%q,volume=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.volume) }}{{ .Labels.level }}{{ end }}) on {{ $labels.controller }} is rebuilding ({{ range query (printf "storpath_raid_volume_operation_progress_ratio{%(targetLabelsMatchers)s=%%q,controller=%%q,volume=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.volume) }}{{ .Value | humanizePercentage }}{{ else }}progress unknown{{ end }} done): redundancy is not back yet and the rebuild takes the drives\' bandwidth.' % v,
+                  runbook_url: '%(runbookUrlBase)sRaidVolumeRebuilding.md' % v,
+                },
+              },
+              {
+                alert: 'RaidCacheFellToWriteThrough',
+                expr: |||
+                  max without (policy) (storpath_raid_volume_write_back{policy="configured"}) == 1
+                  and on(%(targetLabelsJoined)s, controller, volume)
+                  storpath_raid_volume_write_back{policy="current"} == 0
+                ||| % v,
+                [if format.seconds(c.raidWriteThroughFor) > 0 then 'for']: c.raidWriteThroughFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A RAID volume configured write-back is writing through: its cache fell back.',
+                  description: 'Volume {{ $labels.volume }}{{ range query (printf "storpath_raid_volume_info{%(targetLabelsMatchers)s=%%q,controller=%%q,volume=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.controller $labels.volume) }}{{ with .Labels.device }} ({{ . }}){{ end }}{{ end }} on {{ $labels.controller }} is configured write-back but writes through now: every write waits for the drives (several times slower for small writes). The controller does this when its battery or CacheVault fails, is missing or relearns.' % v,
+                  runbook_url: '%(runbookUrlBase)sRaidCacheFellToWriteThrough.md' % v,
+                },
+              },
+              {
+                alert: 'RaidBatteryFailed',
+                expr: 'storpath_raid_battery_state{state=~"failed|missing"} == 1',
+                [if format.seconds(c.raidBatteryFailedFor) > 0 then 'for']: c.raidBatteryFailedFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A RAID controller\'s cache battery or CacheVault failed.',
+                  description: 'The cache battery (or CacheVault) of {{ $labels.controller }} is {{ $labels.state }}: the controller writes through (no write-back cache) until it is replaced.',
+                  runbook_url: '%(runbookUrlBase)sRaidBatteryFailed.md' % v,
+                },
+              },
+              {
+                alert: 'RaidToolFailing',
+                expr: 'storpath_raid_tool_up == 0',
+                [if format.seconds(c.raidToolFailingFor) > 0 then 'for']: c.raidToolFailingFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A hardware RAID tool keeps failing: the drives behind that controller are not judged.',
+                  description: '{{ $labels.tool }} keeps failing on {{ $labels.instance }}: the drives, volumes, cache and battery behind its controllers are not exported, so their alerts cannot fire. The exporter\'s log line "RAID tool failed" gives the reason (not installed, not root, hung, unreadable output).',
+                  runbook_url: '%(runbookUrlBase)sRaidToolFailing.md' % v,
+                },
+              },
+            ],
+          },
+        ],
+      },
       'zfs.yml': {
         groups: [
           {
@@ -1497,6 +1600,10 @@ local format = import '../lib/format.libsonnet';
                     max by (%(targetLabelsJoined)s, device) (storpath_sata_link_speed_transfers_per_second{device!=""})
                   )
                   * on(%(targetLabelsJoined)s, device) group_left(model) storpath_inventory_device_info{kind=~"sas_disk|sata_disk"}
+                  or
+                  max by (%(targetLabelsJoined)s, device, model) (label_join(
+                    storpath_raid_drive_negotiated_link_rate_transfers_per_second * on(%(targetLabelsJoined)s, controller, slot) group_left(model) storpath_raid_drive_info{model!=""},
+                    "device", " ", "controller", "slot"))
                 ||| % v,
               },
               {

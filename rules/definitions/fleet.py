@@ -35,6 +35,8 @@ SAS_NEG = "storpath_sas_phy_negotiated_link_rate_transfers_per_second"
 SAS_INFO = "storpath_sas_phy_info"
 SATA_SPEED = "storpath_sata_link_speed_transfers_per_second"
 INVENTORY = "storpath_inventory_device_info"
+RAID_NEG = "storpath_raid_drive_negotiated_link_rate_transfers_per_second"
+RAID_INFO = "storpath_raid_drive_info"
 DISK_LINK = "device:storpath_disk_link_rate_transfers_per_second:with_model"
 DISK_LINK_MEDIAN = "model:storpath_disk_link_rate_transfers_per_second:median"
 
@@ -88,6 +90,8 @@ def rules(c):
         c.record(PROBE_RATIO, c.expr("${probe} / on(${by}) group_left() ${median}",
                                      probe=PROBE, by=probe_peers, median=PROBE_MEDIAN)),
         # ---- every SAS and SATA drive's link rate with its model ----------------------------------
+        # Drives behind a RAID controller (storpath_raid_*) join as `device` "<controller> <slot>"
+        # (storcli/c0 32:9): the kernel has no block device of their own.
         # A SAS PHY's rate reaches its block device through storpath_sas_phy_info (one series per
         # block device, the rate on the right: one per PHY); a wide port's PHYs give their fastest.
         c.record(DISK_LINK, c.expr("""
@@ -97,8 +101,13 @@ def rules(c):
               max ${by_device} (${sata}{device!=""})
             )
             * ${on_device} group_left(model) ${inventory}{kind=~"sas_disk|sata_disk"}
+            or
+            max ${by_model} (label_join(
+              ${raid_neg} * ${on_slot} group_left(model) ${raid_info}{model!=""},
+              "device", " ", "controller", "slot"))
         """, sas_info=SAS_INFO, sas_neg=SAS_NEG, sata=SATA_SPEED, inventory=INVENTORY, on_phy=c.on("phy"),
-            on_device=c.on("device"), by_device=c.by("device"))),
+            on_device=c.on("device"), by_device=c.by("device"), raid_neg=RAID_NEG, raid_info=RAID_INFO,
+            on_slot=c.on("controller", "slot"), by_model=c.by("device", "model"))),
         c.record(DISK_LINK_MEDIAN, median(DISK_LINK, "model")),
         # ---- drives far below their siblings ------------------------------------------------------
         c.alert(

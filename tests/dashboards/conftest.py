@@ -48,6 +48,7 @@ FLEET = [  # (instance label, machine, variant)
     ("supermicro", "supermicro-x10dri-hyperm2", "healthy"),
     ("am4-hot", "am4-x570-firecuda", "hot-drive"),
     ("intel-misaligned", "intel-r2224wft-switches", "misaligned-partition"),
+    ("perc", "dell-r730xd-perc-h730p", "degraded-writethrough"),
 ]
 HISTORY_DAYS = 30
 HISTORY_STEP = 6 * 3600

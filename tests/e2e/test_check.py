@@ -79,6 +79,23 @@ EXPECTED = {
     ("desktop-z690-single-socket", "healthy"): (0, set(), set()),
     # the twin left at x16: one drive at x4 on an x16 root port, said as information (not a fault)
     ("supermicro-x10dri-hyperm2", "unbifurcated"): (0, set(), {("0000:00:03.0", "inventory.wide_port_single_device")}),
+    # Drives behind hardware RAID controllers (perccli, ssacli): the battery failed and both volumes fell to
+    # write-through, VD 0/0 rebuilds, SSD 32:9 below both ends.
+    ("dell-r730xd-perc-h730p", "degraded-writethrough"): (1, {
+        ("storcli/c0", "raid.battery_failed"), ("storcli/c0 32:9", "raid.drive_link_below_expected"),
+        ("storcli/c0 volume 0/0", "raid.cache_write_through"), ("storcli/c0 volume 0/0", "raid.volume_rebuilding"),
+        ("storcli/c0 volume 1/1", "raid.cache_write_through")}, set()),
+    ("dell-r730xd-perc-h730p", "healthy"): (0, set(), set()),
+    # ssacli gives no drive capability: the MSA60 shelf at 1.5 Gbit/s is unverifiable (INFO), not a fault.
+    ("hpe-dl380g7-p212-msa60", "as-found"): (1, {("ssacli/slot0", "raid.battery_failed"),
+                                                 ("ssacli/slot0 volume 1", "raid.cache_write_through")},
+                                             {("ssacli/slot0", "raid.drive_link_unverifiable"),
+                                              ("ssacli/slot5", "raid.drive_link_unverifiable")}),
+    # storcli's Link Speed 12.0 behind the expanders is not the drives' link: silent but for one INFO line.
+    ("supermicro-hba9500-expanders", "healthy"): (0, set(), {("storcli/c0", "raid.drive_link_unverifiable")}),
+    # 12 Gb/s SAS drives at 6.0 on a SAS-6G controller: the controller is the limit, not a fault.
+    ("ibm-x3650m3-serveraid-m5015", "healthy"): (0, set(), set()),
+    ("ibm-x3650m3-serveraid-m5015", "degraded"): (2, {("storcli/c0 volume 0/0", "raid.volume_degraded")}, set()),
 }
 
 

@@ -143,6 +143,50 @@ CASES = {
                                         "description": ["Pool zpool2 finished its last scrub"]},
     },
     ("supermicro-x10dri-hyperm2", "healthy"): {},
+    # PERC H730P: battery failed, both volumes fell to write-through, VD 0/0 rebuilding drive 32:3,
+    # SSD 32:9 at 3.0 Gb/s though it does 6.0 and the controller's SAS-12G ports 12.
+    ("dell-r730xd-perc-h730p", "degraded-writethrough"): {
+        ("RaidDriveLinkBelowExpected", "storcli/c0 32:9"): {
+            "labels": {"severity": "warning", "controller": "storcli/c0", "slot": "32:9"},
+            "description": ["Drive 32:9 (MZ7KM1T9HMJP0D3) on storcli/c0 runs at 3 Gbit/s though the drive does "
+                            "6 Gbit/s and the controller's ports 12 Gbit/s (expected 6 Gbit/s)"],
+        },
+        ("RaidVolumeRebuilding", "storcli/c0 volume 0/0"): {
+            "labels": {"severity": "warning", "controller": "storcli/c0", "volume": "0/0", "state": "rebuilding"},
+            "description": ["Volume 0/0 (sda) (raid6) on storcli/c0 is rebuilding (11% done)"],
+        },
+        **{("RaidCacheFellToWriteThrough", f"storcli/c0 volume {volume}"): {
+            "labels": {"severity": "warning", "controller": "storcli/c0", "volume": volume},
+            "description": [f"Volume {volume} ({device}) on storcli/c0 is configured write-back but writes through"],
+        } for volume, device in (("0/0", "sda"), ("1/1", "sdb"))},
+        ("RaidBatteryFailed", "storcli/c0"): {
+            "labels": {"severity": "warning", "controller": "storcli/c0", "state": "failed"},
+            "description": ["The cache battery (or CacheVault) of storcli/c0 is failed"],
+        },
+    },
+    ("dell-r730xd-perc-h730p", "healthy"): {},
+    # Smart Array P410i with a failed battery (cache "Temporarily Disabled"); the P212's MSA60 shelf at
+    # 1.5 Gbit/s has no known drive and controller capability together: unverifiable, no alert.
+    ("hpe-dl380g7-p212-msa60", "as-found"): {
+        ("RaidBatteryFailed", "ssacli/slot0"): {
+            "labels": {"severity": "warning", "controller": "ssacli/slot0", "state": "failed"},
+            "description": ["The cache battery (or CacheVault) of ssacli/slot0 is failed"],
+        },
+        ("RaidCacheFellToWriteThrough", "ssacli/slot0 volume 1"): {
+            "labels": {"severity": "warning", "controller": "ssacli/slot0", "volume": "1"},
+            "description": ["Volume 1 (sda) on ssacli/slot0 is configured write-back but writes through now"],
+        },
+    },
+    # ServeRAID M5015 (SAS-6G): a drive offline, the RAID 6 degraded; its 12 Gb/s SAS drives at 6.0 are the
+    # controller's limit and raise nothing.
+    ("ibm-x3650m3-serveraid-m5015", "degraded"): {
+        ("RaidVolumeDegraded", "storcli/c0 volume 0/0"): {
+            "labels": {"severity": "critical", "controller": "storcli/c0", "volume": "0/0", "state": "degraded"},
+            "description": ["Volume 0/0 (sda) (raid6) on storcli/c0 is degraded"],
+        },
+    },
+    # 29 SATA drives behind expanders at storcli "Link Speed" 12.0 / "Device Speed" 6.0: silent.
+    ("supermicro-hba9500-expanders", "healthy"): {},
 }
 
 
@@ -178,6 +222,10 @@ def _summaries() -> dict:
 def _key(alert: dict) -> tuple:
     """(alertname, the thing it is about): a PCI address, block device, PHY, pool or pool/vdev."""
     labels = alert["labels"]
+    if "controller" in labels and "slot" in labels:  # a drive behind a RAID controller
+        return labels["alertname"], f"{labels['controller']} {labels['slot']}"
+    if "controller" in labels and "volume" in labels:
+        return labels["alertname"], f"{labels['controller']} volume {labels['volume']}"
     if "vdev" in labels:
         return labels["alertname"], f"{labels['zpool']}/{labels['vdev']}"
     for name in ("address", "device", "phy", "zpool", "target", "collector", "controller"):

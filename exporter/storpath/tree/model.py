@@ -30,7 +30,7 @@ where throughput is lost today. A switch's x8 uplink above four x4 drives limits
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from storpath.analysis.links import (BOTH_ENDS, DEVICE_ONLY, drive_phys, expander_capabilities, sas_expectation,
@@ -51,6 +51,7 @@ STATE_TEXT = {BELOW_EXPECTED: "below expected", LIMITED_BY_PLACEMENT: "limited b
 
 # Node kinds.
 PCI, BLOCK, MD, ZPOOL, MEMBER = "pci", "block", "md", "zpool", "member"
+RAID = "raid"  # a hardware RAID volume or a drive behind the controller (storpath.tree.sources.raid_nodes)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,9 @@ class TreeInput:
     findings: List[Finding] = field(default_factory=list)
     groups: Dict[str, str] = field(default_factory=dict)  # finding subject -> node it belongs to
     disk_links: Dict[str, str] = field(default_factory=dict)  # block device -> disk_link_texts' line
+    # PCI address or block device -> nodes shown below it that sysfs does not have (a RAID
+    # controller's volumes and drives, from the vendor tools)
+    extra_children: Dict[str, Tuple["Node", ...]] = field(default_factory=dict)
 
 
 def _gbit(rate: Optional[float]) -> str:
@@ -249,15 +253,19 @@ def build(facts: TreeInput) -> Topology:
     limits = _limiting_hops(facts, by_address, blocks_at)
     findings = _findings_by_node(facts, by_address, block_address)
 
+    def extra(node_id: str) -> Tuple[Node, ...]:
+        return tuple(_attach(n, findings) for n in facts.extra_children.get(node_id, ()))
+
     def has_storage(device: PciDevice) -> bool:
-        return _storage(device, blocks_at) or any(has_storage(c) for c in children.get(device.address, []))
+        return _storage(device, blocks_at) or device.address in facts.extra_children or any(has_storage(c) for c in children.get(device.address, []))
 
     def pci_node(device: PciDevice, parent_numa: Optional[int]) -> Node:
         kids = [c for c in children.get(device.address, []) if has_storage(c) or _empty_port(c, children)]
         numa = device.static.numa_node if device.static.numa_node is not None and device.static.numa_node >= 0 \
             else None
         block_nodes = [Node(id=name, kind=BLOCK, what="", member_of=tuple(member_of.get(name, ())),
-                            disk_link=facts.disk_links.get(name, ""), findings=findings.get(name, ()))
+                            disk_link=facts.disk_links.get(name, ""), findings=findings.get(name, ()),
+                            children=extra(name))
                        for name in sorted(blocks_at.get(device.address, ()), key=natural_key)]
         link = facts.links.get(device.address)
         port = device.port_type in DOWNSTREAM_FACING
@@ -280,7 +288,7 @@ def build(facts: TreeInput) -> Topology:
             link=shown, state=state, limits=tuple(sorted(limits.get(device.address, ()), key=natural_key)),
             findings=findings.get(device.address, ()),
             children=tuple(pci_node(c, numa) for c in sorted(kids, key=lambda d: d.address))
-            + tuple(block_nodes))
+            + tuple(block_nodes) + extra(device.address))
 
     roots = [pci_node(d, None) for d in sorted(children.get(None, []), key=lambda d: d.address)
              if has_storage(d)]
@@ -301,6 +309,10 @@ def build(facts: TreeInput) -> Topology:
     shown_ids = {n.id for r in roots for n in r.walk()}
     elsewhere = tuple(f for node_id, found in findings.items() if node_id not in shown_ids for f in found)
     return Topology(roots=tuple(roots), elsewhere=_worst_first(elsewhere))
+
+
+def _attach(node: Node, findings: Dict[str, Tuple[Finding, ...]]) -> Node:
+    return replace(node, findings=findings.get(node.id, ()), children=tuple(_attach(c, findings) for c in node.children))
 
 
 def _empty_port(device: PciDevice, children: Dict[Optional[str], List[PciDevice]]) -> bool:
@@ -325,7 +337,8 @@ def _findings_by_node(facts: TreeInput, by_address: Dict[str, PciDevice],
                       block_address: Dict[str, str]) -> Dict[str, Tuple[Finding, ...]]:
     """Each finding on the node it is about: its subject when the subject is a node of
     the tree, else the node its subsystem grouped it with (a SAS PHY with its HBA)."""
-    nodes: Set[str] = set(by_address) | set(block_address) | {a.name for a in facts.arrays}
+    nodes: Set[str] = set(by_address) | set(block_address) | {a.name for a in facts.arrays} \
+        | {n.id for kids in facts.extra_children.values() for kid in kids for n in kid.walk()}
     attached: Dict[str, List[Finding]] = {}
     for finding in facts.findings:
         node = finding.subject

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from storpath.analysis.raid import judged
 from storpath.findings import CheckResult, Facts, run_checks
 from storpath.snapshot import Snapshot
-from storpath.tree.model import MD, ZPOOL, Array, TreeInput, disk_link_texts
+from storpath.tree.model import MD, RAID, ZPOOL, Array, Node, TreeInput, disk_link_texts
 
 # The findings the landing page derives from the last snapshot (the others run privileged
 # commands in `storpath check`: NVMe Identify, the SMART log, zpool).
@@ -41,6 +42,41 @@ def _layout(vdev) -> str:
     return name if name and number.isdigit() else (vdev.type or vdev.name)
 
 
+def raid_nodes(raid, blocks) -> Dict[str, tuple]:
+    """A RAID controller's volumes and drives (readers.raid.RaidSnapshot) as nodes below its
+    PCI function: a volume below the block device it is (when the tool names it and the
+    kernel has it), its drives below the volume, spares and JBOD drives below the controller.
+    Node ids are the subjects of the raid findings, so those attach where they belong."""
+    if raid is None:
+        return {}
+    inventory = raid.inventory
+    address = {c.name: c.pci_address for c in inventory.controllers}
+    names = {b.name for b in blocks}
+    drive_nodes: Dict[tuple, List[Node]] = {}
+    for drive, _, expectation in judged(inventory.drives, inventory.controllers):
+        rate = "?" if drive.negotiated_rate is None else f"{drive.negotiated_rate / 1e9:g}"
+        expected = f" (expected {expectation.expected / 1e9:g})" if expectation.verifiable and expectation.expected \
+            else " (unverifiable)"
+        what = f"{drive.interface or 'drive'} {rate} Gbit/s{expected} · {drive.state_word or drive.state}"
+        drive_nodes.setdefault((drive.controller, drive.volume), []).append(
+            Node(id=f"{drive.controller} {drive.slot}", kind=RAID, what=what, model=drive.model or ""))
+    out: Dict[str, List[Node]] = {}
+    for volume in inventory.volumes:
+        progress = f" {volume.progress:.0%}" if volume.progress is not None else ""
+        cache = "" if volume.write_back_current is None else (" · write-back" if volume.write_back_current
+                                                              else " · write-through")
+        what = f"{volume.level or 'RAID'} volume · {volume.state}{progress}{cache}"
+        node = Node(id=f"{volume.controller} volume {volume.id}", kind=RAID, what=what, model=volume.name or "",
+                    children=tuple(drive_nodes.pop((volume.controller, volume.id), [])))
+        parent = volume.device if volume.device in names else address.get(volume.controller)
+        if parent:
+            out.setdefault(parent, []).append(node)
+    for (controller, _), nodes in drive_nodes.items():
+        if address.get(controller):
+            out.setdefault(address[controller], []).extend(nodes)
+    return {key: tuple(nodes) for key, nodes in out.items()}
+
+
 def nvme_models(controllers) -> Dict[str, str]:
     """PCI address -> model of the NVMe controllers there (storpath.readers.nvme)."""
     models: Dict[str, str] = {}
@@ -66,7 +102,9 @@ def from_check(facts: Facts, result: CheckResult) -> TreeInput:
     return TreeInput(pci=facts.pci_devices(), links=facts.pcie_links(), blocks=facts.block_devices(),
                      models=models, arrays=arrays, findings=list(result.findings),
                      groups={s: facts.group_of(s) for s in subjects},
-                     disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [], drives))
+                     disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [], drives),
+                     extra_children=raid_nodes(facts.memo("raid.snapshot", lambda: None) if "raid" in result.ran
+                                               else None, facts.block_devices()))
 
 
 def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> TreeInput:
@@ -85,4 +123,5 @@ def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> 
     return TreeInput(pci=pci, links=links, blocks=blocks, models=models, arrays=arrays, findings=list(result.findings),
                      groups={s: facts.group_of(s) for s in subjects},
                      disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [],
-                                                snapshot.sas_drive_phys))
+                                                snapshot.sas_drive_phys),
+                     extra_children=raid_nodes(snapshot.raid.snapshot if snapshot.raid is not None else None, blocks))
