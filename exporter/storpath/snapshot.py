@@ -46,6 +46,7 @@ from storpath.readers.nvme import NvmeReader
 from storpath.readers.nvme_health import HwmonReader
 from storpath.readers.pci import PciReader
 from storpath.readers.sas import SasReader
+from storpath.readers.sas_pcd import read_all as read_drive_phys
 from storpath.readers.zfs import read_kstat_states_with_problems
 from storpath.roots import Roots
 
@@ -153,6 +154,48 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
         Source("zfs_kstat", lambda _: read_kstat_states_with_problems(roots), with_problems=True),
     )
     return {source.name: source for source in table}
+
+
+def read_now_sources(roots: Roots, sg_modes: str = "sg_modes", drive_timeout: float = 10.0) -> Dict[str, Source]:
+    """What the exporter's background tasks serve (link error counters, SAS drives' PHYs),
+    read when the snapshot is taken: a one-shot command (`storpath check`) can wait for the
+    HBA and the drives."""
+    sas = SasReader(roots)
+
+    def errors(_: Mapping[str, Any]):
+        found, problems = sas.read_errors_with_problems()
+        return (found, time.time()), problems
+
+    def drives(got: Mapping[str, Any]):
+        ssp = any(p.attached is not None and p.attached.target_port_protocols == "ssp" for p in got["sas_phys"])
+        return read_drive_phys(roots, sg_modes, drive_timeout) if ssp else {}
+
+    return {"sas_errors": Source("sas_errors", errors, with_problems=True),
+            "sas_drive_phys": Source("sas_drive_phys", drives, needs=("sas_phys",))}
+
+
+def snapshotter_for(roots: Roots, names: Iterable[str], extra: Iterable[Source] = (),
+                    blocked_after: float = BLOCKED_AFTER) -> Snapshotter:
+    """The one way to a Snapshotter, for the scrape, `storpath check`, `tree`, `probe` and the
+    tests alike: the sysfs sources, with `extra` (the collectors' background results, or
+    `read_now_sources`) in place of those of the same name, limited to `names` and what
+    they need."""
+    table = sysfs_sources(roots)
+    table.update({source.name: source for source in extra})
+    return Snapshotter(needed(table, names), blocked_after=blocked_after)
+
+
+def take_once(roots: Roots, names: Optional[Iterable[str]] = None, extra: Iterable[Source] = (),
+              timeout: float = 30.0) -> Snapshot:
+    """One snapshot for a one-shot command: `names` (by default every sysfs source and `extra`)."""
+    extra = tuple(extra)
+    if names is None:
+        names = [*sysfs_sources(roots), *(s.name for s in extra)]
+    snapshotter = snapshotter_for(roots, names, extra)
+    try:
+        return snapshotter.take(timeout)
+    finally:
+        snapshotter.close()
 
 
 class _Lane:

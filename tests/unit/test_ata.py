@@ -20,6 +20,7 @@ from storpath.snapshot import Snapshotter, sysfs_sources
 from tests.conftest import log_records
 from tests.fixtures.builders_sas import ata_port
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import Scraped
 
 SSD = dict(vendor="ATA", model="Samsung SSD 870", size_bytes=1_000_204_886_016)
 
@@ -157,7 +158,7 @@ def test_collector_series(tmp_path):
              disk=SSD)
     ata_port(b, "0000:00:1f.2", 3, 2)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SataCollector(Context(roots=Roots(sysfs=str(tmp_path / "sys")))))
+    registry.register(Scraped(SataCollector(Context(roots=Roots(sysfs=str(tmp_path / "sys"))))))
     value = registry.get_sample_value
     one, two, empty = {"link": "link1", "device": "sda"}, {"link": "link2", "device": "sdb"}, \
         {"link": "link3", "device": ""}

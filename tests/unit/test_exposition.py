@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from storpath import exposition
 from storpath.background import Scheduler
 from storpath.config import validate
-from storpath.exporter import build_collectors, make_registry
+from storpath.exporter import build_collectors, StorpathExporter
 from storpath.families import Family, Series
 from storpath.roots import Roots
 from tests.fixtures import machines
@@ -49,7 +49,7 @@ def test_same_text_as_prometheus_client():
 def test_same_text_on_a_fixture_machine(tmp_path):
     machines.load("am4-x570-firecuda").build(str(tmp_path), "gen3-trained")
     config = validate({}, {})
-    registry = make_registry(build_collectors(Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"),
+    registry = StorpathExporter(build_collectors(Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"),
                                                     captured=str(tmp_path / "captured")), config, Scheduler()))
     families = list(registry.collect())
     ours = exposition.generate(families).decode()

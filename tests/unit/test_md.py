@@ -15,7 +15,7 @@ from prometheus_client import generate_latest
 from storpath.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.md import MdCollector
-from storpath.exporter import make_registry
+from storpath.exporter import StorpathExporter
 from storpath.readers.md import (parse_first_int, parse_mdstat, parse_member_state, parse_slot, parse_sync_completed,
                                  read_md_arrays, read_md_arrays_with_problems)
 from storpath.roots import Roots
@@ -260,7 +260,7 @@ def exposition(machine, variant):
     machines.load(machine).build(root, variant)
     roots = Roots(sysfs=f"{root}/sys", procfs=f"{root}/proc")
     collector = MdCollector(Context(roots=roots, scheduler=Scheduler()))
-    return generate_latest(make_registry([collector])).decode()
+    return generate_latest(StorpathExporter([collector])).decode()
 
 
 def value(text, series):

@@ -20,6 +20,7 @@ from storpath.snapshot import Snapshotter, needed, sysfs_sources
 from tests.conftest import log_records
 from tests.fixtures import machines
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import Scraped
 
 
 @pytest.mark.parametrize("text,cpus", [
@@ -99,7 +100,7 @@ def test_reads_nodes_and_sockets_of_the_epyc_in_both_nps_settings(epyc):
 
 def _collect(sysfs):
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(NumaCollector(Context(roots=Roots(sysfs=sysfs))))
+    registry.register(Scraped(NumaCollector(Context(roots=Roots(sysfs=sysfs)))))
     return registry
 
 

@@ -21,6 +21,7 @@ from storpath.analysis.links import expander_capabilities
 from storpath.readers.ata_identify import UNREPORTED, SataCapability
 from tests.fixtures.builders_sas import direct_attached_disk, identify_words, sas_host, sas_phy, sas_port, vpd_pg89
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import Scraped, collect
 
 HBA = 0x500605B0012A3F40
 
@@ -218,7 +219,7 @@ def test_broken_attributes_are_left_out_logged_once_and_hide_nothing_else(tmp_pa
     with log_records("storpath") as records:
         for _ in range(2):
             ctx.scheduler.run_all_once()
-            collector.collect()
+            collect(collector)
     phy = first["phy-0:0"]
     assert phy.hardware_maximum_rate is None and phy.negotiated_rate == 12e9 and phy.maximum_rate == 12e9
     assert errors["phy-0:0"] == SasPhyErrors(invalid_dwords=None, running_disparity_errors=None,
@@ -260,7 +261,7 @@ def _scrape(tmp_path, read_errors=True):
     if read_errors:
         ctx.scheduler.run_all_once()  # what `serve` does in the background
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(Scraped(collector))
     return registry, generate_latest(registry).decode()
 
 
@@ -353,7 +354,7 @@ def test_error_counters_come_from_the_background_read_not_the_scrape(tmp_path):
     collector = SasCollector(ctx)
     assert ctx.scheduler.tasks["sas-link-errors"].interval == 60
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(Scraped(collector))
     value = registry.get_sample_value
     # Before the first background read: rates, but no counters and no read time.
     assert value("storpath_sas_phy_negotiated_link_rate_transfers_per_second", {"phy": "phy-0:2"}) is None

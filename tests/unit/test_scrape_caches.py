@@ -12,7 +12,7 @@ import pytest
 from storpath import exposition
 from storpath.background import Scheduler
 from storpath.config import validate
-from storpath.exporter import build_collectors, make_registry
+from storpath.exporter import build_collectors, StorpathExporter
 from storpath.roots import Roots
 from tests.fixtures import machines
 from tests.fixtures.builders_nvme import reformat
@@ -30,7 +30,7 @@ class _Exporter:
         self.scheduler = Scheduler()
         self.collectors = build_collectors(roots, validate({}, {}), self.scheduler)
         self.scheduler.run_all_once()
-        self.registry = make_registry(self.collectors)
+        self.registry = StorpathExporter(self.collectors)
 
     def scrape(self) -> str:
         families = list(self.registry.collect())

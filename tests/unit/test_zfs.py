@@ -19,7 +19,7 @@ from storpath import log
 from storpath.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.zfs import ZfsCollector
-from storpath.exporter import make_registry
+from storpath.exporter import StorpathExporter
 from storpath.readers.zfs import (ZpoolOutputError, ZpoolReader, find_zfs, parse_count, parse_creation,
                                   parse_ctime, parse_list, parse_scan_line, parse_status_json, parse_status_text,
                                   read_kstat_states, read_kstat_states_with_problems, run_zpool)
@@ -331,7 +331,7 @@ def collector_on(machine, variant, **config):
 
 
 def scrape(collector):
-    return generate_latest(make_registry([collector])).decode()
+    return generate_latest(StorpathExporter([collector])).decode()
 
 
 def has(text, prefix):

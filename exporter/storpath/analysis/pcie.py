@@ -195,6 +195,10 @@ def judge(device: PciDevice, exp: LinkExpectation) -> LinkAnalysis:
     )
 
 
-def analyse(devices: List[PciDevice], guest: bool = False) -> Dict[str, LinkAnalysis]:
-    expected = expectations(devices, guest)
+def analyse(devices: List[PciDevice], guest: bool = False,
+            expected: Optional[Dict[str, LinkExpectation]] = None) -> Dict[str, LinkAnalysis]:
+    """Every link of `devices` judged against `expected` (a scrape's `pcie_expected`), or
+    against the expectations derived now for a host that is a guest or not."""
+    if expected is None:
+        expected = expectations(devices, guest)
     return {d.address: judge(d, expected[d.address]) for d in devices if d.address in expected}

@@ -21,7 +21,7 @@ from storpath.background import Scheduler
 from storpath.exposition import FamilyTexts, SeriesFamily
 from storpath.families import Family, Rows
 from storpath.roots import Roots
-from storpath.snapshot import Snapshot, Snapshotter, Source, needed, sysfs_sources
+from storpath.snapshot import Snapshot, Source
 
 
 @dataclass
@@ -53,7 +53,6 @@ class Collector:
         self.config = ctx.config
         self.log: logging.Logger = log.get(self.name)
         self._texts = FamilyTexts(self.families)
-        self._own: Optional[Snapshotter] = None
 
     def sources(self) -> Sequence[Source]:
         """Snapshot sources of the collector's own: the latest results of its background
@@ -65,22 +64,10 @@ class Collector:
         the collector has nothing to export on this host (no family headers either)."""
         raise NotImplementedError
 
-    def collect(self, snapshot: Optional[Snapshot] = None) -> List[SeriesFamily]:
-        """Every family of the table with its text for this scrape. Without a snapshot
-        (a collector used on its own, as in tests) it takes one of its own."""
-        if snapshot is None:
-            snapshot = self.own_snapshot()
-            why = snapshot.why_missing(self.reads)
-            if why is not None:
-                raise SourceFailed(why)
+    def collect(self, snapshot: Snapshot) -> List[SeriesFamily]:
+        """Every family of the table with its text for this scrape's snapshot."""
         values = self.values(snapshot)
         return [] if values is None else self._texts.families(values)
-
-    def own_snapshot(self, timeout: float = 30.0) -> Snapshot:
-        if self._own is None:
-            table = {**sysfs_sources(self.roots), **{s.name: s for s in self.sources()}}
-            self._own = Snapshotter(needed(table, self.reads + self.enriches))
-        return self._own.take(timeout)
 
 
 class SourceFailed(Exception):

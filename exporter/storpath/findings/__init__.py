@@ -27,7 +27,7 @@ from storpath.analysis.pcie import analyse, judge
 from storpath.analysis.topology import path_to_root
 from storpath.collectors.base import SourceFailed
 from storpath.roots import Roots
-from storpath.snapshot import Snapshot, Snapshotter, sysfs_sources
+from storpath.snapshot import Snapshot, read_now_sources, take_once
 
 LOG = log.get("findings")
 
@@ -78,7 +78,7 @@ class Facts:
         self.roots = roots
         self.config = config or {}
         self._memo: Dict[str, Any] = {}
-        self.snapshot = snapshot if snapshot is not None else take_snapshot(roots)
+        self.snapshot = snapshot if snapshot is not None else take_snapshot(roots, self.config)
         self._labels: Dict[str, List[str]] = {}
         self._groups: Dict[str, str] = {}
 
@@ -195,13 +195,16 @@ class Facts:
 _PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
-def take_snapshot(roots: Roots, timeout: float = 30.0) -> Snapshot:
-    """One snapshot of everything sysfs and procfs hold, for a one-shot command."""
-    snapshotter = Snapshotter(list(sysfs_sources(roots).values()))
-    try:
-        return snapshotter.take(timeout)
-    finally:
-        snapshotter.close()
+def take_snapshot(roots: Roots, config: Optional[Dict[str, Any]] = None, timeout: float = 30.0) -> Snapshot:
+    """One snapshot of everything sysfs and procfs hold, for a one-shot command; with the sas
+    collector enabled, the link error counters and SAS drives' PHYs its tasks read, read now."""
+    config = config or {}
+    extra: Dict[str, Any] = {}
+    if collector_enabled(config, "sas"):
+        spec = collectors.load_all()["sas"]
+        settings = {**spec.cls.config_defaults, **config.get("collectors", {}).get("sas", {})}
+        extra = read_now_sources(roots, str(settings["sg_modes"]), float(settings["drive_phys_timeout"]))
+    return take_once(roots, extra=extra.values(), timeout=timeout)
 
 
 # PCI class codes (base class, subclass) in the words of lspci.

@@ -15,17 +15,13 @@ paragraphs help nobody.
 
 from __future__ import annotations
 
-import time
 from typing import Dict, List, Optional, Tuple
 
 from storpath.analysis.links import (at_lowered_minimum, drive_phys, expander_capabilities, limiting_end,
                                      sas_expectation, sata_expectation)
 from storpath.analysis.sata import speed_limited
-from storpath.collectors.base import SourceFailed
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.sas import NO_ERRORS_READ, SasPhy, SasPhyErrors, SasReader
-from storpath.readers.sas_pcd import DrivePhysResult, read_all
-from storpath.snapshot import Snapshotter, Source
+from storpath.readers.sas import NO_ERRORS_READ, SasPhy
 from storpath.units import human_bits_per_second as gbit
 
 
@@ -48,50 +44,14 @@ def _controller_of(facts: Facts, disks: Tuple[str, ...]) -> Optional[str]:
     return None
 
 
-def link_errors(facts: Facts) -> Dict[str, SasPhyErrors]:
-    """PHY -> its link error counters: the exporter's last background read when the
-    snapshot is a scrape's, else read now (a one-shot check can wait for the HBA) by a
-    snapshot step of its own, which logs what could not be read as a scrape does."""
-    if facts.snapshot.sas_errors is not None:
-        return facts.snapshot.sas_errors[0]
-    reader = SasReader(facts.roots)
-    snapshotter = Snapshotter([Source("sas_errors", lambda _: _read_now(reader), with_problems=True)])
-    try:
-        snapshot = snapshotter.take(30.0)
-    finally:
-        snapshotter.close()
-    if snapshot.sas_errors is None:
-        raise SourceFailed(snapshot.why_missing(("sas_errors",)) or "sas_errors: not read")
-    return snapshot.sas_errors[0]
-
-
-def drive_results(facts: Facts) -> Dict[str, DrivePhysResult]:
-    """End device -> its SAS drive's PHYs: the exporter's last background read when the
-    snapshot is a scrape's, else read now (a one-shot check can wait for the drives)."""
-    if facts.snapshot.sas_drive_phys is not None:
-        return facts.snapshot.sas_drive_phys
-    if facts.roots is None:  # a scrape's snapshot without the sas collector: nothing to read with
-        return {}
-    settings = facts.collector_config("sas")
-    return facts.memo("sas.drive_phys", lambda: read_all(facts.roots, str(settings.get("sg_modes", "sg_modes")),
-                                                         float(settings.get("drive_phys_timeout", 10))))
-
-
-def _read_now(reader: SasReader):
-    """((PHY -> error counters, when read), problems): the sas_errors part, and what could not be read."""
-    errors, problems = reader.read_errors_with_problems()
-    return (errors, time.time()), problems
-
-
 @register("sas", collector="sas", order=30)
 def check_sas(facts: Facts, out: Outcome) -> None:
     phys = facts.part("sas_phys")
-    link_error_counts = link_errors(facts) if phys else {}
+    link_error_counts = facts.part("sas_errors")[0] if phys else {}
     groups: Dict[tuple, List[SasPhy]] = {}
     errors: Dict[Optional[str], List[Tuple[SasPhy, int]]] = {}
     expanders = expander_capabilities(phys)
-    drives = drive_phys(phys, drive_results(facts)) if any(
-        p.attached is not None and p.attached.target_port_protocols == "ssp" for p in phys) else {}
+    drives = drive_phys(phys, facts.snapshot.sas_drive_phys or {})
     for phy in phys:
         disks = phy.attached.block_devices if phy.attached else ()
         controller = _controller_of(facts, disks)
