@@ -6,7 +6,9 @@ from typing import List
 
 from storpath.collectors.base import Collector, SourceFailed
 from storpath.exposition import SeriesFamily
-from storpath.snapshot import Snapshot, snapshotter_for
+from storpath.readers.pci import PciDevice
+from storpath.roots import Roots
+from storpath.snapshot import Snapshot, snapshotter_for, take_once
 
 
 def snapshot_for(collector: Collector, timeout: float = 30.0) -> Snapshot:
@@ -37,3 +39,10 @@ class Scraped:
 
     def collect(self) -> List[SeriesFamily]:
         return collect(self.collector)
+
+
+def pci_tree(roots: Roots) -> List[PciDevice]:
+    """The PCI devices with their port types, as a snapshot reads them."""
+    snapshot = take_once(roots, ["pci"])
+    assert snapshot.pci is not None, snapshot.failed
+    return snapshot.pci

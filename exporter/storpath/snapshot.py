@@ -29,26 +29,31 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import log, sysfs
-from storpath.analysis.pcie import InstanceExpectations
+from storpath.analysis.pcie import InstanceExpectations, LinkExpectation
 from storpath.analysis.topology import with_port_types
 from storpath.problems import Problem
-from storpath.readers.alignment import AlignmentReader
-from storpath.readers.ata import AtaReader
-from storpath.readers.block import BlockReader
-from storpath.readers.host import read_host
-from storpath.readers.inventory import InventoryReader
-from storpath.readers.md import read_md_arrays_with_problems
-from storpath.readers.numa import read_numa_with_problems
-from storpath.readers.nvme import NvmeReader
-from storpath.readers.nvme_health import HwmonReader
-from storpath.readers.pci import PciReader
-from storpath.readers.sas import SasReader
-from storpath.readers.sas_pcd import read_all as read_drive_phys
-from storpath.readers.zfs import read_kstat_states_with_problems
+from storpath.readers.alignment import AlignmentReader, BlockAlignment
+from storpath.readers.ata import AtaLink, AtaReader
+from storpath.readers.block import BlockDevice, BlockReader
+from storpath.readers.host import HostIdentity, read_host
+from storpath.readers.inventory import InventoryDevice, InventoryReader
+from storpath.readers.md import MdArray, read_md_arrays
+from storpath.readers.numa import NumaTopology, read_numa
+from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader
+from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor
+from storpath.readers.pci import PciDevice, PciReader
+from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
+from storpath.readers.sas_pcd import DrivePhysResult, read_all as read_drive_phys
+from storpath.readers.zfs import read_kstat_states
 from storpath.roots import Roots
+
+if TYPE_CHECKING:  # the background tasks' results, defined by the collectors that run them
+    from storpath.collectors.nvme import Identified
+    from storpath.collectors.probes import ProbeResults
+    from storpath.collectors.zfs import ZpoolPass
 
 LOG = log.get("snapshot")
 
@@ -61,32 +66,33 @@ class Snapshot:
     (`failed` says which and why); an empty list is hardware that is not there."""
 
     taken_at: float = 0.0  # Unix seconds, when the reading ended
-    host: Any = None  # readers.host.HostIdentity
-    pci: Any = None  # [readers.pci.PciDevice]
-    pcie_expected: Any = None  # address -> analysis.pcie.LinkExpectation
-    block_listing: Any = None  # [(name, inode)] of /sys/class/block
-    blocks: Any = None  # [readers.block.BlockDevice]
-    nvme_controllers: Any = None  # [readers.nvme.NvmeController]
-    nvme_namespaces: Any = None  # [readers.nvme.NvmeNamespace]
-    hwmon: Any = None  # ([controller], [readers.nvme_health.HwmonSensor])
-    sas_phys: Any = None  # [readers.sas.SasPhy], without error counters
-    ata_links: Any = None  # [readers.ata.AtaLink]
-    alignment: Any = None  # readers.alignment.BlockAlignment
-    inventory: Any = None  # [readers.inventory.InventoryDevice]
-    md: Any = None  # [readers.md.MdArray]
-    numa: Any = None  # readers.numa.NumaTopology, with the PCI functions' nodes
-    zfs_kstat: Any = None  # pool -> state, from /proc/spl/kstat/zfs
-    # The latest results of background tasks (slow or privileged work on its own schedule).
-    nvme_identify: Any = None  # collectors.nvme.IdentifyPass
-    nvme_smart: Any = None  # collectors.nvme_health.HealthPass
-    sas_errors: Any = None  # PHY name -> readers.sas.SasPhyErrors
-    sas_drive_phys: Any = None  # end device -> readers.sas_pcd.DrivePhysResult
-    zpool: Any = None  # collectors.zfs.ZpoolPass
-    probes: Any = None  # probes.engine.ProbeEngine's state
+    host: Optional[HostIdentity] = None
+    pci: Optional[List[PciDevice]] = None  # with their port types (analysis.topology)
+    pcie_expected: Optional[Dict[str, LinkExpectation]] = None  # PCI address -> what its link should be
+    block_listing: Optional[List[Tuple[str, int]]] = None  # (name, inode) of /sys/class/block
+    blocks: Optional[List[BlockDevice]] = None
+    nvme_controllers: Optional[List[NvmeController]] = None
+    nvme_namespaces: Optional[List[NvmeNamespace]] = None
+    hwmon: Optional[Tuple[List[str], List[HwmonSensor]]] = None  # (controllers with a hwmon, sensors)
+    sas_phys: Optional[List[SasPhy]] = None  # without error counters (sas_errors)
+    ata_links: Optional[List[AtaLink]] = None
+    alignment: Optional[BlockAlignment] = None
+    inventory: Optional[List[InventoryDevice]] = None
+    md: Optional[List[MdArray]] = None
+    numa: Optional[NumaTopology] = None  # with the PCI functions' nodes
+    zfs_kstat: Optional[Dict[str, str]] = None  # pool -> state, from /proc/spl/kstat/zfs
+    # The latest results of background tasks (slow or privileged work on its own schedule),
+    # or for a one-shot command what they read, read now (read_now_sources).
+    nvme_identify: Optional[Dict[str, "Identified"]] = None  # namespace -> what Identify said
+    nvme_smart: Optional[Dict[str, HealthResult]] = None  # controller -> its SMART log
+    sas_errors: Optional[Tuple[Dict[str, SasPhyErrors], Optional[float]]] = None  # (PHY -> counters, when read)
+    sas_drive_phys: Optional[Dict[str, DrivePhysResult]] = None  # end device -> its SAS drive's PHYs
+    zpool: Optional["ZpoolPass"] = None
+    probes: Optional["ProbeResults"] = None
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read
     seconds: Mapping[str, float] = field(default_factory=dict)  # source -> how long it took
-    problems: Tuple["Problem", ...] = ()
+    problems: Tuple[Problem, ...] = ()
     blocked: FrozenSet[str] = frozenset()  # sources failed on a read outstanding past the server's bound
     deadline_exceeded: bool = False  # the deadline ran out before every source was read (slow, not stuck)
 
@@ -102,23 +108,32 @@ SOURCE_NAMES = tuple(f.name for f in fields(Snapshot)
                      if f.name not in ("taken_at", "failed", "seconds", "problems", "blocked", "deadline_exceeded"))
 
 
+Read = Tuple[Any, Sequence[Problem]]  # what a source's read returns: (its record, the problems met)
+
+
 @dataclass(frozen=True)
 class Source:
     """One thing a snapshot reads. `read` gets what the sources named in `needs` read
-    (by name) and returns the record for the snapshot field of the same name, or a
-    (record, problems) pair when `with_problems`. It raises sysfs.RootUnreadable when the
-    directory it reads cannot be read (the source failed, not empty). `once`: read at the
-    first success and kept (what cannot change while the machine runs)."""
+    (by name) and returns (the record for the snapshot field of the same name, the
+    problems met reading it: logged once each and kept in Snapshot.problems). It raises
+    sysfs.RootUnreadable when the directory it reads cannot be read (the source failed,
+    not empty). `once`: read at the first success and kept (what cannot change while the
+    machine runs)."""
 
     name: str
-    read: Callable[[Mapping[str, Any]], Any]
+    read: Callable[[Mapping[str, Any]], Read]
     needs: Tuple[str, ...] = ()
     once: bool = False
-    with_problems: bool = False
 
     def __post_init__(self) -> None:
         if self.name not in SOURCE_NAMES:
             raise ValueError(f"source {self.name!r} is not a field of Snapshot")
+
+
+def no_problems(read: Callable[[Mapping[str, Any]], Any]) -> Callable[[Mapping[str, Any]], Read]:
+    """A source's read from a reader whose record has nothing to report besides (or a
+    background task's latest result: the task logs its own problems)."""
+    return lambda got: (read(got), ())
 
 
 def sysfs_sources(roots: Roots) -> Dict[str, Source]:
@@ -135,23 +150,24 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     alignment = AlignmentReader(roots)
     inventory = InventoryReader(roots)
     table = (
-        Source("host", lambda _: read_host(roots), once=True),
-        Source("pci", lambda _: with_port_types(pci.read_with_problems()), with_problems=True),
-        Source("pcie_expected", lambda got: pcie_expected(got["pci"], got["host"].virtual), needs=("pci", "host")),
-        Source("block_listing", lambda _: block.list()),
-        Source("blocks", lambda got: block.read(got["block_listing"]), needs=("block_listing",)),
-        Source("nvme_controllers", lambda _: nvme_controllers.controllers()),
-        Source("nvme_namespaces", lambda got: nvme_namespaces.namespaces(got["block_listing"]),
+        Source("host", no_problems(lambda _: read_host(roots)), once=True),
+        Source("pci", lambda _: with_port_types(pci.read())),
+        Source("pcie_expected", no_problems(lambda got: pcie_expected(got["pci"], got["host"].virtual)),
+               needs=("pci", "host")),
+        Source("block_listing", no_problems(lambda _: block.list())),
+        Source("blocks", no_problems(lambda got: block.read(got["block_listing"])), needs=("block_listing",)),
+        Source("nvme_controllers", no_problems(lambda _: nvme_controllers.controllers())),
+        Source("nvme_namespaces", no_problems(lambda got: nvme_namespaces.namespaces(got["block_listing"])),
                needs=("block_listing",)),
-        Source("hwmon", lambda _: hwmon.read()),
-        Source("sas_phys", lambda _: sas.read_with_problems(errors=False), with_problems=True),
-        Source("ata_links", lambda _: ata.read_with_problems(), with_problems=True),
-        Source("alignment", lambda got: alignment.read(got["block_listing"]), needs=("block_listing",)),
-        Source("inventory", lambda got: inventory.read(got["pci"], got["blocks"], got["block_listing"]),
+        Source("hwmon", no_problems(lambda _: hwmon.read())),
+        Source("sas_phys", lambda _: sas.read()),
+        Source("ata_links", lambda _: ata.read()),
+        Source("alignment", no_problems(lambda got: alignment.read(got["block_listing"])), needs=("block_listing",)),
+        Source("inventory", no_problems(lambda got: inventory.read(got["pci"], got["blocks"], got["block_listing"])),
                needs=("pci", "blocks", "block_listing")),
-        Source("md", lambda _: read_md_arrays_with_problems(roots), with_problems=True),
-        Source("numa", lambda got: read_numa_with_problems(roots, got["pci"]), needs=("pci",), with_problems=True),
-        Source("zfs_kstat", lambda _: read_kstat_states_with_problems(roots), with_problems=True),
+        Source("md", lambda _: read_md_arrays(roots)),
+        Source("numa", lambda got: read_numa(roots, got["pci"]), needs=("pci",)),
+        Source("zfs_kstat", lambda _: read_kstat_states(roots)),
     )
     return {source.name: source for source in table}
 
@@ -162,16 +178,16 @@ def read_now_sources(roots: Roots, sg_modes: str = "sg_modes", drive_timeout: fl
     HBA and the drives."""
     sas = SasReader(roots)
 
-    def errors(_: Mapping[str, Any]):
-        found, problems = sas.read_errors_with_problems()
+    def errors(_: Mapping[str, Any]) -> Read:
+        found, problems = sas.read_errors()
         return (found, time.time()), problems
 
-    def drives(got: Mapping[str, Any]):
+    def drives(got: Mapping[str, Any]) -> Dict[str, DrivePhysResult]:
         ssp = any(p.attached is not None and p.attached.target_port_protocols == "ssp" for p in got["sas_phys"])
         return read_drive_phys(roots, sg_modes, drive_timeout) if ssp else {}
 
-    return {"sas_errors": Source("sas_errors", errors, with_problems=True),
-            "sas_drive_phys": Source("sas_drive_phys", drives, needs=("sas_phys",))}
+    return {"sas_errors": Source("sas_errors", errors),
+            "sas_drive_phys": Source("sas_drive_phys", no_problems(drives), needs=("sas_phys",))}
 
 
 def snapshotter_for(roots: Roots, names: Iterable[str], extra: Iterable[Source] = (),
@@ -330,10 +346,8 @@ class Snapshotter:
             if job.error is not None:
                 failed[name] = _describe(job.error)
                 continue
-            value = job.value
-            if source.with_problems:
-                value, found = value
-                problems.extend(found)
+            value, found = job.value
+            problems.extend(found)
             got[name] = value
             if source.once:
                 self._kept[name] = value

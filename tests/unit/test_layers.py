@@ -43,8 +43,14 @@ def _imports(path, known):
     """(imported module, at top level) of every storpath import in a file."""
     tree = ast.parse(open(path, encoding="utf-8").read())
     top = {id(node) for node in tree.body}
+    # Imports under `if TYPE_CHECKING:` name types for annotations only and never run.
+    typing_only = {id(inner) for node in tree.body if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for inner in ast.walk(node)}
     for node in ast.walk(tree):
         names = []
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("storpath"):
             names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
                      for a in node.names]

@@ -3,13 +3,13 @@
 import pytest
 
 from storpath.analysis.pcie import analyse
-from storpath.analysis.topology import read_pci_tree
 from storpath.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import pci_tree
 
 
 def _analyse(b):
-    return analyse(read_pci_tree(Roots(sysfs=b.sys)))
+    return analyse(pci_tree(Roots(sysfs=b.sys)))
 
 
 def _drive(b, port, address, speed, width, cur_speed=None, cur_width=None):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from storpath.analysis.pcie import analyse
-from storpath.analysis.topology import read_pci_tree
 from storpath.readers.host import identify, parse_cpuinfo_hypervisor, read_host
 from storpath.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import pci_tree
 
 FLAGS = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr{}\n\nprocessor\t: 1\nflags\t\t: fpu hypervisor\n"
 
@@ -59,7 +59,7 @@ def b(tmp_path):
 
 
 def _links(b, guest):
-    return analyse(read_pci_tree(Roots(sysfs=b.sys, procfs=b.proc)), guest=guest)
+    return analyse(pci_tree(Roots(sysfs=b.sys, procfs=b.proc)), guest=guest)
 
 
 def _passthrough(b, port_ids, port_speed, port_width, cur_width=4):
@@ -129,10 +129,10 @@ def test_kept_expectations_follow_a_link_that_retrains(b):
     _passthrough(b, (0x8086, 0x3420), 16.0, 2, cur_width=2)
     roots = Roots(sysfs=b.sys, procfs=b.proc)
     kept = InstanceExpectations()
-    before = kept(read_pci_tree(roots), False)["0000:01:00.0"]
+    before = kept(pci_tree(roots), False)["0000:01:00.0"]
     with open(os.path.join(b.sys, "bus/pci/devices/0000:01:00.0/current_link_width"), "w") as handle:
         handle.write("4\n")  # wider than the port's x2: the port's numbers are not hardware
-    devices = read_pci_tree(roots)
+    devices = pci_tree(roots)
     after = kept(devices, False)["0000:01:00.0"]
     assert after == expectations(devices, False)["0000:01:00.0"]
     assert before.trust_reason != "ends_disagree" and after.trust_reason == "ends_disagree", (before, after)

@@ -62,11 +62,3 @@ def with_port_types(read: Tuple[List[PciDevice], list]) -> Tuple[List[PciDevice]
     """A PCI read (devices, problems) with the devices' port types filled in."""
     resolve_port_types(read[0])
     return read
-
-
-def read_pci_tree(roots) -> List[PciDevice]:
-    """One-shot read of the PCI devices with their port types (commands and background
-    tasks that read the tree once)."""
-    devices = PciReader(roots).read()
-    resolve_port_types(devices)
-    return devices

@@ -23,7 +23,7 @@ from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
 from storpath.readers.nvme import IdentifyResult, NvmeNamespace, NvmeReader, identify_namespace
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
 _DEVICE = ("device",)
 _CONTROLLER = ("controller",)
@@ -87,7 +87,7 @@ _CONTROLLER_NAME = re.compile(r"\bnvme\d+\b")
 
 
 @dataclass(frozen=True)
-class _Identified:
+class Identified:
     """What one Identify pass gives a namespace's series, derived once per pass."""
 
     fingerprint: Tuple  # the namespace when read: served only while it still reads so
@@ -101,16 +101,16 @@ def _label(number: int) -> str:
     return sys.intern(str(number))
 
 
-def _identified(ns: NvmeNamespace, result: IdentifyResult) -> _Identified:
+def _identified(ns: NvmeNamespace, result: IdentifyResult) -> Identified:
     verdict = judge(result.identify) if result.identify is not None else None
     if verdict is None:
-        return _Identified(ns.fingerprint, result, None, None, ())
+        return Identified(ns.fingerprint, result, None, None, ())
     # The label values repeat across namespaces (one drive model's table): interned, a
     # thousand namespaces share the same few strings.
     formats = tuple((ns.device, _label(fmt.index), _label(fmt.data_size), _label(fmt.metadata_size),
                      fmt.relative_performance_name, "true" if fmt.index == verdict.in_use.index else "false")
                     for fmt in result.identify.formats)
-    return _Identified(ns.fingerprint, result, verdict.in_use.data_size, verdict.best.data_size, formats)
+    return Identified(ns.fingerprint, result, verdict.in_use.data_size, verdict.best.data_size, formats)
 
 
 @register("nvme", default=True)
@@ -139,7 +139,7 @@ class NvmeCollector(Collector):
         self.startup_wait = float(cfg["startup_wait"])
         interval = float(cfg["identify_interval"])
         self._lock = threading.Lock()
-        self._results: Dict[str, _Identified] = {}  # device -> the last pass's result
+        self._results: Dict[str, Identified] = {}  # device -> the last pass's result
         self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
         self._triggered_for: Optional[Dict[str, Tuple]] = None
         self.reader = NvmeReader(self.roots)  # the background task's namespaces
@@ -148,7 +148,7 @@ class NvmeCollector(Collector):
     # ---- background ------------------------------------------------------------
     def identify_all(self) -> None:
         namespaces = self.reader.namespaces()
-        results: Dict[str, _Identified] = {}
+        results: Dict[str, Identified] = {}
         for ns in namespaces:
             if ns.controller is None or ns.nsid is None:
                 continue
@@ -172,9 +172,9 @@ class NvmeCollector(Collector):
         self.task.trigger()
 
     def sources(self):
-        return (Source("nvme_identify", self.latest, needs=("nvme_namespaces",)),)
+        return (Source("nvme_identify", no_problems(self.latest), needs=("nvme_namespaces",)),)
 
-    def latest(self, got) -> Dict[str, _Identified]:
+    def latest(self, got) -> Dict[str, Identified]:
         """The background task's last pass: namespace -> what Identify said. The first
         scrapes after start wait a little for the first pass; namespaces that changed
         since that pass (`got`: this snapshot's) have the task run again early. A pass
@@ -205,7 +205,7 @@ class NvmeCollector(Collector):
         self._identify_rows(per_controller, rows)
         return rows
 
-    def _namespace_rows(self, ns: NvmeNamespace, identified: Optional[_Identified],
+    def _namespace_rows(self, ns: NvmeNamespace, identified: Optional[Identified],
                         rows: Rows) -> None:
         dev = (ns.device,)
         rows.add(NAMESPACE_INFO, (ns.device, ns.controller or "", str(ns.nsid) if ns.nsid is not None else ""), 1)

@@ -21,7 +21,7 @@ from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.nvme import NvmeReader
 from storpath.readers.nvme_health import (HealthResult, HwmonSensor, TemperatureThresholds, celsius,
                                           read_health)
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
 _CONTROLLER = ("controller",)
 _SENSOR = ("controller", "sensor")
@@ -215,7 +215,7 @@ class NvmeHealthCollector(Collector):
             self._results = results
 
     def sources(self):
-        return (Source("nvme_smart", self.latest),)
+        return (Source("nvme_smart", no_problems(self.latest)),)
 
     def latest(self, _=None) -> Dict[str, HealthResult]:
         """The background task's last pass: controller -> SMART log. The first scrapes after

@@ -16,7 +16,7 @@ from storpath.collectors import Collector, register
 from storpath.families import COUNTER, GAUGE, SUMMARY, Family, Rows
 from storpath.probes import config as probes_config
 from storpath.probes.engine import FAILURE_REASONS, SKIP_REASONS, ProbeEngine
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
 
 
@@ -118,7 +118,7 @@ class ProbesCollector(Collector):
             self.engine.close()
 
     def sources(self):
-        return (Source("probes", self.latest, needs=("pci", "pcie_expected", "blocks", "md")),) \
+        return (Source("probes", no_problems(self.latest), needs=("pci", "pcie_expected", "blocks", "md")),) \
             if self.engine is not None else ()
 
     def latest(self, got) -> "ProbeResults":

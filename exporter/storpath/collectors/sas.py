@@ -24,7 +24,7 @@ from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
 from storpath.readers.sas_pcd import DrivePhysResult, read_all
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
 TASK = "sas-link-errors"
 DRIVE_TASK = "sas-drive-phys"
@@ -183,7 +183,7 @@ class SasCollector(Collector):
     def read_errors(self) -> None:
         """The background task: one read of every PHY's link error counters. What could not
         be read is logged here, once each (the task runs outside the snapshot step)."""
-        errors, problems = self.reader.read_errors_with_problems()
+        errors, problems = self.reader.read_errors()
         for problem in problems:
             log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
         with self._lock:
@@ -208,8 +208,8 @@ class SasCollector(Collector):
             self._drives_read = {name: r.sas_address for name, r in results.items()}
 
     def sources(self):
-        return (Source("sas_errors", self.latest_errors),
-                Source("sas_drive_phys", self.latest_drives, needs=("sas_phys",)))
+        return (Source("sas_errors", no_problems(self.latest_errors)),
+                Source("sas_drive_phys", no_problems(self.latest_drives), needs=("sas_phys",)))
 
     def latest_drives(self, got) -> Dict[str, DrivePhysResult]:
         """The drive task's last pass: end device -> its drive's PHYs. A SAS drive this

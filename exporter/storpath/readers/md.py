@@ -383,13 +383,7 @@ def merge_mdstat(array: MdArray, stat: MdstatArray) -> None:
                          for m in stat.members]
 
 
-def read_md_arrays(roots: Roots) -> List[MdArray]:
-    """Every md array the kernel knows (what could not be read is left out unsaid:
-    read_md_arrays_with_problems)."""
-    return read_md_arrays_with_problems(roots)[0]
-
-
-def read_md_arrays_with_problems(roots: Roots) -> Tuple[List[MdArray], List[Problem]]:
+def read_md_arrays(roots: Roots) -> Tuple[List[MdArray], List[Problem]]:
     """Every md array the kernel knows: those in /proc/mdstat and those with an md
     directory in sysfs, and what could not be read. No md driver loaded means an empty
     list, not an error."""

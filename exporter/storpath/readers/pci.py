@@ -212,12 +212,9 @@ class PciReader:
             self._warn(address, attribute, speed_error if attribute == "max_link_speed" and speed_error else reason)
         return static
 
-    def read(self) -> List[PciDevice]:
-        """Every PCI device (without port types: storpath.analysis.topology)."""
-        return self.read_with_problems()[0]
-
-    def read_with_problems(self) -> Tuple[List[PciDevice], List[Problem]]:
-        """Every PCI device, and the attributes that could not be used."""
+    def read(self) -> Tuple[List[PciDevice], List[Problem]]:
+        """Every PCI device (without port types: storpath.analysis.topology), and the
+        attributes that could not be used."""
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
         with self._lock:
