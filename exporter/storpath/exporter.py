@@ -140,9 +140,7 @@ def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[C
         section = config.get("collectors", {}).get(name, {})
         if not section.get("enabled", spec.default_enabled):
             continue
-        settings = dict(spec.cls.config_defaults)
-        settings.update({k: v for k, v in section.items() if k != "enabled"})
-        ctx = Context(roots=roots, config=settings, scheduler=scheduler, full_config=config)
+        ctx = Context(roots=roots, config=section, scheduler=scheduler, full_config=config)
         collectors.append(spec.cls(ctx))
     return collectors
 

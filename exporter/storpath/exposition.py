@@ -102,14 +102,10 @@ class SeriesFamily:
         return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
 
-def generate(families: Iterable, openmetrics: bool = False) -> bytes:
-    """The text format 0.0.4 of `families`, or OpenMetrics 1.0 with `openmetrics`."""
-    return b"".join(pieces(families, openmetrics))
-
-
 def pieces(families: Iterable, openmetrics: bool = False) -> List[bytes]:
-    """`generate`'s answer as the pieces it is made of, in order: the families' kept text
-    is not copied into one body (a host of thousands of devices answers 4 MB)."""
+    """The text format 0.0.4 of `families` (OpenMetrics 1.0 with `openmetrics`) as the pieces
+    it is made of, in order: the families' kept text is not copied into one body (a host of
+    thousands of devices answers 4 MB)."""
     out: List[bytes] = []
     for family in families:
         if isinstance(family, SeriesFamily):
@@ -126,11 +122,6 @@ def pieces(families: Iterable, openmetrics: bool = False) -> List[bytes]:
     if openmetrics:
         out.append(b"# EOF\n")
     return out
-
-
-def generate_openmetrics(families: Iterable) -> bytes:
-    """OpenMetrics 1.0 text of `families`."""
-    return generate(families, openmetrics=True)
 
 
 def sample_lines(family: Family, series: Series) -> bytes:

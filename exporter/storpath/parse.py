@@ -127,3 +127,16 @@ def parse_sas_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]
 def parse_sata_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
     """'3.0 Gbps' -> (3e9, None); '<unknown>' -> (None, '<unknown>')."""
     return _link_rate(text, _GBPS)
+
+
+_PCI_ADDRESS_PARTS = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+
+
+def natural_key(text: str):
+    """nvme2n1 before nvme10n1, md2 before md10; 0000:08:00.0 before 0000:0a:00.0 (a PCI
+    address's groups are hex numbers). Keys alternate text and numbers, so any two compare."""
+    match = _PCI_ADDRESS_PARTS.match(text)
+    if match:
+        domain, bus, device, function = (int(g, 16) for g in match.groups())
+        return ["", domain, ":", bus, ":", device, ".", function, ""]
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]

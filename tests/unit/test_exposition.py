@@ -43,7 +43,7 @@ def _families():
 def test_same_text_as_prometheus_client():
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Static(_families()))
-    assert exposition.generate(_families()).decode() == generate_latest(registry).decode()
+    assert b"".join(exposition.pieces(_families())).decode() == generate_latest(registry).decode()
 
 
 def test_same_text_on_a_fixture_machine(tmp_path):
@@ -52,7 +52,7 @@ def test_same_text_on_a_fixture_machine(tmp_path):
     registry = StorpathExporter(build_collectors(Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"),
                                                     captured=str(tmp_path / "captured")), config, Scheduler()))
     families = list(registry.collect())
-    ours = exposition.generate(families).decode()
+    ours = b"".join(exposition.pieces(families)).decode()
     theirs = generate_latest(_StaticRegistry(families)).decode()
     assert ours == theirs
     assert "storpath_pcie_aer_errors_total{" in ours

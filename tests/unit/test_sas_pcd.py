@@ -12,6 +12,7 @@ from storpath.readers.sas import SasPhy, SasRemote
 from storpath.readers.sas_pcd import (DrivePhy, DrivePhysResult, SasDrive, capture_commands, parse_phy_control_discover,
                                       read_all, read_drive_phys, ssp_drives)
 from storpath.roots import Roots
+from tests.snapshots import Scraped
 
 G = 1e9
 HBA = 0x500304801F3A2C00
@@ -221,7 +222,7 @@ def test_collector_serves_the_drive_task_and_reads_again_for_a_new_drive(tmp_pat
     collector = SasCollector(ctx)
     assert ctx.scheduler.tasks[DRIVE_TASK].interval == 6 * 3600
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(Scraped(collector))
     value = registry.get_sample_value
     expected = "storpath_sas_phy_expected_link_rate_transfers_per_second"
     # before the first pass: the SAS drives' links are unverifiable, not slow
@@ -256,7 +257,7 @@ def test_unreadable_pages_leave_the_links_unverifiable_and_say_why_once(tmp_path
     ctx = Context(roots=Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"), dev=""))
     collector = SasCollector(ctx)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(Scraped(collector))
     with log_records("storpath") as records:
         ctx.scheduler.run_all_once()
         ctx.scheduler.run_all_once()

@@ -34,10 +34,10 @@ class _Exporter:
 
     def scrape(self) -> str:
         families = list(self.registry.collect())
-        plain = exposition.generate(families)
+        plain = b"".join(exposition.pieces(families))
         # OpenMetrics shares the kept sample text: it must follow every change too.
         samples = [line for line in plain.decode().splitlines() if not line.startswith("#")]
-        om = exposition.generate_openmetrics(families).decode().splitlines()
+        om = b"".join(exposition.pieces(families, openmetrics=True)).decode().splitlines()
         assert om[-1] == "# EOF" and [line for line in om if not line.startswith("#")] == samples
         return _VOLATILE.sub(r"\1 X", plain.decode())
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from storpath import landing
 from storpath.analysis.pcie import analyse
 from storpath.analysis.topology import resolve_port_types
-from storpath.findings import CRITICAL, INFO, WARNING, Finding
+from storpath.findings import CRITICAL, INFO, WARNING, Finding, worst
 from storpath.readers.block import BlockDevice
 from storpath.readers.pci import PciDevice, PciStatic
 from storpath.snapshot import Snapshot
@@ -113,7 +113,7 @@ def test_findings_go_to_their_node_worst_first_and_the_rest_elsewhere():
     assert topology.find("nvme1n1").severity == WARNING
     assert topology.find("0000:41:00.0").findings[0].title == "phy slow"
     assert [f.subject for f in topology.elsewhere] == ["numa"]
-    assert model.worst_severity(topology.roots[0]) == CRITICAL
+    assert worst(f.severity for n in topology.roots[0].walk() for f in n.findings) == CRITICAL
 
 
 def test_arrays_list_members_with_their_place_and_blocks_name_their_arrays():

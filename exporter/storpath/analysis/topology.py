@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator, List, Mapping, Optional, Tuple
 
-from storpath.readers.pci import PciDevice, PciReader
+from storpath.readers.pci import PciDevice
 
 # Ports whose link leads away from the root complex, to the device below them.
 DOWNSTREAM_FACING = frozenset({"root_port", "downstream_port", "pci_to_pcie_bridge"})

@@ -27,7 +27,7 @@ from storpath.snapshot import Snapshot, Source
 @dataclass
 class Context:
     roots: Roots
-    config: Dict[str, Any] = field(default_factory=dict)  # this collector's section, defaults applied
+    config: Dict[str, Any] = field(default_factory=dict)  # this collector's section (Collector.settings applies defaults)
     scheduler: Scheduler = field(default_factory=Scheduler)
     full_config: Dict[str, Any] = field(default_factory=dict)  # the whole validated config (probes etc.)
 
@@ -50,9 +50,18 @@ class Collector:
     def __init__(self, ctx: Context):
         self.ctx = ctx
         self.roots = ctx.roots
-        self.config = ctx.config
+        self.config = self.settings(ctx.config)
         self.log: logging.Logger = log.get(self.name)
         self._texts = FamilyTexts(self.families)
+
+    @classmethod
+    def settings(cls, section: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        """The collector's settings: its `collectors.<name>` config section over its
+        defaults (`enabled` is the exporter's, not the collector's). The one place defaults
+        are applied: the exporter, `storpath check` and tests alike."""
+        settings = dict(cls.config_defaults)
+        settings.update({k: v for k, v in (section or {}).items() if k != "enabled"})
+        return settings
 
     def sources(self) -> Sequence[Source]:
         """Snapshot sources of the collector's own: the latest results of its background

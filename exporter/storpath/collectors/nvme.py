@@ -133,11 +133,10 @@ class NvmeCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        cfg = {**self.config_defaults, **(ctx.config or {})}
-        self.timeout = float(cfg["identify_timeout"])
-        self.nvme_cli = str(cfg["nvme_cli"])
-        self.startup_wait = float(cfg["startup_wait"])
-        interval = float(cfg["identify_interval"])
+        self.timeout = float(self.config["identify_timeout"])
+        self.nvme_cli = str(self.config["nvme_cli"])
+        self.startup_wait = float(self.config["startup_wait"])
+        interval = float(self.config["identify_interval"])
         self._lock = threading.Lock()
         self._results: Dict[str, Identified] = {}  # device -> the last pass's result
         self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw

@@ -180,15 +180,14 @@ class NvmeHealthCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        cfg = {**self.config_defaults, **(ctx.config or {})}
-        interval = float(cfg["smart_interval"])
+        interval = float(self.config["smart_interval"])
         if interval < MIN_INTERVAL:
             log.kv(self.log, logging.WARNING, "smart_interval below the minimum, using the minimum",
                    configured=f"{interval:g}s", minimum=f"{MIN_INTERVAL:g}s")
             interval = MIN_INTERVAL
-        self.timeout = float(cfg["smart_timeout"])
-        self.nvme_cli = str(cfg["nvme_cli"])
-        self.startup_wait = float(cfg["startup_wait"])
+        self.timeout = float(self.config["smart_timeout"])
+        self.nvme_cli = str(self.config["nvme_cli"])
+        self.startup_wait = float(self.config["startup_wait"])
         self.reader = NvmeReader(self.roots)  # the background task's controllers
         self._lock = threading.Lock()
         self._results: Dict[str, HealthResult] = {}

@@ -163,20 +163,19 @@ class SasCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        cfg = {**self.config_defaults, **(ctx.config or {})}
         self.reader = SasReader(self.roots)
-        self.startup_wait = float(cfg["startup_wait"])
+        self.startup_wait = float(self.config["startup_wait"])
         self._lock = threading.Lock()
         self._errors: Dict[str, SasPhyErrors] = {}
         self._errors_read_at: Optional[float] = None
-        interval = max(1.0, float(cfg["error_counters_interval"]))  # 0 would spin
+        interval = max(1.0, float(self.config["error_counters_interval"]))  # 0 would spin
         self.task = ctx.scheduler.add(TASK, self.read_errors, interval=interval, jitter=min(5.0, interval / 10))
-        self.sg_modes = str(cfg["sg_modes"])
-        self.drive_timeout = float(cfg["drive_phys_timeout"])
+        self.sg_modes = str(self.config["sg_modes"])
+        self.drive_timeout = float(self.config["drive_phys_timeout"])
         self._drives: Dict[str, DrivePhysResult] = {}
         self._drives_read: Optional[Dict[str, Optional[str]]] = None  # end device -> address, of the last pass
         self._drives_triggered_for: Optional[Dict[str, Optional[str]]] = None
-        drive_interval = max(10.0, float(cfg["drive_phys_interval"]))  # the config refuses less
+        drive_interval = max(10.0, float(self.config["drive_phys_interval"]))  # the config refuses less
         self.drive_task = ctx.scheduler.add(DRIVE_TASK, self.read_drives, interval=drive_interval,
                                             jitter=drive_interval / 10)
 

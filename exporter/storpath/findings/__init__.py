@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
-import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -26,6 +25,8 @@ from storpath import collectors, log
 from storpath.analysis.pcie import analyse, judge
 from storpath.analysis.topology import path_to_root
 from storpath.collectors.base import SourceFailed
+from storpath.parse import natural_key
+from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
 from storpath.snapshot import Snapshot, read_now_sources, take_once
 
@@ -102,10 +103,8 @@ class Facts:
     def collector_config(self, name: str) -> Dict[str, Any]:
         """A collector's settings with its defaults applied, as the exporter would use them."""
         spec = collectors.load_all().get(name)
-        settings = dict(spec.cls.config_defaults) if spec else {}
         section = self.config.get("collectors", {}).get(name, {})
-        settings.update({k: v for k, v in section.items() if k != "enabled"})
-        return settings
+        return spec.cls.settings(section) if spec else {k: v for k, v in section.items() if k != "enabled"}
 
     # ---- shared facts -------------------------------------------------------
     def pci_devices(self):
@@ -172,7 +171,7 @@ class Facts:
 
     def describe(self, subject: str) -> str:
         parts: List[str] = []
-        device = self.pci_by_address().get(subject) if _PCI_ADDRESS.match(subject) else None
+        device = self.pci_by_address().get(subject) if PCI_ADDRESS.match(subject) else None
         if device is not None:
             parts.append(pci_kind(device))
             controllers = sorted({b.controller for b in self.block_devices()
@@ -192,9 +191,6 @@ class Facts:
         return " · ".join(parts)
 
 
-_PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-
-
 def take_snapshot(roots: Roots, config: Optional[Dict[str, Any]] = None, timeout: float = 30.0) -> Snapshot:
     """One snapshot of everything sysfs and procfs hold, for a one-shot command; with the sas
     collector enabled, the link error counters and SAS drives' PHYs its tasks read, read now."""
@@ -202,7 +198,7 @@ def take_snapshot(roots: Roots, config: Optional[Dict[str, Any]] = None, timeout
     extra: Dict[str, Any] = {}
     if collector_enabled(config, "sas"):
         spec = collectors.load_all()["sas"]
-        settings = {**spec.cls.config_defaults, **config.get("collectors", {}).get("sas", {})}
+        settings = spec.cls.settings(config.get("collectors", {}).get("sas", {}))
         extra = read_now_sources(roots, str(settings["sg_modes"]), float(settings["drive_phys_timeout"]))
     return take_once(roots, extra=extra.values(), timeout=timeout)
 
@@ -226,19 +222,6 @@ def pci_kind(device) -> str:
         return "PCI device"
     return _CLASS_NAMES.get((code >> 16, (code >> 8) & 0xFF)) or {0x01: "storage controller", 0x02: "network controller",
                                                                    0x03: "display controller"}.get(code >> 16, "PCI device")
-
-
-_PCI_ADDRESS = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
-
-
-def natural_key(text: str):
-    """nvme2n1 before nvme10n1; 0000:08:00.0 before 0000:0a:00.0 (a PCI address's groups are
-    hex numbers). Keys alternate text and numbers, so any two compare."""
-    match = _PCI_ADDRESS.match(text)
-    if match:
-        domain, bus, device, function = (int(g, 16) for g in match.groups())
-        return ["", domain, ":", bus, ":", device, ".", function, ""]
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
 def _short_list(names: List[str], limit: int = 4) -> str:

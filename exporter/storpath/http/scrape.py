@@ -41,11 +41,6 @@ class Flight:
         with self._lock:
             return self._chunks(openmetrics, compressed)
 
-    def body(self, openmetrics: bool, compressed: bool) -> bytes:
-        """The same, joined."""
-        chunks = self.chunks(openmetrics, compressed)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
     def _chunks(self, openmetrics: bool, compressed: bool) -> List[bytes]:
         body = self._bodies.get((openmetrics, compressed))
         if body is None:

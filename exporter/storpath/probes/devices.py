@@ -27,7 +27,7 @@ from storpath.parse import parse_int
 from storpath.probes.targets import pseudo_filesystem_problem
 from storpath.readers import md as md_reader
 from storpath.roots import Roots
-from storpath.sysfs import WHOLE_FILE, list_dir, read_attr
+from storpath.sysfs import WHOLE_FILE, read_attr
 
 LOG = log.get("probes")
 
@@ -174,19 +174,6 @@ def resolve(roots: Roots, kind: str, path: str, device_name: Optional[str] = Non
     # Anonymous device numbers (major 0: ZFS, btrfs subvolumes, tmpfs, overlay) have no block device.
     name = device_of_number(roots, os.major(info.st_dev), os.minor(info.st_dev)) if os.major(info.st_dev) else None
     return Resolved(fio_path, name, whole_disk(roots, name) if name else None)
-
-
-def device_node_size(path: str) -> Optional[int]:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return os.lseek(fd, 0, os.SEEK_END)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 # ---- the file target ----------------------------------------------------------------

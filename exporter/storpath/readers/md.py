@@ -56,7 +56,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from storpath.parse import parse_int
+from storpath.parse import natural_key, parse_int
 from storpath.problems import Problem
 from storpath.roots import Roots
 from storpath.sysfs import WHOLE_FILE, list_dir, read_attr_why
@@ -400,7 +400,7 @@ def read_md_arrays(roots: Roots) -> Tuple[List[MdArray], List[Problem]]:
         if _MD_NAME.match(name) and os.path.isdir(roots.sys("block", name, "md")):
             names.add(name)
     arrays = []
-    for name in sorted(names, key=_natural):
+    for name in sorted(names, key=natural_key):
         array = read_md_array(roots, name) or MdArray(name=name)
         if name in stats:
             merge_mdstat(array, stats[name])
@@ -410,5 +410,3 @@ def read_md_arrays(roots: Roots) -> Tuple[List[MdArray], List[Problem]]:
     return arrays, problems
 
 
-def _natural(name: str):
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -22,7 +22,6 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from storpath.parse import parse_int, parse_numa_node  # noqa: F401 (parse_numa_node re-exported)
 from storpath.problems import Problem
-from storpath.readers.pci import PciReader
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr
 

@@ -36,7 +36,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from storpath.analysis.links import (BOTH_ENDS, DEVICE_ONLY, drive_phys, expander_capabilities, sas_expectation,
                                      sata_expectation)
 from storpath.analysis.topology import DOWNSTREAM_FACING
-from storpath.findings import Finding, natural_key, pci_kind, severity_rank, worst
+from storpath.findings import Finding, natural_key, pci_kind, severity_rank
 from storpath.readers.pci import PciDevice
 from storpath.units import human_bits_per_second, human_transfers, pcie_link_bytes_per_second
 
@@ -385,11 +385,6 @@ def _limiting_hops(facts: TreeInput, by_address: Dict[str, PciDevice],
     return limits
 
 
-def worst_severity(node: Node) -> Optional[str]:
-    """The worst finding on a node or anywhere below it."""
-    return worst(f.severity for n in node.walk() for f in n.findings)
-
-
 __all__ = ["Array", "Link", "Node", "Topology", "TreeInput", "build", "hop_text", "link_state", "link_text", "link_verifiable",
-           "whole_disk", "worst_severity", "HEALTHY", "BELOW_EXPECTED", "LIMITED_BY_PLACEMENT", "UNVERIFIABLE",
+           "whole_disk", "HEALTHY", "BELOW_EXPECTED", "LIMITED_BY_PLACEMENT", "UNVERIFIABLE",
            "LINK_STATES", "STATE_TEXT", "PCI", "BLOCK", "MD", "ZPOOL", "MEMBER"]
