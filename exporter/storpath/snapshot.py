@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import log, sysfs
-from storpath.analysis.pcie import InstanceExpectations, LinkExpectation
+from storpath.analysis.pcie import InstanceExpectations, PcieLink
 from storpath.analysis.topology import with_port_types
 from storpath.problems import Problem
 from storpath.readers.alignment import AlignmentReader, BlockAlignment
@@ -68,7 +68,7 @@ class Snapshot:
     taken_at: float = 0.0  # Unix seconds, when the reading ended
     host: Optional[HostIdentity] = None
     pci: Optional[List[PciDevice]] = None  # with their port types (analysis.topology)
-    pcie_expected: Optional[Dict[str, LinkExpectation]] = None  # PCI address -> what its link should be
+    pcie_expected: Optional[Dict[str, PcieLink]] = None  # PCI address -> what its link should be
     block_listing: Optional[List[Tuple[str, int]]] = None  # (name, inode) of /sys/class/block
     blocks: Optional[List[BlockDevice]] = None
     nvme_controllers: Optional[List[NvmeController]] = None

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import stat
 
-from storpath.analysis.links import BOTH_ENDS, FAR_END_UNKNOWN, NONE, LinkExpectation, drive_capability, drive_phys, \
-    sas_expectation
+from storpath.analysis.expectation import BOTH_ENDS, FAR_END_UNKNOWN, NONE, LinkExpectation
+from storpath.analysis.links import drive_capability, drive_phys, sas_expectation
 from storpath.readers.sas import SasPhy, SasRemote
 from storpath.readers.sas_pcd import (DrivePhy, DrivePhysResult, SasDrive, capture_commands, parse_phy_control_discover,
                                       read_all, read_drive_phys, ssp_drives)
@@ -105,11 +105,11 @@ def result(data=SAS3_DRIVE, address="0x5000cca0a1b2c311"):
 def test_a_12g_drive_on_a_12g_phy_expects_12_and_a_6g_drive_6():
     phy = hba_phy()
     drives = drive_phys([phy], {"end_device-0:3": result()})
-    assert sas_expectation(phy, {}, drives) == LinkExpectation(12 * G, 12 * G, BOTH_ENDS)
+    assert sas_expectation(phy, {}, drives) == LinkExpectation(12 * G, 12 * G, 12 * G, BOTH_ENDS)
     sas2 = mode_sense10(page([descriptor(0, DRIVE_PORT_A, HBA, hw=(0x8, 0xA)),
                               descriptor(1, DRIVE_PORT_B, 0, hw=(0x8, 0xA))]))
     drives = drive_phys([phy], {"end_device-0:3": result(sas2)})
-    assert sas_expectation(phy, {}, drives) == LinkExpectation(6 * G, 6 * G, BOTH_ENDS)
+    assert sas_expectation(phy, {}, drives) == LinkExpectation(6 * G, 12 * G, 6 * G, BOTH_ENDS)
 
 
 def test_the_drive_phy_facing_this_one_counts():
@@ -124,7 +124,7 @@ def test_the_drive_phy_facing_this_one_counts():
 
 def test_unknown_without_the_page_or_for_another_drive():
     phy = hba_phy()
-    unknown = LinkExpectation(None, None, NONE, FAR_END_UNKNOWN)
+    unknown = LinkExpectation(None, 12 * G, None, NONE, FAR_END_UNKNOWN)
     assert sas_expectation(phy, {}, {}) == unknown
     assert sas_expectation(phy, {}, drive_phys([phy], None)) == unknown
     failed = DrivePhysResult("0x5000cca0a1b2c311", None, "sg_modes", "permission denied", 0.0)

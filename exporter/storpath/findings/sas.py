@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from storpath.analysis.links import (at_lowered_minimum, drive_phys, expander_capabilities, limiting_end,
-                                     sas_expectation, sata_expectation)
+from storpath.analysis.expectation import which_end
+from storpath.analysis.links import (at_lowered_minimum, drive_phys, expander_capabilities, sas_expectation,
+                                     sata_expectation)
 from storpath.analysis.sata import speed_limited
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
 from storpath.readers.sas import NO_ERRORS_READ, SasPhy
@@ -72,10 +73,10 @@ def check_sas(facts: Facts, out: Outcome) -> None:
             else phy.hardware_maximum_rate
         far_end = expectation.far_end if expectation is not None else None
         key = (controller, at_minimum, phy.negotiated_rate, expected, far_end, phy.hardware_maximum_rate,
-               phy.minimum_rate, phy.maximum_rate)
+               phy.minimum_rate, phy.maximum_rate, expectation)
         groups.setdefault(key, []).append(phy)
 
-    for (controller, at_minimum, negotiated, expected, far_end, hw_max, minimum, maximum), members in sorted(
+    for (controller, at_minimum, negotiated, expected, far_end, hw_max, minimum, maximum, expectation), members in sorted(
             groups.items(), key=lambda item: natural_key(item[1][0].name)):
         names = [p.name for p in members]
         disks = [d for p in members for d in (p.attached.block_devices if p.attached else ())]
@@ -87,7 +88,7 @@ def check_sas(facts: Facts, out: Outcome) -> None:
                     f"the PHYs do {_range(phy_hw_min(members), hw_max)}, programmed {_range(minimum, maximum)}; "
                     f"{far_name} {'do' if far_name.endswith('s') else 'does'} "
                     f"{gbit(far_end) if far_end is not None else 'an unknown rate'}"
-                    + (f": expected {gbit(expected)}, {_limiting_end(hw_max, far_end)}" if far_end is not None
+                    + (f": expected {gbit(expected)} ({which_end(expectation)})" if far_end is not None
                        else ""))
         if at_minimum:
             remedy = (f"The link stepped down to the programmed minimum. Raise it: "
@@ -128,15 +129,6 @@ def _range(low: Optional[float], high: Optional[float]) -> str:
     return f"{low / 1e9:g} to {high / 1e9:g} Gbit/s"
 
 
-_LIMITING_END = {"port": "the port's limit", "device": "the far end's limit", "both": "both ends alike",
-                 "": "one end unknown"}
-
-
-def _limiting_end(port: Optional[float], far_end: Optional[float]) -> str:
-    """Which end sets the expected rate, in words."""
-    return _LIMITING_END[limiting_end(port, far_end)]
-
-
 def phy_hw_min(phys: List[SasPhy]) -> Optional[float]:
     return phys[0].hardware_minimum_rate
 
@@ -159,8 +151,8 @@ def check_sata(facts: Facts, out: Outcome) -> None:
                 title=f"SATA link runs at {gbit(link.speed)}, port and drive both do {gbit(expectation.expected)}",
                 evidence=f"{who}: sata_spd {gbit(link.speed)}, hw_sata_spd_limit {gbit(link.hardware_limit)}, "
                          f"sata_spd_limit {gbit(link.limit)}, the drive's IDENTIFY data (word 76) "
-                         f"{gbit(link.device_capability.maximum)}: expected {gbit(expectation.expected)}, "
-                         f"{_limiting_end(link.hardware_limit, link.device_capability.maximum)}",
+                         f"{gbit(link.device_capability.maximum)}: expected {gbit(expectation.expected)} "
+                         f"({which_end(expectation)})",
                 impact=f"{payload_mb(link.speed)} instead of {payload_mb(expectation.expected)}",
                 remedy="Replace the cable or check the backplane, and remove any libata.force speed setting "
                        "from the kernel command line.",

@@ -108,7 +108,7 @@ class MdArray:
     array_state: Optional[str] = None
     level: Optional[str] = None  # raid0, raid1 ... None while not started
     raid_disks: Optional[int] = None
-    degraded: Optional[int] = None  # None for levels without redundancy
+    degraded: Optional[int] = None  # None for levels without redundancy and for containers
     sync_action: Optional[str] = None  # None for levels without a sync thread
     sync_completed: Optional[Tuple[int, int]] = None  # (done, total) sectors while a sync runs
     mismatch_count: Optional[int] = None  # sectors
@@ -365,7 +365,7 @@ def merge_mdstat(array: MdArray, stat: MdstatArray) -> None:
     if "raid_disks" not in given:
         array.raid_disks = stat.raid_disks
     if "degraded" not in given and stat.raid_disks is not None and stat.working_disks is not None \
-            and stat.level not in (None, "raid0", "linear") and not array.container:
+            and stat.level not in (None, "raid0", "linear"):
         array.degraded = stat.raid_disks - stat.working_disks
     if "sync_action" not in given and stat.sync_action is not None:
         array.sync_action = stat.sync_action
@@ -404,6 +404,10 @@ def read_md_arrays(roots: Roots) -> Tuple[List[MdArray], List[Problem]]:
         array = read_md_array(roots, name) or MdArray(name=name)
         if name in stats:
             merge_mdstat(array, stats[name])
+        if array.container:
+            # The one place of the container rule: metadata and disks, no redundancy of its
+            # own, so no degraded count whatever sysfs or mdstat say (collectors.md, findings.md).
+            array.degraded = None
         for error in array.errors:
             problems.append(Problem("md attribute unreadable", (("device", name), ("err", error))))
         arrays.append(array)
