@@ -27,7 +27,8 @@ def collect(collector: Collector, timeout: float = 30.0) -> List[SeriesFamily]:
     why = snapshot.why_missing(collector.reads)
     if why is not None:
         raise SourceFailed(why)
-    return collector.collect(snapshot)
+    values = collector.values(snapshot)
+    return [] if values is None else collector.texts.families(values)
 
 
 class Scraped:

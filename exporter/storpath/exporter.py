@@ -101,7 +101,9 @@ class StorpathExporter:
             why = snapshot.why_missing(collector.reads)
             if why is None:
                 try:
-                    out.extend(collector.collect(snapshot))
+                    values = collector.values(snapshot)
+                    if values is not None:  # None: nothing to export here, not even family headers
+                        out.extend(collector.texts.families(values))
                 except Exception as exc:  # one broken collector must not break the response
                     why = f"{type(exc).__name__}: {exc}"
             self._report(collector.name, why)

@@ -28,12 +28,12 @@ import logging
 import queue
 import threading
 import time
+from functools import partial
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import log, sysfs
 from storpath.analysis.pcie import InstanceExpectations, PcieLink
-from storpath.analysis.topology import with_port_types
 from storpath.problems import Problem
 from storpath.readers.alignment import AlignmentReader, BlockAlignment
 from storpath.readers.ata import AtaLink, AtaReader
@@ -113,15 +113,15 @@ Read = Tuple[Any, Sequence[Problem]]  # what a source's read returns: (its recor
 
 @dataclass(frozen=True)
 class Source:
-    """One thing a snapshot reads. `read` gets what the sources named in `needs` read
-    (by name) and returns (the record for the snapshot field of the same name, the
-    problems met reading it: logged once each and kept in Snapshot.problems). It raises
+    """One thing a snapshot reads. `read` is called with what the sources named in `needs`
+    read, in that order, and returns (the record for the snapshot field of the same name,
+    the problems met reading it: logged once each and kept in Snapshot.problems). It raises
     sysfs.RootUnreadable when the directory it reads cannot be read (the source failed,
     not empty). `once`: read at the first success and kept (what cannot change while the
     machine runs)."""
 
     name: str
-    read: Callable[[Mapping[str, Any]], Read]
+    read: Callable[..., Read]
     needs: Tuple[str, ...] = ()
     once: bool = False
 
@@ -130,10 +130,10 @@ class Source:
             raise ValueError(f"source {self.name!r} is not a field of Snapshot")
 
 
-def no_problems(read: Callable[[Mapping[str, Any]], Any]) -> Callable[[Mapping[str, Any]], Read]:
+def no_problems(read: Callable[..., Any]) -> Callable[..., Read]:
     """A source's read from a reader whose record has nothing to report besides (or a
     background task's latest result: the task logs its own problems)."""
-    return lambda got: (read(got), ())
+    return lambda *needs: (read(*needs), ())
 
 
 def sysfs_sources(roots: Roots) -> Dict[str, Source]:
@@ -150,24 +150,22 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     alignment = AlignmentReader(roots)
     inventory = InventoryReader(roots)
     table = (
-        Source("host", no_problems(lambda _: read_host(roots)), once=True),
-        Source("pci", lambda _: with_port_types(pci.read())),
-        Source("pcie_expected", no_problems(lambda got: pcie_expected(got["pci"], got["host"].virtual)),
+        Source("host", no_problems(partial(read_host, roots)), once=True),
+        Source("pci", pci.read),
+        Source("pcie_expected", no_problems(lambda devices, host: pcie_expected(devices, host.virtual)),
                needs=("pci", "host")),
-        Source("block_listing", no_problems(lambda _: block.list())),
-        Source("blocks", no_problems(lambda got: block.read(got["block_listing"])), needs=("block_listing",)),
-        Source("nvme_controllers", no_problems(lambda _: nvme_controllers.controllers())),
-        Source("nvme_namespaces", no_problems(lambda got: nvme_namespaces.namespaces(got["block_listing"])),
-               needs=("block_listing",)),
-        Source("hwmon", no_problems(lambda _: hwmon.read())),
-        Source("sas_phys", lambda _: sas.read()),
-        Source("ata_links", lambda _: ata.read()),
-        Source("alignment", no_problems(lambda got: alignment.read(got["block_listing"])), needs=("block_listing",)),
-        Source("inventory", no_problems(lambda got: inventory.read(got["pci"], got["blocks"], got["block_listing"])),
-               needs=("pci", "blocks", "block_listing")),
-        Source("md", lambda _: read_md_arrays(roots)),
-        Source("numa", lambda got: read_numa(roots, got["pci"]), needs=("pci",)),
-        Source("zfs_kstat", lambda _: read_kstat_states(roots)),
+        Source("block_listing", no_problems(block.list)),
+        Source("blocks", no_problems(block.read), needs=("block_listing",)),
+        Source("nvme_controllers", no_problems(nvme_controllers.controllers)),
+        Source("nvme_namespaces", no_problems(nvme_namespaces.namespaces), needs=("block_listing",)),
+        Source("hwmon", no_problems(hwmon.read)),
+        Source("sas_phys", sas.read),
+        Source("ata_links", ata.read),
+        Source("alignment", no_problems(alignment.read), needs=("block_listing",)),
+        Source("inventory", no_problems(inventory.read), needs=("pci", "blocks", "block_listing")),
+        Source("md", partial(read_md_arrays, roots)),
+        Source("numa", partial(read_numa, roots), needs=("pci",)),
+        Source("zfs_kstat", partial(read_kstat_states, roots)),
     )
     return {source.name: source for source in table}
 
@@ -178,12 +176,12 @@ def read_now_sources(roots: Roots, sg_modes: str = "sg_modes", drive_timeout: fl
     HBA and the drives."""
     sas = SasReader(roots)
 
-    def errors(_: Mapping[str, Any]) -> Read:
+    def errors() -> Read:
         found, problems = sas.read_errors()
         return (found, time.time()), problems
 
-    def drives(got: Mapping[str, Any]) -> Dict[str, DrivePhysResult]:
-        ssp = any(p.attached is not None and p.attached.target_port_protocols == "ssp" for p in got["sas_phys"])
+    def drives(phys: List[SasPhy]) -> Dict[str, DrivePhysResult]:
+        ssp = any(p.attached is not None and p.attached.target_port_protocols == "ssp" for p in phys)
         return read_drive_phys(roots, sg_modes, drive_timeout) if ssp else {}
 
     return {"sas_errors": Source("sas_errors", errors),
@@ -239,9 +237,9 @@ class _Lane:
 
 
 class _Job:
-    def __init__(self, source: Source, got: Mapping[str, Any]):
+    def __init__(self, source: Source, needs: Sequence[Any]):
         self.source = source
-        self.got = got
+        self.needs = needs
         self.done = threading.Event()
         self.started = time.monotonic()
         self.value: Any = None
@@ -253,7 +251,7 @@ class _Job:
         self.thread_id = threading.get_ident()
         self.started = time.monotonic()  # queued behind nothing: the lane is free when a job is given
         try:
-            self.value = self.source.read(self.got)
+            self.value = self.source.read(*self.needs)
         except BaseException as exc:  # handed to the snapshot, which reports it
             self.error = exc
         finally:
@@ -293,72 +291,69 @@ class Snapshotter:
         self.last: Optional[Snapshot] = None
 
     def take(self, timeout: float = 10.0) -> Snapshot:
-        with self._lock:
-            return self._take(timeout)
-
-    def _take(self, timeout: float) -> Snapshot:
         end = time.monotonic() + timeout
-        got: Dict[str, Any] = {}
-        failed: Dict[str, str] = {}
-        seconds: Dict[str, float] = {}
-        problems: List[Problem] = []
-        blocked: List[str] = []
-        exceeded = False
-        for source in self.sources:
-            name = source.name
-            if name in self._kept:
-                got[name] = self._kept[name]
-                seconds[name] = 0.0  # read once, earlier
-                continue
-            job = self._behind.pop(name, None)
-            if job is not None and job.blocked_on is not None and job.done.is_set():
-                # What a read that blocked for so long returned is no reading of now: read afresh.
-                log.kv(LOG, logging.INFO, "blocked read returned", source=name, file=job.blocked_on,
-                       seconds=round(time.monotonic() - job.started, 1))
-                job = None
-            if job is None:
-                why = self._why_not_started(source, failed)
+        with self._lock:
+            got: Dict[str, Any] = {}
+            failed: Dict[str, str] = {}
+            seconds: Dict[str, float] = {}
+            problems: List[Problem] = []
+            blocked: List[str] = []
+            exceeded = False
+            for source in self.sources:
+                name = source.name
+                if name in self._kept:
+                    got[name] = self._kept[name]
+                    seconds[name] = 0.0  # read once, earlier
+                    continue
+                job = self._behind.pop(name, None)
+                if job is not None and job.blocked_on is not None and job.done.is_set():
+                    # What a read that blocked for so long returned is no reading of now: read afresh.
+                    log.kv(LOG, logging.INFO, "blocked read returned", source=name, file=job.blocked_on,
+                           seconds=round(time.monotonic() - job.started, 1))
+                    job = None
+                if job is None:
+                    why = self._why_not_started(source, failed)
+                    if why is not None:
+                        failed[name] = why
+                        continue
+                    if end - time.monotonic() <= 0:
+                        # Not a blocked read: nothing was started, and the next scrape reads it as usual.
+                        failed[name] = "not started: the scrape's deadline was spent before its turn"
+                        exceeded = True
+                        continue
+                    job = _Job(source, [got[need] for need in source.needs])
+                    if self._lane is None:
+                        self._lane = _Lane()
+                    self._lane.submit(job)
+                elif not job.done.is_set() and job.blocked_on is None:
+                    log.kv(LOG, logging.DEBUG, "waiting for a slow read left by the last scrape", source=name,
+                           seconds=round(time.monotonic() - job.started, 1))
+                why = self._wait(job, end)
+                seconds[name] = time.monotonic() - job.started
                 if why is not None:
                     failed[name] = why
+                    self._behind[name] = job
+                    if job.blocked_on is not None:
+                        blocked.append(name)
+                    else:
+                        exceeded = True
                     continue
-                if end - time.monotonic() <= 0:
-                    # Not a blocked read: nothing was started, and the next scrape reads it as usual.
-                    failed[name] = "not started: the scrape's deadline was spent before its turn"
-                    exceeded = True
+                if job.error is not None:
+                    failed[name] = _describe(job.error)
                     continue
-                job = _Job(source, {need: got[need] for need in source.needs})
-                if self._lane is None:
-                    self._lane = _Lane()
-                self._lane.submit(job)
-            elif not job.done.is_set() and job.blocked_on is None:
-                log.kv(LOG, logging.DEBUG, "waiting for a slow read left by the last scrape", source=name,
-                       seconds=round(time.monotonic() - job.started, 1))
-            why = self._wait(job, end)
-            seconds[name] = time.monotonic() - job.started
-            if why is not None:
-                failed[name] = why
-                self._behind[name] = job
-                if job.blocked_on is not None:
-                    blocked.append(name)
-                else:
-                    exceeded = True
-                continue
-            if job.error is not None:
-                failed[name] = _describe(job.error)
-                continue
-            value, found = job.value
-            problems.extend(found)
-            got[name] = value
-            if source.once:
-                self._kept[name] = value
-        for name, why in failed.items():
-            self._log_once(Problem("source not read", (("source", name), ("err", why)), logging.ERROR))
-        for problem in problems:
-            self._log_once(problem)
-        snapshot = Snapshot(taken_at=time.time(), failed=failed, seconds=seconds, problems=tuple(problems),
-                            blocked=frozenset(blocked), deadline_exceeded=exceeded, **got)
-        self.last = snapshot
-        return snapshot
+                value, found = job.value
+                problems.extend(found)
+                got[name] = value
+                if source.once:
+                    self._kept[name] = value
+            for name, why in failed.items():
+                self._log_once(Problem("source not read", (("source", name), ("err", why)), logging.ERROR))
+            for problem in problems:
+                self._log_once(problem)
+            snapshot = Snapshot(taken_at=time.time(), failed=failed, seconds=seconds, problems=tuple(problems),
+                                blocked=frozenset(blocked), deadline_exceeded=exceeded, **got)
+            self.last = snapshot
+            return snapshot
 
     def _wait(self, job: _Job, end: float) -> Optional[str]:
         """Wait for `job` until it is done (None), one of its reads has been outstanding past

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from storpath import landing
 from storpath.analysis.pcie import analyse
-from storpath.analysis.topology import resolve_port_types
+from storpath.readers.pci import resolve_port_types
 from storpath.findings import CRITICAL, INFO, WARNING, Finding, worst
 from storpath.readers.block import BlockDevice
 from storpath.readers.pci import PciDevice, PciStatic

@@ -20,8 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath.analysis import virtual
 from storpath.analysis.expectation import NONE, LinkExpectation
-from storpath.analysis.topology import DOWNSTREAM_FACING, path_to_root
-from storpath.readers.pci import PciDevice
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice, path_to_root
 from storpath.units import pcie_link_bytes_per_second
 
 

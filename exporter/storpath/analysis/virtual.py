@@ -30,8 +30,7 @@ from typing import Dict, List, Optional
 
 from storpath.analysis.expectation import (BOTH_ENDS, DEVICE_ONLY, EMULATED_DEVICE, EMULATED_PORT, ENDS_DISAGREE,
                                            NO_PARTNER, NONE)
-from storpath.analysis.topology import DOWNSTREAM_FACING
-from storpath.readers.pci import PciDevice
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
 
 # PCI vendor ids that belong to a hypervisor's emulated hardware: nothing with these ids is
 # silicon on a PCIe link. Red Hat's QEMU range (1b36: pcie-root-port 000c, pcie-pci-bridge 000e,

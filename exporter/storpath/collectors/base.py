@@ -4,8 +4,8 @@ A collector declares its metric families once, in a module-level table
 (storpath.families.Family, in exposition order), names the parts of the snapshot its rows
 come from (`reads`: fields of storpath.snapshot.Snapshot) and provides `values(snapshot)`:
 the rows of each family, from the snapshot and the analysis of it. It never opens a file
-and keeps no rendered text: the framework (`collect()`) renders a family again only when
-its rows change. Slow or privileged work belongs in a background task
+and keeps no rendered text: the framework (StorpathExporter.collect, with the collector's
+`texts`) renders a family again only when its rows change. Slow or privileged work belongs in a background task
 (`Context.scheduler`) whose latest result the collector hands to the snapshot as a source
 of its own (`sources()`). See CONTRIBUTING.md for a worked example.
 """
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from storpath import log
 from storpath.background import Scheduler
-from storpath.exposition import FamilyTexts, SeriesFamily
+from storpath.exposition import FamilyTexts
 from storpath.families import Family, Rows
 from storpath.roots import Roots
 from storpath.snapshot import Snapshot, Source
@@ -27,7 +27,7 @@ from storpath.snapshot import Snapshot, Source
 @dataclass
 class Context:
     roots: Roots
-    config: Dict[str, Any] = field(default_factory=dict)  # this collector's section (Collector.settings applies defaults)
+    config: Dict[str, Any] = field(default_factory=dict)  # its config section (Collector.settings adds defaults)
     scheduler: Scheduler = field(default_factory=Scheduler)
     full_config: Dict[str, Any] = field(default_factory=dict)  # the whole validated config (probes etc.)
 
@@ -52,7 +52,7 @@ class Collector:
         self.roots = ctx.roots
         self.config = self.settings(ctx.config)
         self.log: logging.Logger = log.get(self.name)
-        self._texts = FamilyTexts(self.families)
+        self.texts = FamilyTexts(self.families)  # the framework's: renders the rows of `values()`
 
     @classmethod
     def settings(cls, section: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -72,11 +72,6 @@ class Collector:
         """The rows of each family on this scrape; a family left out has no series. None:
         the collector has nothing to export on this host (no family headers either)."""
         raise NotImplementedError
-
-    def collect(self, snapshot: Snapshot) -> List[SeriesFamily]:
-        """Every family of the table with its text for this scrape's snapshot."""
-        values = self.values(snapshot)
-        return [] if values is None else self._texts.families(values)
 
 
 class SourceFailed(Exception):

@@ -173,13 +173,13 @@ class NvmeCollector(Collector):
     def sources(self):
         return (Source("nvme_identify", no_problems(self.latest), needs=("nvme_namespaces",)),)
 
-    def latest(self, got) -> Dict[str, Identified]:
+    def latest(self, namespaces: List[NvmeNamespace]) -> Dict[str, Identified]:
         """The background task's last pass: namespace -> what Identify said. The first
         scrapes after start wait a little for the first pass; namespaces that changed
-        since that pass (`got`: this snapshot's) have the task run again early. A pass
+        since that pass (`namespaces`: this snapshot's) have the task run again early. A pass
         that raised fails the source (background.TaskFailed)."""
         self.task.wait_first_run(self.startup_wait)
-        self._maybe_trigger(got["nvme_namespaces"])
+        self._maybe_trigger(namespaces)
         self.task.raise_if_failed()
         with self._lock:
             return self._results  # replaced, never changed, by each pass

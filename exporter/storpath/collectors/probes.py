@@ -121,7 +121,7 @@ class ProbesCollector(Collector):
         return (Source("probes", no_problems(self.latest), needs=("pci", "pcie_expected", "blocks", "md")),) \
             if self.engine is not None else ()
 
-    def latest(self, got) -> "ProbeResults":
+    def latest(self, pci, expected, blocks, md) -> "ProbeResults":
         """What the probes found so far, and what each target's links allow on this
         snapshot (the links judged as the pcie collector judges them, a guest's included).
         A probe task whose latest run raised (not a probe that failed: that is counted)
@@ -129,8 +129,7 @@ class ProbesCollector(Collector):
         for task in self.tasks:
             task.raise_if_failed()
         engine = self.engine
-        engine.refresh_expectations(got["pci"], analyse(got["pci"], expected=got["pcie_expected"]), got["blocks"],
-                                    got["md"])
+        engine.refresh_expectations(pci, analyse(pci, expected=expected), blocks, md)
         expected = {(t.name, p): engine.expected(t, p)[0] for t in self.probes.targets for p in t.profiles}
         return ProbeResults(engine.snapshot(), dict(engine.target_devices), expected)
 

@@ -210,11 +210,11 @@ class SasCollector(Collector):
         return (Source("sas_errors", no_problems(self.latest_errors)),
                 Source("sas_drive_phys", no_problems(self.latest_drives), needs=("sas_phys",)))
 
-    def latest_drives(self, got) -> Dict[str, DrivePhysResult]:
+    def latest_drives(self, phys: List[SasPhy]) -> Dict[str, DrivePhysResult]:
         """The drive task's last pass: end device -> its drive's PHYs. A SAS drive this
-        snapshot sees that the pass did not (`got`: its PHYs) has the task run again early."""
+        snapshot sees that the pass did not (`phys`: its PHYs) has the task run again early."""
         self.drive_task.wait_first_run(self.startup_wait)
-        self._maybe_trigger(got.get("sas_phys") or ())
+        self._maybe_trigger(phys or ())
         self.drive_task.raise_if_failed()  # a pass that raised fails the source
         with self._lock:
             return self._drives  # replaced, never changed, by each pass

@@ -23,10 +23,9 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from storpath import collectors, log
 from storpath.analysis.pcie import analyse, judge
-from storpath.analysis.topology import path_to_root
+from storpath.readers.pci import PCI_ADDRESS, path_to_root
 from storpath.collectors.base import SourceFailed
 from storpath.parse import natural_key
-from storpath.readers.pci import PCI_ADDRESS
 from storpath.roots import Roots
 from storpath.snapshot import Snapshot, read_now_sources, take_once
 

@@ -16,10 +16,9 @@ from typing import Dict, List, Optional, Set
 
 from storpath.analysis.pcie import LinkAnalysis
 from storpath.analysis.throughput import path_hops, shared_tree_bandwidth
-from storpath.analysis.topology import DOWNSTREAM_FACING
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
 from storpath.analysis.virtual import REASON_TEXT
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, pci_kind, register
-from storpath.readers.pci import PciDevice
 from storpath.units import human_bytes_per_second, human_transfers
 
 _GENERATIONS = {2.5e9: 1, 5e9: 2, 8e9: 3, 16e9: 4, 32e9: 5, 64e9: 6}

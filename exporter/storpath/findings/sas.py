@@ -76,8 +76,8 @@ def check_sas(facts: Facts, out: Outcome) -> None:
                phy.minimum_rate, phy.maximum_rate, expectation)
         groups.setdefault(key, []).append(phy)
 
-    for (controller, at_minimum, negotiated, expected, far_end, hw_max, minimum, maximum, expectation), members in sorted(
-            groups.items(), key=lambda item: natural_key(item[1][0].name)):
+    for key, members in sorted(groups.items(), key=lambda item: natural_key(item[1][0].name)):
+        controller, at_minimum, negotiated, expected, far_end, hw_max, minimum, maximum, expectation = key
         names = [p.name for p in members]
         disks = [d for p in members for d in (p.attached.block_devices if p.attached else ())]
         count = f"{len(members)} PHYs" if len(members) > 1 else f"PHY {names[0]}"

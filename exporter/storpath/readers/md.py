@@ -327,7 +327,9 @@ def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
         given.add("level")
     for attr, target in (("raid_disks", "raid_disks"), ("degraded", "degraded"), ("mismatch_cnt", "mismatch_count"),
                          ("chunk_size", "chunk_size_bytes")):
-        text = _attr(md_dir, attr, errors)
+        text, why = read_attr_why(os.path.join(md_dir, attr))
+        if why is not None:
+            errors.append(f"{attr}: {why}")
         value, why = (parse_raid_disks if attr == "raid_disks" else parse_first_int)(text)
         if why:
             errors.append(f"{attr}: {why}")

@@ -35,9 +35,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from storpath.analysis.expectation import which_end
 from storpath.analysis.links import drive_phys, expander_capabilities, sas_expectation, sata_expectation
-from storpath.analysis.topology import DOWNSTREAM_FACING
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
 from storpath.findings import Finding, natural_key, pci_kind, severity_rank
-from storpath.readers.pci import PciDevice
 from storpath.units import human_bits_per_second, human_transfers, pcie_link_bytes_per_second
 
 HEALTHY = "healthy"
