@@ -4,6 +4,7 @@ what is left out, elision to the width, and escaping of what the hardware names.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 from storpath import landing
@@ -94,8 +95,9 @@ def test_placement_and_unverifiable_states():
     resolve_port_types(devices)
     links = analyse(devices)
     assert model.link_state(links["0000:01:00.0"]) == model.LIMITED_BY_PLACEMENT
-    # analysis.virtual's verdict arrives as the link's `verifiable`; the tree reads it in one place.
-    guest = SimpleNamespace(**{**links["0000:01:00.0"].__dict__, "verifiable": False})
+    # analysis.virtual's verdict arrives as the link's `speed.verifiable`; the tree reads it in one place.
+    link = links["0000:01:00.0"]
+    guest = replace(link, speed=replace(link.speed, basis="device_only", reason="emulated_port"))
     assert model.link_state(guest) == model.UNVERIFIABLE
     topology = model.build(TreeInput(pci=devices, links={**links, "0000:01:00.0": guest},
                                          blocks=[block("nvme0n1", "0000:01:00.0")]))

@@ -37,8 +37,10 @@ def section(path: str = CONTRIBUTING) -> str:
 
 
 def cited(text: str) -> List[str]:
-    """Every `a.b...` in backticks whose first part is a storpath module or package."""
-    return [name for name in re.findall(r"`([A-Za-z_][\w.]*\.[\w.]+)`", text) if name.split(".")[0] in TOP]
+    """Every `a.b...` in backticks whose first part is a storpath module or package (a file
+    name, `snapshot.py`, is no citation of code)."""
+    return [name for name in re.findall(r"`([A-Za-z_][\w.]*\.[\w.]+)`", text)
+            if name.split(".")[0] in TOP and not name.endswith(".py")]
 
 
 def steps(text: str) -> List[str]:

@@ -165,10 +165,9 @@ def disk_link_texts(sas_phys: Sequence, ata_links: Sequence, drive_results=None)
 
 
 def link_verifiable(link) -> bool:
-    """Whether a link's numbers are hardware: storpath.analysis.virtual's verdict (the
-    `verifiable` of a LinkAnalysis, `storpath_pcie_link_verifiable`). A LinkAnalysis from
-    before that verdict existed is bare metal."""
-    return bool(getattr(link, "verifiable", True))
+    """Whether a link's numbers are hardware: storpath.analysis.virtual's verdict (a
+    LinkAnalysis's `speed.verifiable`, `storpath_pcie_link_verifiable`)."""
+    return link.speed.verifiable
 
 
 def link_state(link) -> str:
