@@ -6,7 +6,7 @@ and runs one scrape in this process the way the server does (StorpathExporter.co
 the flight's body, http.scrape.Flight.chunks) while watching it:
 - the read: an audit hook sees the file opened (`open` events) and takes the stack of the
   reading thread from the snapshot's job (snapshot._Job.run) down to the open; the job
-  hands the record to the snapshot being taken (Snapshotter.take and _take, from
+  hands the record to the snapshot being taken (Snapshotter.take, or its _take in older trees, from
   StorpathExporter.collect);
 - the value's way to its text: a profile hook takes the stack at every call that is handed
   the value's family (a local named `family` or `spec` whose name is the family's), from

@@ -67,7 +67,7 @@ class Snapshot:
 
     taken_at: float = 0.0  # Unix seconds, when the reading ended
     host: Optional[HostIdentity] = None
-    pci: Optional[List[PciDevice]] = None  # with their port types (analysis.topology)
+    pci: Optional[List[PciDevice]] = None  # with their port types (readers.pci.resolve_port_types)
     pcie_expected: Optional[Dict[str, PcieLink]] = None  # PCI address -> what its link should be
     block_listing: Optional[List[Tuple[str, int]]] = None  # (name, inode) of /sys/class/block
     blocks: Optional[List[BlockDevice]] = None
