@@ -43,7 +43,7 @@ from storpath.readers.inventory import InventoryDevice, InventoryReader
 from storpath.readers.md import MdArray, read_md_arrays
 from storpath.readers.numa import NumaTopology, read_numa
 from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader
-from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor
+from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor, read_health
 from storpath.readers.pci import PciDevice, PciReader
 from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
 from storpath.readers.sas_pcd import DrivePhysResult, read_all as read_drive_phys
@@ -170,22 +170,36 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     return {source.name: source for source in table}
 
 
-def read_now_sources(roots: Roots, sg_modes: str = "sg_modes", drive_timeout: float = 10.0) -> Dict[str, Source]:
-    """What the exporter's background tasks serve (link error counters, SAS drives' PHYs),
-    read when the snapshot is taken: a one-shot command (`storpath check`) can wait for the
-    HBA and the drives."""
-    sas = SasReader(roots)
+def read_now_sources(roots: Roots, settings: Mapping[str, Mapping[str, Any]]) -> Dict[str, Source]:
+    """What the exporter's background tasks serve (link error counters, SAS drives' PHYs,
+    NVMe SMART logs), read when the snapshot is taken: a one-shot command (`storpath
+    check`) can wait for the HBA and the drives. `settings`: the enabled collectors'
+    settings by name (Collector.settings); a collector not among them is not read for."""
+    out: Dict[str, Source] = {}
+    sas_settings = settings.get("sas")
+    if sas_settings is not None:
+        sas = SasReader(roots)
+        sg_modes, drive_timeout = str(sas_settings["sg_modes"]), float(sas_settings["drive_phys_timeout"])
 
-    def errors() -> Read:
-        found, problems = sas.read_errors()
-        return (found, time.time()), problems
+        def errors() -> Read:
+            found, problems = sas.read_errors()
+            return (found, time.time()), problems
 
-    def drives(phys: List[SasPhy]) -> Dict[str, DrivePhysResult]:
-        ssp = any(p.attached is not None and p.attached.target_port_protocols == "ssp" for p in phys)
-        return read_drive_phys(roots, sg_modes, drive_timeout) if ssp else {}
+        def drives(phys: List[SasPhy]) -> Dict[str, DrivePhysResult]:
+            ssp = any(p.attached is not None and p.attached.target_port_protocols == "ssp" for p in phys)
+            return read_drive_phys(roots, sg_modes, drive_timeout) if ssp else {}
 
-    return {"sas_errors": Source("sas_errors", errors),
-            "sas_drive_phys": Source("sas_drive_phys", no_problems(drives), needs=("sas_phys",))}
+        out["sas_errors"] = Source("sas_errors", errors)
+        out["sas_drive_phys"] = Source("sas_drive_phys", no_problems(drives), needs=("sas_phys",))
+    health = settings.get("nvme_health")
+    if health is not None:
+        nvme_cli, smart_timeout = str(health["nvme_cli"]), float(health["smart_timeout"])
+
+        def smart(controllers: List[NvmeController]) -> Dict[str, HealthResult]:
+            return {c.name: read_health(roots, c.name, nvme_cli, smart_timeout) for c in controllers}
+
+        out["nvme_smart"] = Source("nvme_smart", no_problems(smart), needs=("nvme_controllers",))
+    return out
 
 
 def snapshotter_for(roots: Roots, names: Iterable[str], extra: Iterable[Source] = (),

@@ -192,14 +192,13 @@ class Facts:
 
 def take_snapshot(roots: Roots, config: Optional[Dict[str, Any]] = None, timeout: float = 30.0) -> Snapshot:
     """One snapshot of everything sysfs and procfs hold, for a one-shot command; with the sas
-    collector enabled, the link error counters and SAS drives' PHYs its tasks read, read now."""
+    and nvme_health collectors enabled, what their tasks read (link error counters, SAS
+    drives' PHYs, SMART logs), read now."""
     config = config or {}
-    extra: Dict[str, Any] = {}
-    if collector_enabled(config, "sas"):
-        spec = collectors.load_all()["sas"]
-        settings = spec.cls.settings(config.get("collectors", {}).get("sas", {}))
-        extra = read_now_sources(roots, str(settings["sg_modes"]), float(settings["drive_phys_timeout"]))
-    return take_once(roots, extra=extra.values(), timeout=timeout)
+    specs = collectors.load_all()
+    settings = {name: specs[name].cls.settings(config.get("collectors", {}).get(name, {}))
+                for name in ("sas", "nvme_health") if name in specs and collector_enabled(config, name)}
+    return take_once(roots, extra=read_now_sources(roots, settings).values(), timeout=timeout)
 
 
 # PCI class codes (base class, subclass) in the words of lspci.
