@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import log, sysfs
+from storpath.analysis.nvme import Identified, identified
 from storpath.analysis.pcie import InstanceExpectations, PcieLink
 from storpath.problems import Problem
 from storpath.readers.alignment import AlignmentReader, BlockAlignment
@@ -42,7 +43,7 @@ from storpath.readers.host import HostIdentity, read_host
 from storpath.readers.inventory import InventoryDevice, InventoryReader
 from storpath.readers.md import MdArray, read_md_arrays
 from storpath.readers.numa import NumaTopology, read_numa
-from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader
+from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader, identify_namespace
 from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor, read_health
 from storpath.readers.pci import PciDevice, PciReader
 from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
@@ -51,7 +52,6 @@ from storpath.readers.zfs import read_kstat_states
 from storpath.roots import Roots
 
 if TYPE_CHECKING:  # the background tasks' results, defined by the collectors that run them
-    from storpath.collectors.nvme import Identified
     from storpath.collectors.probes import ProbeResults
     from storpath.collectors.zfs import ZpoolPass
 
@@ -83,7 +83,7 @@ class Snapshot:
     zfs_kstat: Optional[Dict[str, str]] = None  # pool -> state, from /proc/spl/kstat/zfs
     # The latest results of background tasks (slow or privileged work on its own schedule),
     # or for a one-shot command what they read, read now (read_now_sources).
-    nvme_identify: Optional[Dict[str, "Identified"]] = None  # namespace -> what Identify said
+    nvme_identify: Optional[Dict[str, Identified]] = None  # namespace -> what Identify said
     nvme_smart: Optional[Dict[str, HealthResult]] = None  # controller -> its SMART log
     sas_errors: Optional[Tuple[Dict[str, SasPhyErrors], Optional[float]]] = None  # (PHY -> counters, when read)
     sas_drive_phys: Optional[Dict[str, DrivePhysResult]] = None  # end device -> its SAS drive's PHYs
@@ -172,7 +172,7 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
 
 def read_now_sources(roots: Roots, settings: Mapping[str, Mapping[str, Any]]) -> Dict[str, Source]:
     """What the exporter's background tasks serve (link error counters, SAS drives' PHYs,
-    NVMe SMART logs), read when the snapshot is taken: a one-shot command (`storpath
+    NVMe Identify and SMART logs), read when the snapshot is taken: a one-shot command (`storpath
     check`) can wait for the HBA and the drives. `settings`: the enabled collectors'
     settings by name (Collector.settings); a collector not among them is not read for."""
     out: Dict[str, Source] = {}
@@ -191,6 +191,16 @@ def read_now_sources(roots: Roots, settings: Mapping[str, Mapping[str, Any]]) ->
 
         out["sas_errors"] = Source("sas_errors", errors)
         out["sas_drive_phys"] = Source("sas_drive_phys", no_problems(drives), needs=("sas_phys",))
+    nvme = settings.get("nvme")
+    if nvme is not None:
+        identify_cli, identify_timeout = str(nvme["nvme_cli"]), float(nvme["identify_timeout"])
+
+        def identify(namespaces: List[NvmeNamespace]) -> Dict[str, Identified]:
+            return {ns.device: identified(ns, identify_namespace(roots, ns.controller, ns.nsid, identify_cli,
+                                                                 identify_timeout))
+                    for ns in namespaces if ns.controller is not None and ns.nsid is not None}
+
+        out["nvme_identify"] = Source("nvme_identify", no_problems(identify), needs=("nvme_namespaces",))
     health = settings.get("nvme_health")
     if health is not None:
         nvme_cli, smart_timeout = str(health["nvme_cli"]), float(health["smart_timeout"])

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import threading
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from storpath import log
-from storpath.analysis.nvme import judge
+from storpath.analysis.nvme import Identified, identified
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
@@ -86,33 +84,6 @@ TASK = "nvme-identify"
 _CONTROLLER_NAME = re.compile(r"\bnvme\d+\b")
 
 
-@dataclass(frozen=True)
-class Identified:
-    """What one Identify pass gives a namespace's series, derived once per pass."""
-
-    fingerprint: Tuple  # the namespace when read: served only while it still reads so
-    result: IdentifyResult
-    in_use_size: Optional[int]  # data size of the format in use; None while the formats are unknown
-    best_size: Optional[int]
-    formats: Tuple[Tuple[str, ...], ...]  # label values of each storpath_nvme_namespace_lba_format_info series
-
-
-def _label(number: int) -> str:
-    return sys.intern(str(number))
-
-
-def _identified(ns: NvmeNamespace, result: IdentifyResult) -> Identified:
-    verdict = judge(result.identify) if result.identify is not None else None
-    if verdict is None:
-        return Identified(ns.fingerprint, result, None, None, ())
-    # The label values repeat across namespaces (one drive model's table): interned, a
-    # thousand namespaces share the same few strings.
-    formats = tuple((ns.device, _label(fmt.index), _label(fmt.data_size), _label(fmt.metadata_size),
-                     fmt.relative_performance_name, "true" if fmt.index == verdict.in_use.index else "false")
-                    for fmt in result.identify.formats)
-    return Identified(ns.fingerprint, result, verdict.in_use.data_size, verdict.best.data_size, formats)
-
-
 @register("nvme", default=True)
 class NvmeCollector(Collector):
     """NVMe namespaces: LBA format in use against the best supported one (Identify Namespace), and controllers."""
@@ -152,7 +123,7 @@ class NvmeCollector(Collector):
             if ns.controller is None or ns.nsid is None:
                 continue
             result = identify_namespace(self.roots, ns.controller, ns.nsid, self.nvme_cli, self.timeout)
-            results[ns.device] = _identified(ns, result)
+            results[ns.device] = identified(ns, result)
             if result.error is None:
                 log.kv(self.log, logging.DEBUG, "Identify Namespace read", device=ns.device, source=result.source)
         with self._lock:
