@@ -12,7 +12,7 @@ from storpath.collectors import Collector, Context, load_all
 from storpath.exposition import FamilyTexts, SeriesFamily
 from storpath.families import GAUGE, Family, Rows
 from storpath.roots import Roots
-from storpath.snapshot import BLOCKED_AFTER, Snapshot, Snapshotter, needed, sysfs_sources
+from storpath.snapshot import BLOCKED_AFTER, Snapshot, snapshotter_for
 
 LOG = log.get("exporter")
 
@@ -72,11 +72,8 @@ class StorpathExporter:
                  blocked_after: float = BLOCKED_AFTER):
         self.collectors = collectors
         roots = roots or (collectors[0].roots if collectors else Roots())
-        table = sysfs_sources(roots)
-        for collector in collectors:
-            table.update({s.name: s for s in collector.sources()})
-        names = [name for c in collectors for name in c.reads + c.enriches]
-        self.snapshotter = Snapshotter(needed(table, names), blocked_after=blocked_after)
+        self.snapshotter = snapshotter_for(roots, [name for c in collectors for name in c.reads + c.enriches],
+                                           [s for c in collectors for s in c.sources()], blocked_after)
         self._texts = FamilyTexts(FAMILIES)
         build = buildinfo.info()
         self._build = tuple(build[label] for label in BUILD_INFO.labels)
@@ -104,7 +101,9 @@ class StorpathExporter:
             why = snapshot.why_missing(collector.reads)
             if why is None:
                 try:
-                    out.extend(collector.collect(snapshot))
+                    values = collector.values(snapshot)
+                    if values is not None:  # None: nothing to export here, not even family headers
+                        out.extend(collector.texts.families(values))
                 except Exception as exc:  # one broken collector must not break the response
                     why = f"{type(exc).__name__}: {exc}"
             self._report(collector.name, why)
@@ -147,14 +146,7 @@ def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[C
         section = config.get("collectors", {}).get(name, {})
         if not section.get("enabled", spec.default_enabled):
             continue
-        settings = dict(spec.cls.config_defaults)
-        settings.update({k: v for k, v in section.items() if k != "enabled"})
-        ctx = Context(roots=roots, config=settings, scheduler=scheduler, full_config=config)
+        ctx = Context(roots=roots, config=section, scheduler=scheduler, full_config=config)
         collectors.append(spec.cls(ctx))
     return collectors
 
-
-def make_registry(collectors: List[Collector]) -> StorpathExporter:
-    """The collectors behind one exporter, as prometheus_client's writer takes a registry
-    (anything with `collect()`)."""
-    return StorpathExporter(collectors)

@@ -25,6 +25,7 @@ format: only the family headers differ, so serving it costs no second rendering.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import safetext
@@ -71,6 +72,7 @@ def header(sample_name: str, kind: str, documentation: str) -> str:
     return f"# HELP {sample_name} {_escape_help(documentation)}\n# TYPE {sample_name} {kind}\n"
 
 
+@dataclass(frozen=True)
 class SeriesFamily:
     """A family of a collector's table (storpath.families.Family) and its sample lines, as
     FamilyTexts rendered them. It offers what prometheus_client's registry and writer read
@@ -78,10 +80,8 @@ class SeriesFamily:
     `samples` parses the text back."""
 
     __slots__ = ("spec", "body")
-
-    def __init__(self, spec, body: bytes):
-        self.spec = spec
-        self.body = body
+    spec: Family
+    body: bytes
 
     name = property(lambda self: self.spec.name)
     type = property(lambda self: self.spec.type)
@@ -102,14 +102,10 @@ class SeriesFamily:
         return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
 
-def generate(families: Iterable, openmetrics: bool = False) -> bytes:
-    """The text format 0.0.4 of `families`, or OpenMetrics 1.0 with `openmetrics`."""
-    return b"".join(pieces(families, openmetrics))
-
-
 def pieces(families: Iterable, openmetrics: bool = False) -> List[bytes]:
-    """`generate`'s answer as the pieces it is made of, in order: the families' kept text
-    is not copied into one body (a host of thousands of devices answers 4 MB)."""
+    """The text format 0.0.4 of `families` (OpenMetrics 1.0 with `openmetrics`) as the pieces
+    it is made of, in order: the families' kept text is not copied into one body (a host of
+    thousands of devices answers 4 MB)."""
     out: List[bytes] = []
     for family in families:
         if isinstance(family, SeriesFamily):
@@ -128,24 +124,10 @@ def pieces(families: Iterable, openmetrics: bool = False) -> List[bytes]:
     return out
 
 
-def generate_openmetrics(families: Iterable) -> bytes:
-    """OpenMetrics 1.0 text of `families`."""
-    return generate(families, openmetrics=True)
-
-
 def sample_lines(family: Family, series: Series) -> bytes:
     """A table family's sample lines: one per series with a value, in order (the header
-    is `_headers(family)`)."""
-    try:
-        return _lines(family, series).encode("utf-8")
-    except UnicodeEncodeError:
-        shown = Series()
-        for labels, value in zip(series.labels, series.values):
-            shown.add(tuple([safetext.utf8(label) for label in labels]), value)
-        return _lines(family, shown).encode("utf-8")
-
-
-def _lines(family: Family, series: Series) -> str:
+    is `_headers(family)`). A label value that is no text of Unicode (a file name's
+    undecodable bytes) is shown as safetext.utf8 makes it."""
     lines: List[str] = []
     append = lines.append
     rows = zip(series.labels, series.values)
@@ -173,7 +155,14 @@ def _lines(family: Family, series: Series) -> str:
             if "\\" in joined or "\n" in joined or '"' in joined:
                 labels = tuple([escape_value(label) for label in labels])
             append(template % labels + value_text(value) + "\n")
-    return "".join(lines)
+    text = "".join(lines)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = Series()
+        for labels, value in zip(series.labels, series.values):
+            shown.add(tuple([safetext.utf8(label) for label in labels]), value)
+        return sample_lines(family, shown)
 
 
 class FamilyTexts:

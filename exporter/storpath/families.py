@@ -86,9 +86,3 @@ class Rows(dict):
             series = self[family] = Series()
         series.labels.append(labels)
         series.values.append(value)
-
-    def series(self, family: Family) -> Series:
-        series = self.get(family)
-        if series is None:
-            series = self[family] = Series()
-        return series

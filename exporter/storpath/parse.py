@@ -142,3 +142,16 @@ def parse_identity(text: Optional[str]) -> Optional[str]:
     if text is None:
         return None
     return text.strip(_IDENTITY_PADDING) or None
+
+
+_PCI_ADDRESS_PARTS = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+
+
+def natural_key(text: str):
+    """nvme2n1 before nvme10n1, md2 before md10; 0000:08:00.0 before 0000:0a:00.0 (a PCI
+    address's groups are hex numbers). Keys alternate text and numbers, so any two compare."""
+    match = _PCI_ADDRESS_PARTS.match(text)
+    if match:
+        domain, bus, device, function = (int(g, 16) for g in match.groups())
+        return ["", domain, ":", bus, ":", device, ".", function, ""]
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]

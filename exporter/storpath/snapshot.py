@@ -28,26 +28,33 @@ import logging
 import queue
 import threading
 import time
+from functools import partial
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import log, sysfs
-from storpath.analysis.pcie import InstanceExpectations
-from storpath.analysis.topology import with_port_types
+from storpath.analysis.nvme import Identified, identified
+from storpath.analysis.pcie import InstanceExpectations, PcieLink
 from storpath.problems import Problem
-from storpath.readers.alignment import AlignmentReader
-from storpath.readers.ata import AtaReader
-from storpath.readers.block import BlockReader
-from storpath.readers.host import read_host
-from storpath.readers.inventory import InventoryReader
-from storpath.readers.md import read_md_arrays_with_problems
-from storpath.readers.numa import read_numa_with_problems
-from storpath.readers.nvme import NvmeReader
-from storpath.readers.nvme_health import HwmonReader
-from storpath.readers.pci import PciReader
-from storpath.readers.sas import SasReader
-from storpath.readers.zfs import read_kstat_states_with_problems
+from storpath.readers.alignment import AlignmentReader, BlockAlignment
+from storpath.readers.ata import AtaLink, AtaReader
+from storpath.readers.block import BlockDevice, BlockReader
+from storpath.readers.host import HostIdentity, read_host
+from storpath.readers.inventory import InventoryDevice, InventoryReader
+from storpath.readers.md import MdArray, read_md_arrays
+from storpath.readers.numa import NumaTopology, read_numa
+from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader, identify_namespace
+from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor, read_health
+from storpath.readers.pci import PciDevice, PciReader
+from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
+from storpath.readers.sas_pcd import DrivePhysResult, read_all as read_drive_phys
+from storpath.readers.zfs import read_kstat_states
 from storpath.roots import Roots
+
+if TYPE_CHECKING:  # the background tasks' results, defined by the collectors that run them
+    from storpath.collectors.probes import ProbeResults
+    from storpath.collectors.raid import RaidPass
+    from storpath.collectors.zfs import ZpoolPass
 
 LOG = log.get("snapshot")
 
@@ -60,33 +67,34 @@ class Snapshot:
     (`failed` says which and why); an empty list is hardware that is not there."""
 
     taken_at: float = 0.0  # Unix seconds, when the reading ended
-    host: Any = None  # readers.host.HostIdentity
-    pci: Any = None  # [readers.pci.PciDevice]
-    pcie_expected: Any = None  # address -> analysis.pcie.LinkExpectation
-    block_listing: Any = None  # [(name, inode)] of /sys/class/block
-    blocks: Any = None  # [readers.block.BlockDevice]
-    nvme_controllers: Any = None  # [readers.nvme.NvmeController]
-    nvme_namespaces: Any = None  # [readers.nvme.NvmeNamespace]
-    hwmon: Any = None  # ([controller], [readers.nvme_health.HwmonSensor])
-    sas_phys: Any = None  # [readers.sas.SasPhy], without error counters
-    ata_links: Any = None  # [readers.ata.AtaLink]
-    alignment: Any = None  # readers.alignment.BlockAlignment
-    inventory: Any = None  # [readers.inventory.InventoryDevice]
-    md: Any = None  # [readers.md.MdArray]
-    numa: Any = None  # readers.numa.NumaTopology, with the PCI functions' nodes
-    zfs_kstat: Any = None  # pool -> state, from /proc/spl/kstat/zfs
-    # The latest results of background tasks (slow or privileged work on its own schedule).
-    nvme_identify: Any = None  # collectors.nvme.IdentifyPass
-    nvme_smart: Any = None  # collectors.nvme_health.HealthPass
-    sas_errors: Any = None  # PHY name -> readers.sas.SasPhyErrors
-    sas_drive_phys: Any = None  # end device -> readers.sas_pcd.DrivePhysResult
-    zpool: Any = None  # collectors.zfs.ZpoolPass
-    raid: Any = None  # collectors.raid.RaidPass
-    probes: Any = None  # probes.engine.ProbeEngine's state
+    host: Optional[HostIdentity] = None
+    pci: Optional[List[PciDevice]] = None  # with their port types (readers.pci.resolve_port_types)
+    pcie_expected: Optional[Dict[str, PcieLink]] = None  # PCI address -> what its link should be
+    block_listing: Optional[List[Tuple[str, int]]] = None  # (name, inode) of /sys/class/block
+    blocks: Optional[List[BlockDevice]] = None
+    nvme_controllers: Optional[List[NvmeController]] = None
+    nvme_namespaces: Optional[List[NvmeNamespace]] = None
+    hwmon: Optional[Tuple[List[str], List[HwmonSensor]]] = None  # (controllers with a hwmon, sensors)
+    sas_phys: Optional[List[SasPhy]] = None  # without error counters (sas_errors)
+    ata_links: Optional[List[AtaLink]] = None
+    alignment: Optional[BlockAlignment] = None
+    inventory: Optional[List[InventoryDevice]] = None
+    md: Optional[List[MdArray]] = None
+    numa: Optional[NumaTopology] = None  # with the PCI functions' nodes
+    zfs_kstat: Optional[Dict[str, str]] = None  # pool -> state, from /proc/spl/kstat/zfs
+    # The latest results of background tasks (slow or privileged work on its own schedule),
+    # or for a one-shot command what they read, read now (read_now_sources).
+    nvme_identify: Optional[Dict[str, Identified]] = None  # namespace -> what Identify said
+    nvme_smart: Optional[Dict[str, HealthResult]] = None  # controller -> its SMART log
+    sas_errors: Optional[Tuple[Dict[str, SasPhyErrors], Optional[float]]] = None  # (PHY -> counters, when read)
+    sas_drive_phys: Optional[Dict[str, DrivePhysResult]] = None  # end device -> its SAS drive's PHYs
+    zpool: Optional["ZpoolPass"] = None
+    raid: Optional["RaidPass"] = None
+    probes: Optional["ProbeResults"] = None
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read
     seconds: Mapping[str, float] = field(default_factory=dict)  # source -> how long it took
-    problems: Tuple["Problem", ...] = ()
+    problems: Tuple[Problem, ...] = ()
     blocked: FrozenSet[str] = frozenset()  # sources failed on a read outstanding past the server's bound
     deadline_exceeded: bool = False  # the deadline ran out before every source was read (slow, not stuck)
 
@@ -102,23 +110,32 @@ SOURCE_NAMES = tuple(f.name for f in fields(Snapshot)
                      if f.name not in ("taken_at", "failed", "seconds", "problems", "blocked", "deadline_exceeded"))
 
 
+Read = Tuple[Any, Sequence[Problem]]  # what a source's read returns: (its record, the problems met)
+
+
 @dataclass(frozen=True)
 class Source:
-    """One thing a snapshot reads. `read` gets what the sources named in `needs` read
-    (by name) and returns the record for the snapshot field of the same name, or a
-    (record, problems) pair when `with_problems`. It raises sysfs.RootUnreadable when the
-    directory it reads cannot be read (the source failed, not empty). `once`: read at the
-    first success and kept (what cannot change while the machine runs)."""
+    """One thing a snapshot reads. `read` is called with what the sources named in `needs`
+    read, in that order, and returns (the record for the snapshot field of the same name,
+    the problems met reading it: logged once each and kept in Snapshot.problems). It raises
+    sysfs.RootUnreadable when the directory it reads cannot be read (the source failed,
+    not empty). `once`: read at the first success and kept (what cannot change while the
+    machine runs)."""
 
     name: str
-    read: Callable[[Mapping[str, Any]], Any]
+    read: Callable[..., Read]
     needs: Tuple[str, ...] = ()
     once: bool = False
-    with_problems: bool = False
 
     def __post_init__(self) -> None:
         if self.name not in SOURCE_NAMES:
             raise ValueError(f"source {self.name!r} is not a field of Snapshot")
+
+
+def no_problems(read: Callable[..., Any]) -> Callable[..., Read]:
+    """A source's read from a reader whose record has nothing to report besides (or a
+    background task's latest result: the task logs its own problems)."""
+    return lambda *needs: (read(*needs), ())
 
 
 def sysfs_sources(roots: Roots) -> Dict[str, Source]:
@@ -135,25 +152,90 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     alignment = AlignmentReader(roots)
     inventory = InventoryReader(roots)
     table = (
-        Source("host", lambda _: read_host(roots), once=True),
-        Source("pci", lambda _: with_port_types(pci.read_with_problems()), with_problems=True),
-        Source("pcie_expected", lambda got: pcie_expected(got["pci"], got["host"].virtual), needs=("pci", "host")),
-        Source("block_listing", lambda _: block.list()),
-        Source("blocks", lambda got: block.read(got["block_listing"]), needs=("block_listing",)),
-        Source("nvme_controllers", lambda _: nvme_controllers.controllers()),
-        Source("nvme_namespaces", lambda got: nvme_namespaces.namespaces(got["block_listing"]),
-               needs=("block_listing",)),
-        Source("hwmon", lambda _: hwmon.read()),
-        Source("sas_phys", lambda _: sas.read_with_problems(errors=False), with_problems=True),
-        Source("ata_links", lambda _: ata.read_with_problems(), with_problems=True),
-        Source("alignment", lambda got: alignment.read(got["block_listing"]), needs=("block_listing",)),
-        Source("inventory", lambda got: inventory.read(got["pci"], got["blocks"], got["block_listing"]),
-               needs=("pci", "blocks", "block_listing")),
-        Source("md", lambda _: read_md_arrays_with_problems(roots), with_problems=True),
-        Source("numa", lambda got: read_numa_with_problems(roots, got["pci"]), needs=("pci",), with_problems=True),
-        Source("zfs_kstat", lambda _: read_kstat_states_with_problems(roots), with_problems=True),
+        Source("host", no_problems(partial(read_host, roots)), once=True),
+        Source("pci", pci.read),
+        Source("pcie_expected", no_problems(lambda devices, host: pcie_expected(devices, host.virtual)),
+               needs=("pci", "host")),
+        Source("block_listing", no_problems(block.list)),
+        Source("blocks", no_problems(block.read), needs=("block_listing",)),
+        Source("nvme_controllers", no_problems(nvme_controllers.controllers)),
+        Source("nvme_namespaces", no_problems(nvme_namespaces.namespaces), needs=("block_listing",)),
+        Source("hwmon", no_problems(hwmon.read)),
+        Source("sas_phys", sas.read),
+        Source("ata_links", ata.read),
+        Source("alignment", no_problems(alignment.read), needs=("block_listing",)),
+        Source("inventory", no_problems(inventory.read), needs=("pci", "blocks", "block_listing")),
+        Source("md", partial(read_md_arrays, roots)),
+        Source("numa", partial(read_numa, roots), needs=("pci",)),
+        Source("zfs_kstat", partial(read_kstat_states, roots)),
     )
     return {source.name: source for source in table}
+
+
+def read_now_sources(roots: Roots, settings: Mapping[str, Mapping[str, Any]]) -> Dict[str, Source]:
+    """What the exporter's background tasks serve (link error counters, SAS drives' PHYs,
+    NVMe Identify and SMART logs), read when the snapshot is taken: a one-shot command (`storpath
+    check`) can wait for the HBA and the drives. `settings`: the enabled collectors'
+    settings by name (Collector.settings); a collector not among them is not read for."""
+    out: Dict[str, Source] = {}
+    sas_settings = settings.get("sas")
+    if sas_settings is not None:
+        sas = SasReader(roots)
+        sg_modes, drive_timeout = str(sas_settings["sg_modes"]), float(sas_settings["drive_phys_timeout"])
+
+        def errors() -> Read:
+            found, problems = sas.read_errors()
+            return (found, time.time()), problems
+
+        def drives(phys: List[SasPhy]) -> Dict[str, DrivePhysResult]:
+            ssp = any(p.attached is not None and p.attached.target_port_protocols == "ssp" for p in phys)
+            return read_drive_phys(roots, sg_modes, drive_timeout) if ssp else {}
+
+        out["sas_errors"] = Source("sas_errors", errors)
+        out["sas_drive_phys"] = Source("sas_drive_phys", no_problems(drives), needs=("sas_phys",))
+    nvme = settings.get("nvme")
+    if nvme is not None:
+        identify_cli, identify_timeout = str(nvme["nvme_cli"]), float(nvme["identify_timeout"])
+
+        def identify(namespaces: List[NvmeNamespace]) -> Dict[str, Identified]:
+            return {ns.device: identified(ns, identify_namespace(roots, ns.controller, ns.nsid, identify_cli,
+                                                                 identify_timeout))
+                    for ns in namespaces if ns.controller is not None and ns.nsid is not None}
+
+        out["nvme_identify"] = Source("nvme_identify", no_problems(identify), needs=("nvme_namespaces",))
+    health = settings.get("nvme_health")
+    if health is not None:
+        nvme_cli, smart_timeout = str(health["nvme_cli"]), float(health["smart_timeout"])
+
+        def smart(controllers: List[NvmeController]) -> Dict[str, HealthResult]:
+            return {c.name: read_health(roots, c.name, nvme_cli, smart_timeout) for c in controllers}
+
+        out["nvme_smart"] = Source("nvme_smart", no_problems(smart), needs=("nvme_controllers",))
+    return out
+
+
+def snapshotter_for(roots: Roots, names: Iterable[str], extra: Iterable[Source] = (),
+                    blocked_after: float = BLOCKED_AFTER) -> Snapshotter:
+    """The one way to a Snapshotter, for the scrape, `storpath check`, `tree`, `probe` and the
+    tests alike: the sysfs sources, with `extra` (the collectors' background results, or
+    `read_now_sources`) in place of those of the same name, limited to `names` and what
+    they need."""
+    table = sysfs_sources(roots)
+    table.update({source.name: source for source in extra})
+    return Snapshotter(needed(table, names), blocked_after=blocked_after)
+
+
+def take_once(roots: Roots, names: Optional[Iterable[str]] = None, extra: Iterable[Source] = (),
+              timeout: float = 30.0) -> Snapshot:
+    """One snapshot for a one-shot command: `names` (by default every sysfs source and `extra`)."""
+    extra = tuple(extra)
+    if names is None:
+        names = [*sysfs_sources(roots), *(s.name for s in extra)]
+    snapshotter = snapshotter_for(roots, names, extra)
+    try:
+        return snapshotter.take(timeout)
+    finally:
+        snapshotter.close()
 
 
 class _Lane:
@@ -181,9 +263,9 @@ class _Lane:
 
 
 class _Job:
-    def __init__(self, source: Source, got: Mapping[str, Any]):
+    def __init__(self, source: Source, needs: Sequence[Any]):
         self.source = source
-        self.got = got
+        self.needs = needs
         self.done = threading.Event()
         self.started = time.monotonic()
         self.value: Any = None
@@ -195,7 +277,7 @@ class _Job:
         self.thread_id = threading.get_ident()
         self.started = time.monotonic()  # queued behind nothing: the lane is free when a job is given
         try:
-            self.value = self.source.read(self.got)
+            self.value = self.source.read(*self.needs)
         except BaseException as exc:  # handed to the snapshot, which reports it
             self.error = exc
         finally:
@@ -235,74 +317,69 @@ class Snapshotter:
         self.last: Optional[Snapshot] = None
 
     def take(self, timeout: float = 10.0) -> Snapshot:
-        with self._lock:
-            return self._take(timeout)
-
-    def _take(self, timeout: float) -> Snapshot:
         end = time.monotonic() + timeout
-        got: Dict[str, Any] = {}
-        failed: Dict[str, str] = {}
-        seconds: Dict[str, float] = {}
-        problems: List[Problem] = []
-        blocked: List[str] = []
-        exceeded = False
-        for source in self.sources:
-            name = source.name
-            if name in self._kept:
-                got[name] = self._kept[name]
-                seconds[name] = 0.0  # read once, earlier
-                continue
-            job = self._behind.pop(name, None)
-            if job is not None and job.blocked_on is not None and job.done.is_set():
-                # What a read that blocked for so long returned is no reading of now: read afresh.
-                log.kv(LOG, logging.INFO, "blocked read returned", source=name, file=job.blocked_on,
-                       seconds=round(time.monotonic() - job.started, 1))
-                job = None
-            if job is None:
-                why = self._why_not_started(source, failed)
+        with self._lock:
+            got: Dict[str, Any] = {}
+            failed: Dict[str, str] = {}
+            seconds: Dict[str, float] = {}
+            problems: List[Problem] = []
+            blocked: List[str] = []
+            exceeded = False
+            for source in self.sources:
+                name = source.name
+                if name in self._kept:
+                    got[name] = self._kept[name]
+                    seconds[name] = 0.0  # read once, earlier
+                    continue
+                job = self._behind.pop(name, None)
+                if job is not None and job.blocked_on is not None and job.done.is_set():
+                    # What a read that blocked for so long returned is no reading of now: read afresh.
+                    log.kv(LOG, logging.INFO, "blocked read returned", source=name, file=job.blocked_on,
+                           seconds=round(time.monotonic() - job.started, 1))
+                    job = None
+                if job is None:
+                    why = self._why_not_started(source, failed)
+                    if why is not None:
+                        failed[name] = why
+                        continue
+                    if end - time.monotonic() <= 0:
+                        # Not a blocked read: nothing was started, and the next scrape reads it as usual.
+                        failed[name] = "not started: the scrape's deadline was spent before its turn"
+                        exceeded = True
+                        continue
+                    job = _Job(source, [got[need] for need in source.needs])
+                    if self._lane is None:
+                        self._lane = _Lane()
+                    self._lane.submit(job)
+                elif not job.done.is_set() and job.blocked_on is None:
+                    log.kv(LOG, logging.DEBUG, "waiting for a slow read left by the last scrape", source=name,
+                           seconds=round(time.monotonic() - job.started, 1))
+                why = self._wait(job, end)
+                seconds[name] = time.monotonic() - job.started
                 if why is not None:
                     failed[name] = why
+                    self._behind[name] = job
+                    if job.blocked_on is not None:
+                        blocked.append(name)
+                    else:
+                        exceeded = True
                     continue
-                if end - time.monotonic() <= 0:
-                    # Not a blocked read: nothing was started, and the next scrape reads it as usual.
-                    failed[name] = "not started: the scrape's deadline was spent before its turn"
-                    exceeded = True
+                if job.error is not None:
+                    failed[name] = _describe(job.error)
                     continue
-                job = _Job(source, {need: got[need] for need in source.needs})
-                if self._lane is None:
-                    self._lane = _Lane()
-                self._lane.submit(job)
-            elif not job.done.is_set() and job.blocked_on is None:
-                log.kv(LOG, logging.DEBUG, "waiting for a slow read left by the last scrape", source=name,
-                       seconds=round(time.monotonic() - job.started, 1))
-            why = self._wait(job, end)
-            seconds[name] = time.monotonic() - job.started
-            if why is not None:
-                failed[name] = why
-                self._behind[name] = job
-                if job.blocked_on is not None:
-                    blocked.append(name)
-                else:
-                    exceeded = True
-                continue
-            if job.error is not None:
-                failed[name] = _describe(job.error)
-                continue
-            value = job.value
-            if source.with_problems:
-                value, found = value
+                value, found = job.value
                 problems.extend(found)
-            got[name] = value
-            if source.once:
-                self._kept[name] = value
-        for name, why in failed.items():
-            self._log_once(Problem("source not read", (("source", name), ("err", why)), logging.ERROR))
-        for problem in problems:
-            self._log_once(problem)
-        snapshot = Snapshot(taken_at=time.time(), failed=failed, seconds=seconds, problems=tuple(problems),
-                            blocked=frozenset(blocked), deadline_exceeded=exceeded, **got)
-        self.last = snapshot
-        return snapshot
+                got[name] = value
+                if source.once:
+                    self._kept[name] = value
+            for name, why in failed.items():
+                self._log_once(Problem("source not read", (("source", name), ("err", why)), logging.ERROR))
+            for problem in problems:
+                self._log_once(problem)
+            snapshot = Snapshot(taken_at=time.time(), failed=failed, seconds=seconds, problems=tuple(problems),
+                                blocked=frozenset(blocked), deadline_exceeded=exceeded, **got)
+            self.last = snapshot
+            return snapshot
 
     def _wait(self, job: _Job, end: float) -> Optional[str]:
         """Wait for `job` until it is done (None), one of its reads has been outstanding past

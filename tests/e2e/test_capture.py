@@ -96,7 +96,7 @@ sys.addaudithook(hook)
 from storpath.background import Scheduler
 from storpath.collectors import load_all
 from storpath.config import validate
-from storpath.exporter import build_collectors
+from storpath.exporter import StorpathExporter, build_collectors
 from storpath.findings import Facts, run_checks
 from storpath.roots import Roots
 config = validate({{}}, {{n: s.cls.config_defaults for n, s in load_all().items()}})
@@ -104,8 +104,7 @@ roots = Roots(sysfs=root + "/sys", procfs=root + "/proc", captured=root + "/capt
 scheduler = Scheduler()
 collectors = build_collectors(roots, config, scheduler)
 scheduler.run_all_once()
-for c in collectors:
-    list(c.collect())
+StorpathExporter(collectors, roots).collect(30.0)
 run_checks(Facts(roots, config))
 for path in sorted(opened):
     print(os.path.relpath(os.path.realpath(path), root) if os.path.exists(path) else "")

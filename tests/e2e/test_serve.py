@@ -134,8 +134,8 @@ def test_a_failing_collector_does_not_break_the_others(tmp_path, machine_tree):
     plugin.mkdir()
     (plugin / "sitecustomize.py").write_text(
         "import storpath.collectors.block as b\n"
-        "def boom(self, snapshot=None):\n    raise OSError('disk on fire')\n"
-        "b.BlockCollector.collect = boom\n")
+        "def boom(self, snapshot):\n    raise OSError('disk on fire')\n"
+        "b.BlockCollector.values = boom\n")
     env = {"PYTHONPATH": f"{plugin}{os.pathsep}{os.path.join(ROOT, 'exporter')}"}
     with run_exporter([f"--path.sysfs={root}/sys"], str(tmp_path), env=env) as exporter:
         text = exporter.metrics()

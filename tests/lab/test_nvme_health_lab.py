@@ -19,7 +19,7 @@ OVER_THRESHOLD_K = 313  # 39.85 °C: below QEMU's 49.85 °C
 
 READ = """
 import json
-from storpath.readers.nvme_health import read_health, read_hwmon
+from storpath.readers.nvme_health import HwmonReader, read_health
 from storpath.roots import Roots
 r = read_health(Roots(), "{ctrl}")
 s = r.smart
@@ -28,7 +28,7 @@ print(json.dumps({{"source": r.source, "error": r.error,
                   "smart": None if s is None else [s.critical_warning, s.composite_kelvin, s.available_spare,
                                                    s.available_spare_threshold, s.percentage_used, s.media_errors],
                   "hwmon": [[h.sensor, h.celsius, h.max_celsius, h.crit_celsius, h.alarm]
-                            for h in read_hwmon(Roots(), "{ctrl}")]}}))
+                            for h in HwmonReader(Roots()).read()[1] if h.controller == "{ctrl}"]}}))
 """
 
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from storpath.analysis.alignment import OPTIMAL_IO, PHYSICAL_BLOCK, judge, off_by
 from storpath.collectors.alignment import PARTITION_MISALIGNED, alignment_rows
-from storpath.readers.alignment import Limits, parse_alignment_offset, parse_sectors, read_alignment
+from storpath.readers.alignment import AlignmentReader, Limits, parse_alignment_offset, parse_sectors
 from storpath.roots import Roots
 from tests.fixtures.builders_health import kernel_alignment_offset
 
@@ -82,7 +82,7 @@ def test_reader_on_a_partitioned_disk_and_an_md_member(tmp_path):
     (sys / "class/block").mkdir(parents=True)
     for name, target in (("sda", disk), ("sda1", part), ("md0", md)):
         (sys / "class/block" / name).symlink_to(target)
-    found = read_alignment(Roots(sysfs=str(sys)))
+    found = AlignmentReader(Roots(sysfs=str(sys))).read()
     (p,) = found.partitions
     assert (p.device, p.disk, p.start_bytes, p.alignment_offset) == ("sda1", "sda", 32256, 512)
     (m,) = found.md_members

@@ -20,6 +20,7 @@ from storpath.snapshot import Snapshotter, sysfs_sources
 from tests.conftest import log_records
 from tests.fixtures.builders_sas import ata_port
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import Scraped
 
 SSD = dict(vendor="ATA", model="Samsung SSD 870", size_bytes=1_000_204_886_016)
 
@@ -63,7 +64,7 @@ def _two_ports(tmp_path):
 
 def test_reads_a_disk_link_and_an_empty_one(tmp_path):
     _two_ports(tmp_path)
-    links = {link.name: link for link in AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()}
+    links = {link.name: link for link in AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0]}
     assert links["link1"] == AtaLink(name="link1", port="ata1", speed=6e9, hardware_limit=None, limit=None,
                                      block_devices=("sda",), device_capability=SataCapability(6e9, 6e9))
     assert links["link2"] == AtaLink(name="link2", port="ata2", speed=None, hardware_limit=None, limit=None,
@@ -77,7 +78,7 @@ def test_forced_and_lowered_limits(tmp_path):
              disk=SSD)
     # Error handling lowered the current limit; the controller sets none.
     ata_port(b, "0000:00:1f.2", 2, 1, sata_spd="1.5 Gbps", sata_spd_limit="1.5 Gbps", disk=SSD)
-    links = {link.name: link for link in AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()}
+    links = {link.name: link for link in AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0]}
     assert (links["link1"].speed, links["link1"].hardware_limit, links["link1"].limit) == (3e9, 3e9, 3e9)
     assert (links["link2"].speed, links["link2"].hardware_limit, links["link2"].limit) == (1.5e9, None, 1.5e9)
     assert not speed_limited(links["link1"])
@@ -106,7 +107,7 @@ def test_port_multiplier_links_find_their_own_disks(tmp_path):
         b.symlink(f"class/ata_link/link1.{pmp}", rel)
         b.scsi_disk(f"{port}/host0", f"0:{pmp}:0:0", **SSD)
     b.write(f"{port}/ata_port/ata1/nr_pmp_links", 2)
-    links = {link.name: link for link in AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()}
+    links = {link.name: link for link in AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0]}
     assert links["link1"].block_devices == ()
     assert links["link1.0"].block_devices == ("sda",) and links["link1.0"].speed == 3e9
     assert links["link1.1"].block_devices == ("sdb",) and links["link1.1"].speed == 1.5e9
@@ -122,7 +123,7 @@ def test_broken_values_are_left_out_and_logged_once(tmp_path):
     os.remove(os.path.join(attrs, "sata_spd_limit"))
     log.forget_once_keys()
     roots = Roots(sysfs=str(tmp_path / "sys"))
-    links, problems = AtaReader(roots).read_with_problems()
+    links, problems = AtaReader(roots).read()
     link = {x.name: x for x in links}["link1"]
     assert link.speed is None and link.limit is None and link.block_devices == ("sda",)
     assert [dict(p.fields)["attribute"] for p in problems] == ["sata_spd"]  # a missing limit is no problem
@@ -142,12 +143,12 @@ def test_broken_values_are_left_out_and_logged_once(tmp_path):
 def test_a_vanished_link_is_skipped(tmp_path):
     b = _two_ports(tmp_path)
     shutil.rmtree(os.path.join(b.sys, b.nodes["0000:00:1f.2"].path, "ata1"))
-    assert [link.name for link in AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()] == ["link2"]
+    assert [link.name for link in AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0]] == ["link2"]
 
 
 def test_no_ata_class_is_no_links(tmp_path):
     (tmp_path / "sys").mkdir()
-    assert AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read() == []
+    assert AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0] == []
 
 
 def test_collector_series(tmp_path):
@@ -157,7 +158,7 @@ def test_collector_series(tmp_path):
              disk=SSD)
     ata_port(b, "0000:00:1f.2", 3, 2)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SataCollector(Context(roots=Roots(sysfs=str(tmp_path / "sys")))))
+    registry.register(Scraped(SataCollector(Context(roots=Roots(sysfs=str(tmp_path / "sys"))))))
     value = registry.get_sample_value
     one, two, empty = {"link": "link1", "device": "sda"}, {"link": "link2", "device": "sdb"}, \
         {"link": "link3", "device": ""}
@@ -199,7 +200,7 @@ def test_the_drives_identify_data(tmp_path):
     ata_port(b, "0000:00:1f.2", 2, 1, sata_spd="6.0 Gbps", disk=SSD, device_gen=None)  # word 76 not reported
     ata_port(b, "0000:00:1f.2", 3, 2, sata_spd="6.0 Gbps", disk=SSD)
     b.write_raw("class/ata_device/dev3.0/id", "0040 0000\n")  # truncated
-    links, problems = AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read_with_problems()
+    links, problems = AtaReader(Roots(sysfs=str(tmp_path / "sys"))).read()
     by_name = {link.name: link for link in links}
     assert by_name["link1"].device_capability == SataCapability(3e9, 1.5e9)
     assert by_name["link2"].device_capability == UNREPORTED

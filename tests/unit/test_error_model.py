@@ -8,7 +8,7 @@ import os
 from storpath import log
 from storpath.background import Scheduler
 from storpath.config import validate
-from storpath.exporter import build_collectors, make_registry
+from storpath.exporter import build_collectors, StorpathExporter
 from storpath.roots import Roots
 from tests.fixtures import machines
 
@@ -16,7 +16,7 @@ SYSFS_COLLECTORS = {"alignment", "block", "inventory", "md", "numa", "nvme", "nv
 
 
 def _scrape(roots):
-    exporter = make_registry(build_collectors(roots, validate({}, {}), Scheduler()))
+    exporter = StorpathExporter(build_collectors(roots, validate({}, {}), Scheduler()))
     try:
         families = {f.name: f for f in exporter.collect()}
     finally:

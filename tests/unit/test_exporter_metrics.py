@@ -26,7 +26,7 @@ def _scrape(root: str, *extra: str):
     try:
         flight = built.scraper.scrape(10.0)
         assert flight.error is None
-        return {(om, gz): flight.body(om, gz) for om in (False, True) for gz in (False, True)}
+        return {(om, gz): b"".join(flight.chunks(om, gz)) for om in (False, True) for gz in (False, True)}
     finally:
         built.close(wait=0)
 
@@ -61,7 +61,7 @@ def test_text_is_prometheus_clients_for_the_families_that_hold_still():
     registry = exporter_metrics()
     families = [f for f in registry.collect() if f.name in still]
     assert [f.name for f in families] == list(still)
-    assert exposition.generate(families) == generate_latest(_Fixed(families))
+    assert b"".join(exposition.pieces(families)) == generate_latest(_Fixed(families))
 
 
 class _Fixed:

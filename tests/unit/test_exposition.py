@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from storpath import exposition
 from storpath.background import Scheduler
 from storpath.config import validate
-from storpath.exporter import build_collectors, make_registry
+from storpath.exporter import build_collectors, StorpathExporter
 from storpath.families import Family, Series
 from storpath.roots import Roots
 from tests.fixtures import machines
@@ -43,16 +43,16 @@ def _families():
 def test_same_text_as_prometheus_client():
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Static(_families()))
-    assert exposition.generate(_families()).decode() == generate_latest(registry).decode()
+    assert b"".join(exposition.pieces(_families())).decode() == generate_latest(registry).decode()
 
 
 def test_same_text_on_a_fixture_machine(tmp_path):
     machines.load("am4-x570-firecuda").build(str(tmp_path), "gen3-trained")
     config = validate({}, {})
-    registry = make_registry(build_collectors(Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"),
+    registry = StorpathExporter(build_collectors(Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"),
                                                     captured=str(tmp_path / "captured")), config, Scheduler()))
     families = list(registry.collect())
-    ours = exposition.generate(families).decode()
+    ours = b"".join(exposition.pieces(families)).decode()
     theirs = generate_latest(_StaticRegistry(families)).decode()
     assert ours == theirs
     assert "storpath_pcie_aer_errors_total{" in ours

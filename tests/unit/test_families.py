@@ -7,7 +7,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 
 from storpath import metricsdoc
-from storpath.exposition import generate
+from storpath.exposition import pieces
 from storpath.exposition import FamilyTexts
 from storpath.families import COUNTER, GAUGE, Family, Rows
 
@@ -61,7 +61,7 @@ def test_the_text_is_what_prometheus_client_writes():
     registry = CollectorRegistry(auto_describe=False)
     registry.register(type("C", (), {"collect": lambda self: [info, errors]})())
     assert ours == generate_latest(registry).decode()
-    assert generate([info, errors]).decode() == ours
+    assert b"".join(pieces([info, errors])).decode() == ours
 
 
 _NAME = re.compile(r"^storpath_[a-z0-9_]+$")

@@ -15,7 +15,7 @@ from storpath.collectors.base import Context
 from storpath.collectors.host import HostCollector
 from storpath.collectors.inventory import InventoryCollector
 from storpath.collectors.nvme import NvmeCollector
-from storpath.exporter import make_registry
+from storpath.exporter import StorpathExporter
 from storpath.parse import parse_identity
 from storpath.roots import Roots
 from tests.fixtures import machines
@@ -56,7 +56,7 @@ def test_padded_identity_files_become_clean_labels(tmp_path):
     assert files and dmi and scsi
     roots = Roots(sysfs=sys, procfs=os.path.join(root, "proc"), dev="")
     context = Context(roots=roots, scheduler=Scheduler())
-    text = generate_latest(make_registry([NvmeCollector(context), HostCollector(context),
+    text = generate_latest(StorpathExporter([NvmeCollector(context), HostCollector(context),
                                           InventoryCollector(context)])).decode()
     assert 'model="SAMSUNG MZ1L2960HCJR-00A07"' in text
     assert 'serial="S64CNE0R812345"' in text

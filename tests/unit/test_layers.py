@@ -119,6 +119,10 @@ def _imports(path, known, own):
     importlib's included (a target ending in * for one module below a package)."""
     tree = ast.parse(open(path, encoding="utf-8").read())
     parents = _parents(tree)
+    # Imports under `if TYPE_CHECKING:` name types for annotations only and never run.
+    typing_only = {id(inner) for node in tree.body if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for inner in ast.walk(node)}
     bound = {}  # a name the file binds by import -> the module it is
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -129,6 +133,8 @@ def _imports(path, known, own):
                 bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     for node in ast.walk(tree):
         names = []
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
                      for a in node.names]

@@ -3,9 +3,9 @@ what a verdict rests on when one end is unknown."""
 
 from __future__ import annotations
 
-from storpath.analysis.links import (BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNOWN, NONE, PORT_LIMIT_UNKNOWN,
-                                     PORT_LIMIT_UNSET, LinkExpectation, at_lowered_minimum, expander_capabilities,
-                                     sas_expectation, sata_expectation)
+from storpath.analysis.expectation import (BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNOWN, NONE, PORT_LIMIT_UNKNOWN,
+                                           PORT_LIMIT_UNSET, LinkExpectation)
+from storpath.analysis.links import at_lowered_minimum, expander_capabilities, sas_expectation, sata_expectation
 from storpath.readers.ata import AtaLink
 from storpath.readers.ata_identify import UNREPORTED, SataCapability
 from storpath.readers.sas import SasPhy, SasRemote
@@ -32,8 +32,8 @@ def link(speed=6 * G, hw=6 * G, drive=6 * G):
 
 def test_sata_drive_on_a_12_gbit_phy_expects_6():
     expectation = sas_expectation(phy(remote=remote(sata=SataCapability(6 * G, 6 * G))), {})
-    assert expectation == LinkExpectation(6 * G, 6 * G, BOTH_ENDS)
-    assert expectation.verifiable and expectation.limited_by(12 * G) == "device"
+    assert expectation == LinkExpectation(6 * G, 12 * G, 6 * G, BOTH_ENDS)
+    assert expectation.verifiable and expectation.limited_by() == "device"
 
 
 def test_wide_port_to_a_sas2_expander_expects_the_expanders_rate():
@@ -41,21 +41,21 @@ def test_wide_port_to_a_sas2_expander_expects_the_expanders_rate():
     expanders = expander_capabilities(exp_phys + [phy()])
     assert expanders == {"expander-0:0": 6 * G}
     expectation = sas_expectation(phy(remote=remote("expander-0:0", "smp")), expanders)
-    assert expectation == LinkExpectation(6 * G, 6 * G, BOTH_ENDS)
+    assert expectation == LinkExpectation(6 * G, 12 * G, 6 * G, BOTH_ENDS)
     # an expander whose PHYs are not in sysfs: unknown
     assert sas_expectation(phy(remote=remote("expander-0:1", "smp")), {}).basis == NONE
 
 
 def test_sas_drive_is_unverifiable():
     expectation = sas_expectation(phy(remote=remote(protocols="ssp")), {})
-    assert expectation == LinkExpectation(None, None, NONE, FAR_END_UNKNOWN)
-    assert not expectation.verifiable and expectation.limited_by(12 * G) == ""
+    assert expectation == LinkExpectation(None, 12 * G, None, NONE, FAR_END_UNKNOWN)
+    assert not expectation.verifiable and expectation.limited_by() == ""
 
 
 def test_nothing_attached_is_no_expectation_and_no_port_limit_is_unknown():
     assert sas_expectation(phy(), {}) is None
     no_hw = phy(remote=remote(sata=SataCapability(6 * G, None)), hw_max=None)
-    assert sas_expectation(no_hw, {}) == LinkExpectation(None, 6 * G, NONE, PORT_LIMIT_UNKNOWN)
+    assert sas_expectation(no_hw, {}) == LinkExpectation(None, None, 6 * G, NONE, PORT_LIMIT_UNKNOWN)
 
 
 def test_lowered_minimum_needs_no_far_end():
@@ -65,10 +65,10 @@ def test_lowered_minimum_needs_no_far_end():
 
 
 def test_sata_links():
-    assert sata_expectation(link()) == LinkExpectation(6 * G, 6 * G, BOTH_ENDS)
+    assert sata_expectation(link()) == LinkExpectation(6 * G, 6 * G, 6 * G, BOTH_ENDS)
     held = sata_expectation(link(speed=1.5 * G, hw=3 * G, drive=6 * G))
-    assert held.expected == 3 * G and held.limited_by(3 * G) == "port"
+    assert held.expected == 3 * G and held.limited_by() == "port"
     unset = sata_expectation(link(hw=None))
-    assert unset == LinkExpectation(6 * G, 6 * G, DEVICE_ONLY, PORT_LIMIT_UNSET) and not unset.verifiable
-    assert unset.limited_by(None) == "device"
-    assert sata_expectation(link(drive=None)) == LinkExpectation(None, None, NONE, FAR_END_UNKNOWN)
+    assert unset == LinkExpectation(6 * G, None, 6 * G, DEVICE_ONLY, PORT_LIMIT_UNSET) and not unset.verifiable
+    assert unset.limited_by() == "device"
+    assert sata_expectation(link(drive=None)) == LinkExpectation(None, 6 * G, None, NONE, FAR_END_UNKNOWN)

@@ -11,7 +11,7 @@ import pytest
 from storpath import log
 from storpath.background import Scheduler
 from storpath.config import validate
-from storpath.exporter import build_collectors, make_registry
+from storpath.exporter import build_collectors, StorpathExporter
 from storpath.roots import Roots
 from tests.conftest import log_records
 from tests.fixtures import machines
@@ -33,7 +33,7 @@ def test_a_value_that_changes_every_scrape_is_logged_once(tmp_path):
     builder = machines.load("am4-x570-firecuda").build(str(tmp_path), "healthy")
     roots = Roots(sysfs=os.path.join(str(tmp_path), "sys"), procfs=os.path.join(str(tmp_path), "proc"),
                   captured=os.path.join(str(tmp_path), "captured"))
-    exporter = make_registry(build_collectors(roots, validate({"collectors": {name: {"enabled": False} for name in (
+    exporter = StorpathExporter(build_collectors(roots, validate({"collectors": {name: {"enabled": False} for name in (
         "alignment", "block", "inventory", "md", "numa", "nvme", "nvme_health", "sas", "sata", "zfs", "probes")}},
         collector_defaults()), Scheduler()))
     keys = []

@@ -15,9 +15,9 @@ from prometheus_client import generate_latest
 from storpath.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.md import MdCollector
-from storpath.exporter import make_registry
+from storpath.exporter import StorpathExporter
 from storpath.readers.md import (parse_first_int, parse_mdstat, parse_member_state, parse_slot, parse_sync_completed,
-                                 read_md_arrays, read_md_arrays_with_problems)
+                                 read_md_arrays)
 from storpath.roots import Roots
 from tests.conftest import require_root, require_tool
 from tests.fixtures import machines
@@ -157,7 +157,7 @@ def test_member_state_and_slot():
 
 def test_reader_on_real_kernel_tree(capture, tmp_path):
     roots = materialise(capture[2], str(tmp_path))
-    arrays = {a.name: a for a in read_md_arrays(roots)}
+    arrays = {a.name: a for a in read_md_arrays(roots)[0]}
     md0, md1, md2, md3 = (arrays[n] for n in ("md0", "md1", "md2", "md3"))
     assert (md0.level, md0.chunk_size_bytes, md0.degraded, md0.sync_action, md0.raid_disks) == (
         "raid0", 524288, None, None, 2)
@@ -173,7 +173,7 @@ def test_reader_on_real_kernel_tree(capture, tmp_path):
 
 def test_reader_faulty_member_still_attached(capture, tmp_path):
     roots = materialise(capture[1], str(tmp_path))
-    md1 = {a.name: a for a in read_md_arrays(roots)}["md1"]
+    md1 = {a.name: a for a in read_md_arrays(roots)[0]}["md1"]
     assert [(m.name, m.slot, m.state) for m in md1.members] == [("vdc", 0, ("in_sync",)), ("vdd", None, ("faulty",))]
 
 
@@ -183,9 +183,9 @@ def test_idle_array_has_no_sync_ratio_whatever_sync_completed_says(capture, tmp_
     roots = materialise(capture[2], str(tmp_path))
     with open(os.path.join(roots.sysfs, "block", "md1", "md", "sync_completed"), "w") as handle:
         handle.write("0 / 130816\n")
-    md1 = {a.name: a for a in read_md_arrays(roots)}["md1"]
+    md1 = {a.name: a for a in read_md_arrays(roots)[0]}["md1"]
     assert (md1.sync_action, md1.sync_completed, md1.sync_waiting, md1.errors) == ("idle", None, None, [])
-    text = generate_latest(make_registry([MdCollector(Context(roots=roots, scheduler=Scheduler()))])).decode()
+    text = generate_latest(StorpathExporter([MdCollector(Context(roots=roots, scheduler=Scheduler()))])).decode()
     assert 'storpath_md_sync_completed_ratio{device="md1"}' not in text
     assert value(text, 'storpath_md_sync_completed_ratio{device="md2"}') == pytest.approx(8192 / 129024)
 
@@ -199,7 +199,7 @@ def test_reader_survives_broken_values_and_missing_sysfs(capture, tmp_path):
         with open(os.path.join(md, name), "w") as handle:
             handle.write(text)
     shutil.rmtree(os.path.join(roots.sysfs, "block", "md3"))  # md3 only in mdstat now
-    found, problems = read_md_arrays_with_problems(roots)
+    found, problems = read_md_arrays(roots)
     arrays = {a.name: a for a in found}
     md2 = arrays["md2"]
     # What could not be read is reported beside the arrays (the snapshot step logs it).
@@ -219,7 +219,7 @@ def test_reader_survives_broken_values_and_missing_sysfs(capture, tmp_path):
 def test_no_md_at_all(tmp_path):
     (tmp_path / "sys" / "block").mkdir(parents=True)
     (tmp_path / "proc").mkdir()
-    assert read_md_arrays(Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"))) == []
+    assert read_md_arrays(Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc")))[0] == []
 
 
 # ---- the fixture builder matches the real kernel ----------------------------------------
@@ -273,7 +273,7 @@ def exposition(machine, variant):
     machines.load(machine).build(root, variant)
     roots = Roots(sysfs=f"{root}/sys", procfs=f"{root}/proc")
     collector = MdCollector(Context(roots=roots, scheduler=Scheduler()))
-    return generate_latest(make_registry([collector])).decode()
+    return generate_latest(StorpathExporter([collector])).decode()
 
 
 def value(text, series):
@@ -393,7 +393,7 @@ def test_live_md_array_on_loop_devices(tmp_path):
         subprocess.run(["mdadm", "--create", f"/dev/{name}", "--run", "--level=1", "--raid-devices=2",
                         "--metadata=1.2", "--assume-clean", *loops], check=True, capture_output=True, timeout=60)
         subprocess.run(["mdadm", f"/dev/{name}", "--fail", loops[1]], check=True, capture_output=True, timeout=60)
-        array = {a.name: a for a in read_md_arrays(Roots())}[name]
+        array = {a.name: a for a in read_md_arrays(Roots())[0]}[name]
         assert (array.level, array.raid_disks, array.degraded, array.sync_action) == ("raid1", 2, 1, "idle")
         states = {m.name: m.state for m in array.members}
         assert states[os.path.basename(loops[1])] == ("faulty",)
@@ -424,7 +424,7 @@ def _tree(root, mdstat, arrays):
 
 
 def _read(roots):
-    arrays, problems = read_md_arrays_with_problems(roots)
+    arrays, problems = read_md_arrays(roots)
     return {a.name: a for a in arrays}, problems
 
 

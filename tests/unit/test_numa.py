@@ -13,13 +13,13 @@ from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Context
 from storpath.collectors.numa import NumaCollector
 from storpath.readers.block import BlockDevice
-from storpath.readers.numa import (NumaNode, PciNuma, parse_cpulist, parse_numa_node, read_cpu_packages, read_nodes,
-                                   read_pci_numa)
+from storpath.readers.numa import (NumaNode, PciNuma, parse_cpulist, parse_numa_node, read_cpu_packages, read_nodes)
 from storpath.roots import Roots
-from storpath.snapshot import Snapshotter, needed, sysfs_sources
+from storpath.snapshot import Snapshotter, needed, sysfs_sources, take_once
 from tests.conftest import log_records
 from tests.fixtures import machines
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import Scraped
 
 
 @pytest.mark.parametrize("text,cpus", [
@@ -99,7 +99,7 @@ def test_reads_nodes_and_sockets_of_the_epyc_in_both_nps_settings(epyc):
 
 def _collect(sysfs):
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(NumaCollector(Context(roots=Roots(sysfs=sysfs))))
+    registry.register(Scraped(NumaCollector(Context(roots=Roots(sysfs=sysfs)))))
     return registry
 
 
@@ -167,7 +167,7 @@ def test_kernel_without_numa(tmp_path):
     registry = _collect(sys_root)
     samples = [s for m in registry.collect() for s in m.samples]
     assert samples == []
-    assert read_pci_numa(Roots(sysfs=sys_root))[0].numa_node is None
+    assert take_once(Roots(sysfs=sys_root), ["numa"]).numa.pci[0].numa_node is None
 
 
 def test_a_numa_node_beyond_the_nodes_present_is_left_out_with_one_warning(tmp_path):
@@ -184,7 +184,7 @@ def test_a_numa_node_beyond_the_nodes_present_is_left_out_with_one_warning(tmp_p
     assert value("storpath_block_device_numa_node", {"device": "nvme1n1"}) is None
     # The other drives on node 1 keep theirs.
     assert value("storpath_block_device_numa_node", {"device": "nvme2n1"}) == 1
-    by_address = {d.address: d.numa_node for d in read_pci_numa(Roots(sysfs=sys_root))}
+    by_address = {d.address: d.numa_node for d in take_once(Roots(sysfs=sys_root), ["numa"]).numa.pci}
     assert by_address["0000:c3:00.0"] is None and by_address["0000:c4:00.0"] == 1
     warnings = [r for r in records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]

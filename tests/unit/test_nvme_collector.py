@@ -16,6 +16,7 @@ from storpath.exporter import StorpathExporter
 from storpath.roots import Roots
 from tests.fixtures.builders_nvme import Fmt, identify_namespace, reformat, write_captured
 from tests.fixtures.sysfs_builder import MachineBuilder, Namespace
+from tests.snapshots import collect
 
 FIRECUDA = [Fmt(512, 0, 1), Fmt(4096, 0, 0)]
 SIZE = 2_000_398_934_016
@@ -42,7 +43,7 @@ def _collector(b, captured=True, **config):
 
 def _samples(collector):
     out = {}
-    for family in collector.collect():
+    for family in collect(collector):
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
@@ -214,7 +215,7 @@ def test_no_nvme_at_all(tmp_path):
     b = MachineBuilder(str(tmp_path))
     c = _collector(b, captured=False)
     c.ctx.scheduler.run_all_once()
-    assert all(not family.samples for family in c.collect())
+    assert all(not family.samples for family in collect(c))
 
 
 def test_task_is_registered_with_the_configured_interval(tmp_path):

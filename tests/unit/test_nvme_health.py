@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storpath.collectors.nvme_health import CRITICAL_WARNING, THERMAL_TIME, smart_rows
-from storpath.readers.nvme_health import (HealthResult, SmartLogError, TemperatureThresholds, celsius,
+from storpath.readers.nvme_health import (HealthResult, HwmonReader, SmartLogError, TemperatureThresholds, celsius,
                                           parse_id_ctrl_json, parse_id_ctrl_thresholds, parse_millidegrees,
-                                          parse_smart_log, parse_smart_log_json, read_health, read_hwmon,
+                                          parse_smart_log, parse_smart_log_json, read_health,
                                           sensor_name)
 from storpath.families import Rows
 from storpath.roots import Roots
@@ -151,13 +151,13 @@ def _hwmon_tree(tmp_path, under_pci: bool):
 
 @pytest.mark.parametrize("under_pci", [False, True], ids=["below-controller-5.13", "below-pci-function-5.5"])
 def test_hwmon_in_both_kernel_layouts(tmp_path, under_pci):
-    sensors = read_hwmon(_hwmon_tree(tmp_path, under_pci), "nvme0")
+    sensors = HwmonReader(_hwmon_tree(tmp_path, under_pci)).read()[1]
     assert [(s.sensor, s.celsius, s.max_celsius, s.min_celsius, s.crit_celsius, s.alarm) for s in sensors] == [
         ("composite", 83.85, 81.85, None, 86.85, 1), ("sensor_1", 92.85, None, None, None, None)]
 
 
 def test_no_hwmon_no_sensors(tmp_path):
-    assert read_hwmon(Roots(sysfs=str(tmp_path)), "nvme0") == []
+    assert HwmonReader(Roots(sysfs=str(tmp_path))).read()[1] == []
 
 
 # ---- reading through captured data and the rows --------------------------------------

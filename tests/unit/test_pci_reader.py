@@ -5,8 +5,8 @@ import shutil
 
 from storpath.readers.pci import PciReader, parse_aer_total, parse_port_type
 from storpath.roots import Roots
-from tests.pcitree import read_pci_tree
 from tests.fixtures.sysfs_builder import MachineBuilder, config_space
+from tests.snapshots import pci_tree
 
 
 def _tree(tmp_path, **options):
@@ -42,7 +42,7 @@ def test_aer_total_line():
 
 def test_reads_devices_and_types(tmp_path):
     _tree(tmp_path)
-    devices = {d.address: d for d in read_pci_tree(Roots(sysfs=str(tmp_path / "sys")))}
+    devices = {d.address: d for d in pci_tree(Roots(sysfs=str(tmp_path / "sys")))}
     assert devices["0000:00:01.1"].port_type == "root_port"
     assert devices["0000:01:00.0"].port_type == "endpoint"
     assert devices["0000:01:00.0"].static.parent == "0000:00:01.1"
@@ -59,7 +59,7 @@ def test_topology_fallback_without_config_space(tmp_path):
     b.switch("0000:00:01.0", "0000:01:00.0", ["0000:02:00.0"], speed=8.0, up_width=8, down_width=4)
     b.nvme("0000:02:00.0", "0000:03:00.0", model="M", serial="S", firmware="F", vendor=1, device=2,
            speed=8.0, width=4)
-    types = {d.address: d.port_type for d in read_pci_tree(Roots(sysfs=str(tmp_path / "sys")))}
+    types = {d.address: d.port_type for d in pci_tree(Roots(sysfs=str(tmp_path / "sys")))}
     assert types == {"0000:00:01.0": "root_port", "0000:01:00.0": "upstream_port", "0000:02:00.0": "downstream_port",
                      "0000:03:00.0": "endpoint"}
 
@@ -70,7 +70,7 @@ def test_unknown_and_broken_values_are_left_out_and_returned_as_problems(tmp_pat
     b.set_attr("0000:01:00.0", "current_link_width", "255")
     b.set_attr("0000:01:00.0", "aer_dev_fatal", "not a counter file")
     reader = PciReader(Roots(sysfs=str(tmp_path / "sys")))
-    devices, problems = reader.read_with_problems()
+    devices, problems = reader.read()
     first = {d.address: d for d in devices}["0000:01:00.0"]
     assert first.current_link_speed is None and first.current_link_width is None
     assert "fatal" not in first.aer_totals
@@ -78,7 +78,7 @@ def test_unknown_and_broken_values_are_left_out_and_returned_as_problems(tmp_pat
     attributes = sorted(dict(p.fields)["attribute"] for p in problems)
     assert attributes == ["current_link_speed", "current_link_width"], problems
     # Every read says so again: the snapshot step logs each problem once (test_snapshot).
-    assert reader.read_with_problems()[1] == problems
+    assert reader.read()[1] == problems
 
 
 def test_missing_files_and_vanished_devices(tmp_path):
@@ -86,20 +86,20 @@ def test_missing_files_and_vanished_devices(tmp_path):
     root = Roots(sysfs=str(tmp_path / "sys"))
     os.remove(os.path.join(b.sys, b.nodes["0000:01:00.0"].path, "max_link_width"))
     reader = PciReader(root)
-    device = {d.address: d for d in reader.read()}["0000:01:00.0"]
+    device = {d.address: d for d in reader.read()[0]}["0000:01:00.0"]
     assert device.static.max_link_width is None and device.static.max_link_speed == 16e9
     # The device disappears (hot removal): its symlink dangles, it is skipped.
     shutil.rmtree(os.path.join(b.sys, b.nodes["0000:01:00.0"].path))
-    assert [d.address for d in reader.read()] == ["0000:00:01.1"]
+    assert [d.address for d in reader.read()[0]] == ["0000:00:01.1"]
 
 
 def test_dynamic_values_seen_on_next_read_and_replacement_refreshes_cache(tmp_path):
     b = _tree(tmp_path)
     reader = PciReader(Roots(sysfs=str(tmp_path / "sys")))
-    assert {d.address: d for d in reader.read()}["0000:01:00.0"].current_link_width == 4
+    assert {d.address: d for d in reader.read()[0]}["0000:01:00.0"].current_link_width == 4
     b.set_link("0000:01:00.0", cur_width=2)
     b.set_aer("0000:01:00.0", "correctable", 7)
-    device = {d.address: d for d in reader.read()}["0000:01:00.0"]
+    device = {d.address: d for d in reader.read()[0]}["0000:01:00.0"]
     assert device.current_link_width == 2 and device.aer_totals["correctable"] == 7
     # A different drive appears at the same address: the kernel removes the device with
     # its bus symlink and adds the new one with a new symlink (a new sysfs node).
@@ -113,7 +113,7 @@ def test_dynamic_values_seen_on_next_read_and_replacement_refreshes_cache(tmp_pa
     os.replace(link + ".new", link)
     b.set_attr("0000:01:00.0", "max_link_speed", "8.0 GT/s PCIe")
     b.set_attr("0000:01:00.0", "device", "0xa808")
-    device = {d.address: d for d in reader.read()}["0000:01:00.0"]
+    device = {d.address: d for d in reader.read()[0]}["0000:01:00.0"]
     assert device.static.max_link_speed == 8e9 and device.static.device_id == "0xa808"
 
 
@@ -129,7 +129,7 @@ def test_a_long_lived_reader_follows_changes_and_removal_and_holds_no_file(tmp_p
 
     def facts(reader):
         return [(d.address, d.driver, d.current_link_speed, d.current_link_width, d.aer_totals)
-                for d in reader.read()]
+                for d in reader.read()[0]]
 
     assert facts(kept) == facts(PciReader(roots))
     b.set_link("0000:01:00.0", cur_width=1)

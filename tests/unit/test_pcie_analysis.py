@@ -4,12 +4,12 @@ import pytest
 
 from storpath.analysis.pcie import analyse
 from storpath.roots import Roots
-from tests.pcitree import read_pci_tree
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import pci_tree
 
 
 def _analyse(b):
-    return analyse(read_pci_tree(Roots(sysfs=b.sys)))
+    return analyse(pci_tree(Roots(sysfs=b.sys)))
 
 
 def _drive(b, port, address, speed, width, cur_speed=None, cur_width=None):
@@ -29,7 +29,7 @@ def test_healthy_gen4_link_is_expected_at_gen4_on_both_ends(b):
     _drive(b, "0000:00:01.0", "0000:01:00.0", 16.0, 4)
     links = _analyse(b)
     for end in ("0000:00:01.0", "0000:01:00.0"):
-        assert links[end].expected_speed == 16e9 and links[end].expected_width == 4
+        assert links[end].speed.expected == 16e9 and links[end].expected_width == 4
         assert not links[end].speed_below_expected and not links[end].width_below_expected
     assert links["0000:01:00.0"].partner == "0000:00:01.0"
     assert links["0000:00:01.0"].partner == "0000:01:00.0"
@@ -41,7 +41,7 @@ def test_gen4_drive_in_gen3_slot_is_placement_not_a_link_fault(b):
     b.root_port(b.host, "0000:00:01.0", speed=8.0, width=4)
     _drive(b, "0000:00:01.0", "0000:01:00.0", 16.0, 4)
     drive = _analyse(b)["0000:01:00.0"]
-    assert drive.expected_speed == 8e9
+    assert drive.speed.expected == 8e9
     assert not drive.speed_below_expected
     assert drive.placement_speed_limited
 
@@ -51,7 +51,7 @@ def test_gen4_port_above_gen3_drive_is_fine(b):
     _drive(b, "0000:00:01.0", "0000:01:00.0", 8.0, 4)
     links = _analyse(b)
     port, drive = links["0000:00:01.0"], links["0000:01:00.0"]
-    assert port.expected_speed == 8e9 and port.expected_width == 4
+    assert port.speed.expected == 8e9 and port.expected_width == 4
     assert not port.speed_below_expected and not port.width_below_expected
     assert not port.placement_speed_limited and not port.placement_width_limited
     assert not drive.placement_speed_limited and not drive.placement_width_limited
@@ -68,7 +68,7 @@ def test_link_trained_low_is_a_fault_on_both_ends(b):
 def test_empty_slot_has_no_expectation(b):
     b.root_port(b.host, "0000:00:01.0", speed=16.0, width=16)
     port = _analyse(b)["0000:00:01.0"]
-    assert port.partner is None and port.expected_speed is None
+    assert port.partner is None and port.speed.expected is None
     assert not port.link_down and not port.width_below_expected
 
 
@@ -127,7 +127,7 @@ def test_unreadable_speed_on_one_end_expects_the_other_ends_capability(b, unread
     _unreadable(b, unreadable_end, "max_link_speed")
     links = _analyse(b)
     for end in ("0000:00:01.0", "0000:01:00.0"):
-        assert links[end].expected_speed == 16e9, end
+        assert links[end].speed.expected == 16e9, end
     drive = links["0000:01:00.0"]
     assert drive.speed_below_expected  # 8 GT/s below the 16 GT/s one end is known to do
     assert drive.expected_bandwidth == pytest.approx(7.877e9, rel=1e-3)
@@ -149,5 +149,5 @@ def test_unreadable_capability_on_both_ends_expects_nothing(b):
     for end in ("0000:00:01.0", "0000:01:00.0"):
         _unreadable(b, end, "max_link_speed")
     drive = _analyse(b)["0000:01:00.0"]
-    assert drive.expected_speed is None and drive.expected_bandwidth is None
+    assert drive.speed.expected is None and drive.expected_bandwidth is None
     assert not drive.speed_below_expected and not drive.placement_speed_limited

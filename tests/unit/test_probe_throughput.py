@@ -8,10 +8,9 @@ import pytest
 from storpath.analysis import pcie
 from storpath.analysis.throughput import MdShape, expected_read_bandwidth, shared_tree_bandwidth
 from storpath.probes import devices
-from storpath.readers.block import read_block_devices
 from storpath.roots import Roots
+from storpath.snapshot import take_once
 from storpath.units import pcie_link_bytes_per_second
-from tests.pcitree import read_pci_tree
 from tests.fixtures import machines
 from tests.fixtures.builders_probes import add_md, add_partition
 
@@ -53,15 +52,16 @@ def test_two_namespaces_of_one_drive_share_its_link():
 # ---- fixture machines ------------------------------------------------------------------
 
 def _facts(root: str):
-    roots = Roots(sysfs=f"{root}/sys", procfs=f"{root}/proc")
-    pci_devices = read_pci_tree(roots)
-    block = {d.name: d for d in read_block_devices(roots)}
-    return roots, block, {d.address: d for d in pci_devices}, pcie.analyse(pci_devices)
+    """The parts of a snapshot a probe's expectation comes from, taken as the scrape takes them."""
+    snapshot = take_once(Roots(sysfs=f"{root}/sys", procfs=f"{root}/proc"), ["pci", "pcie_expected", "blocks", "md"])
+    block = {d.name: d for d in snapshot.blocks}
+    links = pcie.analyse(snapshot.pci, expected=snapshot.pcie_expected)
+    return snapshot, block, {d.address: d for d in snapshot.pci}, links
 
 
 def _expect(root: str, device: str):
-    roots, block, pci, links = _facts(root)
-    return expected_read_bandwidth(device, block, pci, links, devices.read_md_arrays(roots))
+    snapshot, block, pci, links = _facts(root)
+    return expected_read_bandwidth(device, block, pci, links, devices.md_shapes(snapshot.md))
 
 
 def _nvme_disks(root: str):
@@ -191,3 +191,47 @@ def test_member_without_pci_path_gives_no_expectation():
     shape = {"md0": MdShape("md0", "raid0", ("loop0", "loop1"))}
     result = expected_read_bandwidth("md0", {}, {}, {}, shape)
     assert result.bytes_per_second is None and "loop0" in result.reason
+
+
+def test_a_probes_expectation_on_a_guest_is_the_scrapes(tmp_path, monkeypatch):
+    """A KVM guest whose emulated root port carries a real Intel root port's ids (ioh3420)
+    and claims Gen3 x4 above a passed-through Gen4 x4 drive trained at Gen3 x4: the scrape
+    judges the link by the drive alone (device_only, emulated_port: 16 GT/s x4 expected);
+    the probe's expected throughput must come from that verdict, not from an analysis of
+    its own that takes the guest for bare metal (8 GT/s x4)."""
+    from storpath.background import Scheduler
+    from storpath.collectors.base import Context
+    from storpath.collectors.pcie import PcieCollector
+    from storpath.collectors.probes import ProbesCollector
+    from storpath.exporter import StorpathExporter
+    from tests.fixtures.sysfs_builder import MachineBuilder, Namespace
+
+    b = MachineBuilder(str(tmp_path / "guest"))
+    b.identity(sys_vendor="QEMU", product_name="Standard PC (Q35 + ICH9, 2009)", hypervisor=True)
+    b.cpus(sockets=1, cores_per_socket=2, threads_per_core=1, numa_nodes=1)
+    host = b.host_bridge("0000:00")
+    b.root_port(host, "0000:00:02.0", speed=8.0, width=4, vendor=0x8086, device=0x3420)
+    b.nvme("0000:00:02.0", "0000:01:00.0", model="Samsung SSD 980 PRO 2TB", serial="S1", firmware="1",
+           vendor=0x144d, device=0xa80a, speed=16.0, width=4, cur_speed=8.0, cur_width=4,
+           namespaces=[Namespace(size_bytes=1 << 40, lba_bytes=512)])
+    b.set_link("0000:00:02.0", 8.0, 4)
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path))
+    full = {"probes": {"state_file": str(tmp_path / "probes.json"), "jitter": 0,
+                       "targets": [{"device": "/dev/nvme0n1", "profiles": ["seqread"]}]}}
+    roots = Roots(sysfs=b.sys, procfs=b.proc)
+    scheduler = Scheduler()
+    collectors = [PcieCollector(Context(roots=roots, scheduler=scheduler)),
+                  ProbesCollector(Context(roots=roots, scheduler=scheduler, full_config=full))]
+    exporter = StorpathExporter(collectors, roots)
+    try:
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in exporter.collect(30.0) for s in family.samples}
+    finally:
+        exporter.close()
+        collectors[1].close()
+    drive = (("address", "0000:01:00.0"),)
+    assert samples[("storpath_pcie_expected_link_speed_transfers_per_second", drive)] == 16e9
+    verdict = samples[("storpath_pcie_expected_link_bandwidth_bytes_per_second", drive)]
+    assert verdict == pcie_link_bytes_per_second(16e9, 4)
+    probe = samples[("storpath_probe_expected_read_bytes_per_second", (("profile", "seqread"), ("target", "/dev/nvme0n1")))]
+    assert probe == verdict

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from storpath.analysis import raid as analysis
-from storpath.analysis.links import BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNOWN, NONE, PORT_LIMIT_UNKNOWN
+from storpath.analysis.expectation import BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNOWN, NONE, PORT_LIMIT_UNKNOWN
 from storpath.readers import raid_arcconf, raid_megacli, raid_smartctl, raid_ssacli, raid_storcli
 from storpath.readers.raid import RaidReader, parse_storcli
 from storpath.readers.raid_records import (RaidController, RaidDrive, RaidOutputError, parse_link_rate, parse_strip,
@@ -261,7 +261,7 @@ def test_expected_rate_is_the_lower_of_both_ends(port, negotiated, capability, b
     expectation = analysis.drive_expectation(drive, ctrl)
     assert (expectation.basis, expectation.expected) == (basis, expected)
     assert analysis.below_expected(drive, expectation) is below
-    assert analysis.limited_by(drive, ctrl, expectation) == limit
+    assert expectation.limited_by() == limit
 
 
 def test_a_partition_off_the_volumes_strip():

@@ -21,6 +21,7 @@ from storpath.analysis.links import expander_capabilities
 from storpath.readers.ata_identify import UNREPORTED, SataCapability
 from tests.fixtures.builders_sas import direct_attached_disk, identify_words, sas_host, sas_phy, sas_port, vpd_pg89
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import Scraped, collect
 
 HBA = 0x500605B0012A3F40
 
@@ -107,12 +108,12 @@ def _attrs(b, phy_path):
 
 def test_reads_rates_counters_port_and_attached_disk(tmp_path):
     _hba(tmp_path)
-    phys = {p.name: p for p in SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()}
+    phys = {p.name: p for p in SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0]}
     assert sorted(phys) == ["phy-0:0", "phy-0:1", "phy-0:2", "phy-0:3"]
     phy = phys["phy-0:1"]
     assert (phy.negotiated_rate, phy.minimum_rate, phy.maximum_rate) == (12e9, 3e9, 12e9)
     assert (phy.hardware_minimum_rate, phy.hardware_maximum_rate) == (3e9, 12e9)
-    errors = SasReader(Roots(sysfs=str(tmp_path / "sys"))).read_errors()
+    errors = SasReader(Roots(sysfs=str(tmp_path / "sys"))).read_errors()[0]
     assert errors["phy-0:1"] == SasPhyErrors(invalid_dwords=1, running_disparity_errors=11, loss_of_dword_sync=21,
                                              phy_reset_problems=0)
     assert sorted(errors) == sorted(phys)
@@ -125,7 +126,7 @@ def test_reads_rates_counters_port_and_attached_disk(tmp_path):
 
 def test_an_empty_phy_has_no_port_no_attached_device_and_no_rate(tmp_path):
     _hba(tmp_path)
-    empty = {p.name: p for p in SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()}["phy-0:3"]
+    empty = {p.name: p for p in SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0]}["phy-0:3"]
     assert empty.port is None and empty.attached is None
     assert empty.negotiated_rate is None and empty.negotiated_state == "Link Rate failed" and not empty.link_up
     # The programmed and hardware rates of an empty PHY are still real.
@@ -152,7 +153,7 @@ def test_expander_behind_a_wide_port_and_the_disk_behind_the_expander(tmp_path):
     b.write(f"{end_device}/sas_device/end_device-0:0:12/target_port_protocols", "sata")
     b.write(f"{end_device}/sas_device/end_device-0:0:12/sas_address", "0x500304801f0e2a0c")
     disk = b.scsi_disk(end_device, "0:0:0:0", vendor="ATA", model="WDC WD40EFRX", size_bytes=4_000_787_030_016)
-    phys_read = {p.name: p for p in SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()}
+    phys_read = {p.name: p for p in SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0]}
     assert sorted(phys_read) == ["phy-0:0", "phy-0:0:12", "phy-0:1", "phy-0:2", "phy-0:3"]
     for name in ("phy-0:0", "phy-0:1", "phy-0:2", "phy-0:3"):
         hba_phy = phys_read[name]
@@ -175,7 +176,7 @@ def test_a_sata_drives_capability_from_vpd_pg89(tmp_path):
                              sata_words=words)
     # a page cut short by a broken SAT layer
     b.write(f"{host_rel}/port-0:3/end_device-0:3/target0:0:3/0:0:3:0/vpd_pg89", vpd_pg89(identify_words(3))[:100])
-    phys_read, problems = SasReader(Roots(sysfs=str(tmp_path / "sys"))).read_with_problems(errors=False)
+    phys_read, problems = SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()
     by_name = {p.name: p for p in phys_read}
     assert by_name["phy-0:0"].attached.sata_capability == UNREPORTED  # a SAS drive: no page
     assert by_name["phy-0:1"].attached.sata_capability == SataCapability(3e9, 1.5e9)
@@ -204,11 +205,10 @@ def test_broken_attributes_are_left_out_logged_once_and_hide_nothing_else(tmp_pa
     os.remove(os.path.join(attrs, "running_disparity_error_count"))  # an older driver without it
     log.forget_once_keys()
     reader = SasReader(Roots(sysfs=str(tmp_path / "sys")))
-    phys, problems = reader.read_with_problems()
+    phys, problems = reader.read()
     first = {p.name: p for p in phys}
-    errors, error_problems = reader.read_errors_with_problems()
-    assert sorted(dict(p.fields)["attribute"] for p in problems) == [
-        "invalid_dword_count", "loss_of_dword_sync_count", "maximum_linkrate_hw"]
+    errors, error_problems = reader.read_errors()
+    assert sorted(dict(p.fields)["attribute"] for p in problems) == ["maximum_linkrate_hw"]
     assert sorted(dict(p.fields)["attribute"] for p in error_problems) == [
         "invalid_dword_count", "loss_of_dword_sync_count"]
     # The reader only reports: a scrape's snapshot step logs the rates, the background
@@ -218,7 +218,7 @@ def test_broken_attributes_are_left_out_logged_once_and_hide_nothing_else(tmp_pa
     with log_records("storpath") as records:
         for _ in range(2):
             ctx.scheduler.run_all_once()
-            collector.collect()
+            collect(collector)
     phy = first["phy-0:0"]
     assert phy.hardware_maximum_rate is None and phy.negotiated_rate == 12e9 and phy.maximum_rate == 12e9
     assert errors["phy-0:0"] == SasPhyErrors(invalid_dwords=None, running_disparity_errors=None,
@@ -237,21 +237,21 @@ def test_a_vanished_phy_is_skipped_and_the_others_are_read(tmp_path):
     b, _, phys = _hba(tmp_path)
     shutil.rmtree(os.path.join(b.sys, phys[1]))  # the class link now dangles
     reader = SasReader(Roots(sysfs=str(tmp_path / "sys")))
-    assert [p.name for p in reader.read()] == ["phy-0:0", "phy-0:2", "phy-0:3"]
-    assert sorted(reader.read_errors()) == ["phy-0:0", "phy-0:2", "phy-0:3"]
+    assert [p.name for p in reader.read()[0]] == ["phy-0:0", "phy-0:2", "phy-0:3"]
+    assert sorted(reader.read_errors()[0]) == ["phy-0:0", "phy-0:2", "phy-0:3"]
 
 
 def test_a_port_whose_end_device_went_away_reads_as_nothing_attached(tmp_path):
     b, host_rel, _ = _hba(tmp_path)
     shutil.rmtree(os.path.join(b.sys, host_rel, "port-0:0", "end_device-0:0"))
-    phy = {p.name: p for p in SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()}["phy-0:0"]
+    phy = {p.name: p for p in SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0]}["phy-0:0"]
     assert phy.port == "port-0:0" and phy.attached is None
 
 
 def test_no_sas_class_is_no_phys(tmp_path):
     (tmp_path / "sys").mkdir()
-    assert SasReader(Roots(sysfs=str(tmp_path / "sys"))).read() == []
-    assert SasReader(Roots(sysfs=str(tmp_path / "sys"))).read_errors() == {}
+    assert SasReader(Roots(sysfs=str(tmp_path / "sys"))).read()[0] == []
+    assert SasReader(Roots(sysfs=str(tmp_path / "sys"))).read_errors()[0] == {}
 
 
 def _scrape(tmp_path, read_errors=True):
@@ -260,7 +260,7 @@ def _scrape(tmp_path, read_errors=True):
     if read_errors:
         ctx.scheduler.run_all_once()  # what `serve` does in the background
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(Scraped(collector))
     return registry, generate_latest(registry).decode()
 
 
@@ -353,7 +353,7 @@ def test_error_counters_come_from_the_background_read_not_the_scrape(tmp_path):
     collector = SasCollector(ctx)
     assert ctx.scheduler.tasks["sas-link-errors"].interval == 60
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(Scraped(collector))
     value = registry.get_sample_value
     # Before the first background read: rates, but no counters and no read time.
     assert value("storpath_sas_phy_negotiated_link_rate_transfers_per_second", {"phy": "phy-0:2"}) is None
@@ -408,12 +408,10 @@ def test_every_value_a_real_kernel_printed_parses():
     assert (device["device_type"], device["target_port_protocols"]) == ("end device", "ssp")
 
 
-def test_read_gives_the_counters_unless_told_not_to(tmp_path):
+def test_the_rates_are_read_apart_from_the_counters(tmp_path):
     _hba(tmp_path)
     reader = SasReader(Roots(sysfs=str(tmp_path / "sys")))
-    with_errors = {p.name: p for p in reader.read()}["phy-0:2"]
-    assert (with_errors.invalid_dwords, with_errors.running_disparity_errors, with_errors.loss_of_dword_sync,
-            with_errors.phy_reset_problems) == (2, 12, 22, 0)
-    without = {p.name: p for p in reader.read(errors=False)}["phy-0:2"]
-    assert without.invalid_dwords is None and without.loss_of_dword_sync is None
-    assert without.negotiated_rate == with_errors.negotiated_rate
+    errors = reader.read_errors()[0]["phy-0:2"]
+    assert (errors.invalid_dwords, errors.running_disparity_errors, errors.loss_of_dword_sync,
+            errors.phy_reset_problems) == (2, 12, 22, 0)
+    assert {p.name: p for p in reader.read()[0]}["phy-0:2"].hardware_maximum_rate == 12e9

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import stat
 
-from storpath.analysis.links import BOTH_ENDS, FAR_END_UNKNOWN, NONE, LinkExpectation, drive_capability, drive_phys, \
-    sas_expectation
+from storpath.analysis.expectation import BOTH_ENDS, FAR_END_UNKNOWN, NONE, LinkExpectation
+from storpath.analysis.links import drive_capability, drive_phys, sas_expectation
 from storpath.readers.sas import SasPhy, SasRemote
 from storpath.readers.sas_pcd import (DrivePhy, DrivePhysResult, SasDrive, capture_commands, parse_phy_control_discover,
                                       read_all, read_drive_phys, ssp_drives)
 from storpath.roots import Roots
+from tests.snapshots import Scraped
 
 G = 1e9
 HBA = 0x500304801F3A2C00
@@ -104,11 +105,11 @@ def result(data=SAS3_DRIVE, address="0x5000cca0a1b2c311"):
 def test_a_12g_drive_on_a_12g_phy_expects_12_and_a_6g_drive_6():
     phy = hba_phy()
     drives = drive_phys([phy], {"end_device-0:3": result()})
-    assert sas_expectation(phy, {}, drives) == LinkExpectation(12 * G, 12 * G, BOTH_ENDS)
+    assert sas_expectation(phy, {}, drives) == LinkExpectation(12 * G, 12 * G, 12 * G, BOTH_ENDS)
     sas2 = mode_sense10(page([descriptor(0, DRIVE_PORT_A, HBA, hw=(0x8, 0xA)),
                               descriptor(1, DRIVE_PORT_B, 0, hw=(0x8, 0xA))]))
     drives = drive_phys([phy], {"end_device-0:3": result(sas2)})
-    assert sas_expectation(phy, {}, drives) == LinkExpectation(6 * G, 6 * G, BOTH_ENDS)
+    assert sas_expectation(phy, {}, drives) == LinkExpectation(6 * G, 12 * G, 6 * G, BOTH_ENDS)
 
 
 def test_the_drive_phy_facing_this_one_counts():
@@ -123,7 +124,7 @@ def test_the_drive_phy_facing_this_one_counts():
 
 def test_unknown_without_the_page_or_for_another_drive():
     phy = hba_phy()
-    unknown = LinkExpectation(None, None, NONE, FAR_END_UNKNOWN)
+    unknown = LinkExpectation(None, 12 * G, None, NONE, FAR_END_UNKNOWN)
     assert sas_expectation(phy, {}, {}) == unknown
     assert sas_expectation(phy, {}, drive_phys([phy], None)) == unknown
     failed = DrivePhysResult("0x5000cca0a1b2c311", None, "sg_modes", "permission denied", 0.0)
@@ -221,7 +222,7 @@ def test_collector_serves_the_drive_task_and_reads_again_for_a_new_drive(tmp_pat
     collector = SasCollector(ctx)
     assert ctx.scheduler.tasks[DRIVE_TASK].interval == 6 * 3600
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(Scraped(collector))
     value = registry.get_sample_value
     expected = "storpath_sas_phy_expected_link_rate_transfers_per_second"
     # before the first pass: the SAS drives' links are unverifiable, not slow
@@ -256,7 +257,7 @@ def test_unreadable_pages_leave_the_links_unverifiable_and_say_why_once(tmp_path
     ctx = Context(roots=Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"), dev=""))
     collector = SasCollector(ctx)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(Scraped(collector))
     with log_records("storpath") as records:
         ctx.scheduler.run_all_once()
         ctx.scheduler.run_all_once()

@@ -12,7 +12,7 @@ import pytest
 from storpath import exposition
 from storpath.background import Scheduler
 from storpath.config import validate
-from storpath.exporter import build_collectors, make_registry
+from storpath.exporter import build_collectors, StorpathExporter
 from storpath.roots import Roots
 from tests.fixtures import machines
 from tests.fixtures.builders_nvme import reformat
@@ -30,14 +30,14 @@ class _Exporter:
         self.scheduler = Scheduler()
         self.collectors = build_collectors(roots, validate({}, {}), self.scheduler)
         self.scheduler.run_all_once()
-        self.registry = make_registry(self.collectors)
+        self.registry = StorpathExporter(self.collectors)
 
     def scrape(self) -> str:
         families = list(self.registry.collect())
-        plain = exposition.generate(families)
+        plain = b"".join(exposition.pieces(families))
         # OpenMetrics shares the kept sample text: it must follow every change too.
         samples = [line for line in plain.decode().splitlines() if not line.startswith("#")]
-        om = exposition.generate_openmetrics(families).decode().splitlines()
+        om = b"".join(exposition.pieces(families, openmetrics=True)).decode().splitlines()
         assert om[-1] == "# EOF" and [line for line in om if not line.startswith("#")] == samples
         return _VOLATILE.sub(r"\1 X", plain.decode())
 

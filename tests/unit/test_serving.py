@@ -77,7 +77,7 @@ def test_a_short_client_deadline_never_shortens_the_shared_scrape():
     time.sleep(0.1)
     gate.set()
     thread.join()
-    assert deadlines == [7.0] and patient[0].body(False, False).endswith(b"storpath_t 1.0\n")
+    assert deadlines == [7.0] and b"".join(patient[0].chunks(False, False)).endswith(b"storpath_t 1.0\n")
     gate.clear()
     impatient = scraper.scrape(0.001)  # starts the next flight, waits 1 ms, gets the last answer
     assert impatient is patient[0]
@@ -190,9 +190,9 @@ def test_single_flight_shares_one_scrape():
     for thread in threads:
         thread.join()
     assert calls == [10.0] and len({id(f) for f in flights}) == 1
-    body = flights[0].body(openmetrics=False, compressed=False)
+    body = b"".join(flights[0].chunks(openmetrics=False, compressed=False))
     assert body == b"# HELP storpath_t T.\n# TYPE storpath_t gauge\nstorpath_t 1.0\n"
-    assert flights[0].body(False, True) is flights[0].body(False, True)
+    assert flights[0].chunks(False, True) is flights[0].chunks(False, True)
     # A scrape that starts after the flight landed computes anew.
     assert scraper.scrape(5.0) is not flights[0] and len(calls) == 2
 
@@ -209,7 +209,7 @@ def test_openmetrics_counters_units_and_eof():
     (series,) = FamilyTexts((resets,)).families(rows)
     gauge = GaugeMetricFamily("storpath_t_size_bytes", 'Size "as read".', labels=["device"])
     gauge.add_metric(["sda"], 512)
-    text = exposition.generate_openmetrics([counter, series, gauge]).decode()
+    text = b"".join(exposition.pieces([counter, series, gauge], openmetrics=True)).decode()
     assert text.endswith("# EOF\n")
     assert "# TYPE storpath_t_errors counter\nstorpath_t_errors_total{kind=\"a\"} 3.0\n" in text
     assert "# TYPE storpath_t_resets counter\nstorpath_t_resets_total{phy=\"phy-0:0\"} 2.0\n" in text
@@ -240,12 +240,12 @@ def test_gzip_answers_are_the_plain_answers_gzipped_once_per_flight():
 
     flight = Scraper(collect).scrape(5.0)
     for openmetrics in (False, True):
-        plain = flight.body(openmetrics, False)
-        assert plain == exposition.generate(flight.families, openmetrics)
+        plain = b"".join(flight.chunks(openmetrics, False))
+        assert plain == b"".join(exposition.pieces(flight.families, openmetrics))
         assert plain.count(b"# HELP") == 4 and plain.endswith(b"# EOF\n") == openmetrics
         assert plain.count(b"# EOF") == int(openmetrics)
-        body = flight.body(openmetrics, True)
-        assert body is flight.body(openmetrics, True) and body != plain
+        body = b"".join(flight.chunks(openmetrics, True))
+        assert flight.chunks(openmetrics, True) is flight.chunks(openmetrics, True) and body != plain
         done = subprocess.run(["gzip", "-dc"], input=body, capture_output=True, timeout=30)
         assert done.returncode == 0 and done.stdout == plain, done.stderr
 

@@ -12,7 +12,12 @@ import pytest
 
 from storpath import sysfs
 from storpath.problems import Problem
-from storpath.snapshot import Snapshotter, Source, needed
+from storpath.snapshot import Snapshotter, Source, needed, no_problems
+
+
+def _plain(name, read, **kwargs):
+    """A source whose read has no problems to report."""
+    return Source(name, no_problems(read), **kwargs)
 
 
 def _fifo(tmp_path):
@@ -30,8 +35,8 @@ def _unblock(path):
 def test_a_blocked_source_fails_with_its_file_and_the_others_are_read(tmp_path):
     fifo = _fifo(tmp_path)
     snapshotter = Snapshotter([
-        Source("pci", lambda _: (sysfs.read_bytes(fifo), []), with_problems=True),
-        Source("md", lambda _: ["md0"]),
+        Source("pci", lambda *_: (sysfs.read_bytes(fifo), [])),
+        _plain("md", lambda *_: ["md0"]),
     ], blocked_after=0.3)
     start = time.monotonic()
     first = snapshotter.take(timeout=5.0)
@@ -63,7 +68,7 @@ def test_a_blocked_source_fails_with_its_file_and_the_others_are_read(tmp_path):
 
 def _many_reads(path, count, pause):
     """A source that is slow but never stuck: `count` quick reads with a pause between."""
-    def read(_):
+    def read():
         for _ in range(count):
             sysfs.read_bytes(path)
             time.sleep(pause)
@@ -76,7 +81,7 @@ def test_a_slow_source_is_never_called_blocked(tmp_path):
     with open(path, "w") as handle:
         handle.write("1\n")
     # 1.2 s of reading in all, each read quick: four times the bound, never blocked.
-    snapshotter = Snapshotter([Source("md", _many_reads(path, 60, 0.02))], blocked_after=0.3)
+    snapshotter = Snapshotter([_plain("md", _many_reads(path, 60, 0.02))], blocked_after=0.3)
     snapshot = snapshotter.take(timeout=10.0)
     assert snapshot.md == 60 and not snapshot.failed and not snapshot.blocked
     assert snapshot.seconds["md"] > 1.0
@@ -84,12 +89,12 @@ def test_a_slow_source_is_never_called_blocked(tmp_path):
 
 
 def test_a_busy_cpu_with_no_read_outstanding_is_not_blocked():
-    def spin(_):
+    def spin():
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
             pass
         return []
-    snapshotter = Snapshotter([Source("md", spin)], blocked_after=0.2)
+    snapshotter = Snapshotter([_plain("md", spin)], blocked_after=0.2)
     snapshot = snapshotter.take(timeout=10.0)
     assert snapshot.md == [] and not snapshot.failed and not snapshot.blocked
     snapshotter.close()
@@ -101,11 +106,11 @@ def test_a_source_still_reading_at_the_deadline_times_out_and_the_next_snapshot_
         handle.write("1\n")
     calls = []
 
-    def slow(got):
+    def slow():
         calls.append(1)
-        return _many_reads(path, 40, 0.02)(got)  # about 0.8 s
+        return _many_reads(path, 40, 0.02)()  # about 0.8 s
 
-    snapshotter = Snapshotter([Source("md", slow), Source("ata_links", lambda _: ["link1"])], blocked_after=5.0)
+    snapshotter = Snapshotter([_plain("md", slow), _plain("ata_links", lambda *_: ["link1"])], blocked_after=5.0)
     first = snapshotter.take(timeout=0.3)
     assert first.md is None and first.failed["md"].startswith("timed out: still reading")
     assert "blocked" not in first.failed["md"].split(":")[0]
@@ -121,13 +126,13 @@ def test_a_source_still_reading_at_the_deadline_times_out_and_the_next_snapshot_
 def test_a_source_whose_need_failed_is_not_read():
     calls = []
 
-    def broken(_):
+    def broken():
         raise sysfs.RootUnreadable("/sys/class/block: Permission denied")
 
     snapshotter = Snapshotter(needed({
-        "block_listing": Source("block_listing", broken),
-        "blocks": Source("blocks", lambda got: calls.append(got) or [], needs=("block_listing",)),
-        "md": Source("md", lambda _: []),
+        "block_listing": _plain("block_listing", broken),
+        "blocks": _plain("blocks", lambda *got: calls.append(got) or [], needs=("block_listing",)),
+        "md": _plain("md", lambda *_: []),
     }, ["blocks", "md"]))
     assert [s.name for s in snapshotter.sources] == ["block_listing", "blocks", "md"]
     snap = snapshotter.take(1.0)
@@ -137,21 +142,21 @@ def test_a_source_whose_need_failed_is_not_read():
 
 
 def test_a_source_that_raises_fails_alone():
-    snapshotter = Snapshotter([Source("md", lambda _: 1 / 0), Source("ata_links", lambda _: [])])
+    snapshotter = Snapshotter([_plain("md", lambda *_: 1 / 0), _plain("ata_links", lambda *_: [])])
     snap = snapshotter.take(1.0)
     assert snap.failed["md"].startswith("ZeroDivisionError") and snap.ata_links == []
 
 
 def test_once_sources_are_read_once():
     calls = []
-    snapshotter = Snapshotter([Source("host", lambda _: calls.append(1) or "host", once=True)])
+    snapshotter = Snapshotter([_plain("host", lambda *_: calls.append(1) or "host", once=True)])
     assert [snapshotter.take(1.0).host for _ in range(3)] == ["host"] * 3
     assert calls == [1]
 
 
 def test_problems_are_logged_once(caplog):
     problem = Problem("PCI attribute not usable, leaving it out", (("address", "0000:01:00.0"),))
-    snapshotter = Snapshotter([Source("pci", lambda _: ([], [problem]), with_problems=True)])
+    snapshotter = Snapshotter([Source("pci", lambda *_: ([], [problem]))])
     with caplog.at_level(logging.WARNING, logger="storpath"):
         for _ in range(3):
             assert snapshotter.take(1.0).problems == (problem,)
@@ -160,18 +165,18 @@ def test_problems_are_logged_once(caplog):
 
 def test_a_source_must_name_a_snapshot_field():
     with pytest.raises(ValueError, match="not a field of Snapshot"):
-        Source("pci_tree", lambda _: [])
+        Source("pci_tree", lambda *_: [])
 
 
 def test_sources_that_need_each_other_are_refused():
     with pytest.raises(ValueError, match="need each other"):
-        Snapshotter([Source("blocks", lambda _: [], needs=("block_listing",)),
-                     Source("block_listing", lambda _: [], needs=("blocks",))])
+        Snapshotter([_plain("blocks", lambda *_: [], needs=("block_listing",)),
+                     _plain("block_listing", lambda *_: [], needs=("blocks",))])
 
 
 def test_a_blocked_read_leaves_no_thread_per_scrape(tmp_path):
     fifo = _fifo(tmp_path)
-    snapshotter = Snapshotter([Source("md", lambda _: sysfs.read_bytes(fifo)), Source("ata_links", lambda _: [])],
+    snapshotter = Snapshotter([_plain("md", lambda *_: sysfs.read_bytes(fifo)), _plain("ata_links", lambda *_: [])],
                               blocked_after=0.1)
     before = threading.active_count()
     for _ in range(5):
@@ -183,8 +188,8 @@ def test_a_blocked_read_leaves_no_thread_per_scrape(tmp_path):
 
 def test_sources_past_a_spent_deadline_are_not_started_nor_called_blocked():
     calls = []
-    snapshotter = Snapshotter([Source("md", lambda _: calls.append("md") or []),
-                               Source("ata_links", lambda _: calls.append("ata") or [])])
+    snapshotter = Snapshotter([_plain("md", lambda *_: calls.append("md") or []),
+                               _plain("ata_links", lambda *_: calls.append("ata") or [])])
     snapshot = snapshotter.take(timeout=0.0)
     assert all("deadline was spent" in snapshot.failed[name] for name in ("md", "ata_links")), snapshot.failed
     assert calls == [] and snapshotter.blocked() == {}

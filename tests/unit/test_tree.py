@@ -4,12 +4,13 @@ what is left out, elision to the width, and escaping of what the hardware names.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 from storpath import landing
 from storpath.analysis.pcie import analyse
-from storpath.analysis.topology import resolve_port_types
-from storpath.findings import CRITICAL, INFO, WARNING, Finding
+from storpath.readers.pci import resolve_port_types
+from storpath.findings import CRITICAL, INFO, WARNING, Finding, worst
 from storpath.readers.block import BlockDevice
 from storpath.readers.pci import PciDevice, PciStatic
 from storpath.snapshot import Snapshot
@@ -94,8 +95,9 @@ def test_placement_and_unverifiable_states():
     resolve_port_types(devices)
     links = analyse(devices)
     assert model.link_state(links["0000:01:00.0"]) == model.LIMITED_BY_PLACEMENT
-    # analysis.virtual's verdict arrives as the link's `verifiable`; the tree reads it in one place.
-    guest = SimpleNamespace(**{**links["0000:01:00.0"].__dict__, "verifiable": False})
+    # analysis.virtual's verdict arrives as the link's `speed.verifiable`; the tree reads it in one place.
+    link = links["0000:01:00.0"]
+    guest = replace(link, speed=replace(link.speed, basis="device_only", reason="emulated_port"))
     assert model.link_state(guest) == model.UNVERIFIABLE
     topology = model.build(TreeInput(pci=devices, links={**links, "0000:01:00.0": guest},
                                          blocks=[block("nvme0n1", "0000:01:00.0")]))
@@ -113,7 +115,7 @@ def test_findings_go_to_their_node_worst_first_and_the_rest_elsewhere():
     assert topology.find("nvme1n1").severity == WARNING
     assert topology.find("0000:41:00.0").findings[0].title == "phy slow"
     assert [f.subject for f in topology.elsewhere] == ["numa"]
-    assert model.worst_severity(topology.roots[0]) == CRITICAL
+    assert worst(f.severity for n in topology.roots[0].walk() for f in n.findings) == CRITICAL
 
 
 def test_arrays_list_members_with_their_place_and_blocks_name_their_arrays():

@@ -7,8 +7,8 @@ import pytest
 from storpath.analysis.pcie import analyse
 from storpath.readers.host import identify, parse_cpuinfo_hypervisor, read_host
 from storpath.roots import Roots
-from tests.pcitree import read_pci_tree
 from tests.fixtures.sysfs_builder import MachineBuilder
+from tests.snapshots import pci_tree
 
 FLAGS = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr{}\n\nprocessor\t: 1\nflags\t\t: fpu hypervisor\n"
 
@@ -59,7 +59,7 @@ def b(tmp_path):
 
 
 def _links(b, guest):
-    return analyse(read_pci_tree(Roots(sysfs=b.sys, procfs=b.proc)), guest=guest)
+    return analyse(pci_tree(Roots(sysfs=b.sys, procfs=b.proc)), guest=guest)
 
 
 def _passthrough(b, port_ids, port_speed, port_width, cur_width=4):
@@ -72,27 +72,27 @@ def _passthrough(b, port_ids, port_speed, port_width, cur_width=4):
 def test_old_qemu_port_is_not_a_placement_limit(b):
     _passthrough(b, (0x1b36, 0x000c), 2.5, 1)
     drive = _links(b, guest=True)["0000:01:00.0"]
-    assert (drive.basis, drive.trust_reason) == ("device_only", "emulated_port")
-    assert (drive.expected_speed, drive.expected_width) == (16e9, 4)  # its own capability
+    assert (drive.speed.basis, drive.speed.reason) == ("device_only", "emulated_port")
+    assert (drive.speed.expected, drive.expected_width) == (16e9, 4)  # its own capability
     assert not drive.placement_speed_limited and not drive.width_below_expected
     assert drive.bottleneck == "0000:01:00.0"
-    assert _links(b, guest=True)["0000:00:02.0"].basis == "none"
+    assert _links(b, guest=True)["0000:00:02.0"].speed.basis == "none"
 
 
 def test_a_real_downgrade_in_the_devices_own_registers_stays_visible(b):
     _passthrough(b, (0x1b36, 0x000c), 16.0, 32, cur_width=2)
     drive = _links(b, guest=True)["0000:01:00.0"]
-    assert drive.width_below_expected and drive.expected_width == 4 and not drive.verifiable
+    assert drive.width_below_expected and drive.expected_width == 4 and not drive.speed.verifiable
 
 
 def test_ends_that_disagree_without_knowing_the_host(b):
     """A port that claims x1 above a device running x4: not hardware, whoever made it."""
     _passthrough(b, (0x8086, 0x3420), 2.5, 1)
     links = _links(b, guest=False)
-    assert (links["0000:01:00.0"].basis, links["0000:01:00.0"].trust_reason) == ("device_only", "ends_disagree")
+    assert (links["0000:01:00.0"].speed.basis, links["0000:01:00.0"].speed.reason) == ("device_only", "ends_disagree")
     assert not links["0000:01:00.0"].placement_speed_limited
     # ioh3420's ids are a real Intel root port's too: only in a guest are they taken as emulated
-    assert _links(b, guest=True)["0000:01:00.0"].trust_reason == "emulated_port"
+    assert _links(b, guest=True)["0000:01:00.0"].speed.reason == "emulated_port"
 
 
 def test_bare_metal_gen3_slot_is_still_placement(b):
@@ -100,15 +100,15 @@ def test_bare_metal_gen3_slot_is_still_placement(b):
     b.nvme("0000:00:02.0", "0000:01:00.0", model="m", serial="S1", firmware="1", vendor=0x144d, device=0xa80a,
            speed=16.0, width=4)
     drive = _links(b, guest=False)["0000:01:00.0"]
-    assert drive.verifiable and drive.basis == "both_ends" and drive.placement_speed_limited
+    assert drive.speed.verifiable and drive.speed.basis == "both_ends" and drive.placement_speed_limited
 
 
 def test_root_complex_integrated_endpoint_has_no_link_to_judge(b):
     b.nvme(b.host, "0000:00:05.0", model="m", serial="S1", firmware="1", vendor=0x144d, device=0xa808,
            speed=None, width=0, cur_speed=None, cur_width=0, port_type="rc_integrated_endpoint")
     link = _links(b, guest=True)["0000:00:05.0"]
-    assert (link.basis, link.trust_reason, link.partner) == ("none", "no_partner", None)
-    assert not link.link_down and link.expected_speed is None
+    assert (link.speed.basis, link.speed.reason, link.partner) == ("none", "no_partner", None)
+    assert not link.link_down and link.speed.expected is None
 
 
 def test_emulated_device_is_never_judged(b):
@@ -116,7 +116,7 @@ def test_emulated_device_is_never_judged(b):
     b.nvme("0000:00:02.0", "0000:01:00.0", model="QEMU NVMe Ctrl", serial="d", firmware="8", vendor=0x1b36,
            device=0x0010, speed=2.5, width=1)
     link = _links(b, guest=True)["0000:01:00.0"]
-    assert link.basis == "none" and link.trust_reason == "emulated_device" and link.bottleneck is None
+    assert link.speed.basis == "none" and link.speed.reason == "emulated_device" and link.bottleneck is None
 
 
 def test_kept_expectations_follow_a_link_that_retrains(b):
@@ -129,10 +129,10 @@ def test_kept_expectations_follow_a_link_that_retrains(b):
     _passthrough(b, (0x8086, 0x3420), 16.0, 2, cur_width=2)
     roots = Roots(sysfs=b.sys, procfs=b.proc)
     kept = InstanceExpectations()
-    before = kept(read_pci_tree(roots), False)["0000:01:00.0"]
+    before = kept(pci_tree(roots), False)["0000:01:00.0"]
     with open(os.path.join(b.sys, "bus/pci/devices/0000:01:00.0/current_link_width"), "w") as handle:
         handle.write("4\n")  # wider than the port's x2: the port's numbers are not hardware
-    devices = read_pci_tree(roots)
+    devices = pci_tree(roots)
     after = kept(devices, False)["0000:01:00.0"]
     assert after == expectations(devices, False)["0000:01:00.0"]
-    assert before.trust_reason != "ends_disagree" and after.trust_reason == "ends_disagree", (before, after)
+    assert before.speed.reason != "ends_disagree" and after.speed.reason == "ends_disagree", (before, after)

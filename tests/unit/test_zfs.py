@@ -19,10 +19,10 @@ from storpath import log
 from storpath.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.zfs import ZfsCollector
-from storpath.exporter import make_registry
+from storpath.exporter import StorpathExporter
 from storpath.readers.zfs import (ZpoolOutputError, ZpoolReader, find_zfs, parse_count, parse_creation,
                                   parse_ctime, parse_list, parse_scan_line, parse_status_json, parse_status_text,
-                                  read_kstat_states, read_kstat_states_with_problems, run_zpool)
+                                  read_kstat_states, run_zpool)
 from storpath.roots import Roots
 from tests.conftest import run_exporter
 from tests.fixtures import machines
@@ -257,9 +257,9 @@ def test_kstat_states(tmp_path):
         (base / name).mkdir(parents=True)
         (base / name / "state").write_text(text)
     (base / "arcstats").write_text("13 1 0x01\n")
-    assert read_kstat_states(Roots(procfs=str(tmp_path))) == {"tank": "degraded"}
+    assert read_kstat_states(Roots(procfs=str(tmp_path)))[0] == {"tank": "degraded"}
     # The pools left out are reported beside the states (the snapshot step logs them).
-    states, problems = read_kstat_states_with_problems(Roots(procfs=str(tmp_path)))
+    states, problems = read_kstat_states(Roots(procfs=str(tmp_path)))
     assert states == {"tank": "degraded"}
     assert sorted((p.message, p.fields) for p in problems) == [
         ("unknown pool state in kstat", (("zpool", "empty"), ("value", ""))),
@@ -331,7 +331,7 @@ def collector_on(machine, variant, **config):
 
 
 def scrape(collector):
-    return generate_latest(make_registry([collector])).decode()
+    return generate_latest(StorpathExporter([collector])).decode()
 
 
 def has(text, prefix):

@@ -199,7 +199,7 @@ def test_kstat_state_files(tmp_path, phase, expected):
         target = tmp_path / path.lstrip("/").split("/", 1)[1]  # proc/spl/... -> spl/...
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(word + "\n")
-    assert read_kstat_states(Roots(procfs=str(tmp_path))) == expected
+    assert read_kstat_states(Roots(procfs=str(tmp_path)))[0] == expected
 
 
 def test_reader_on_a_zpool_that_prints_the_real_output(tmp_path):

@@ -8,72 +8,26 @@ mode page a background task read (readers.sas_pcd: the HARDWARE MAXIMUM PHYSICAL
 the drive PHY attached to this one); without that page a SAS drive's link has no expected
 rate: it is unverifiable, not slow.
 
-`basis` says what the verdict rests on:
-- both_ends: the port's limit and the far end's capability are known (verifiable).
-- device_only: the drive's capability is known but the port sets no limit (a SATA port
-  whose SControl speed field is 0: hw_sata_spd_limit `<unknown>`); the expected rate is the
-  drive's, but a slower port cannot be ruled out, so it is not verifiable.
-- none: nothing to judge against; `reason` says why (far_end_unknown, port_limit_unknown).
+The verdict is an analysis.expectation.LinkExpectation: device_only for a SATA port whose
+SControl speed field is 0 (hw_sata_spd_limit `<unknown>`: port_limit_unset), none when the
+far end's capability (far_end_unknown) or the PHY's own limit (port_limit_unknown) is not
+known.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, Iterable, Mapping, Optional, Sequence
 
+from storpath.analysis.expectation import NONE, PORT_LIMIT_UNKNOWN, PORT_LIMIT_UNSET, LinkExpectation, lower_of
 from storpath.readers.ata import AtaLink
 from storpath.readers.sas import SasPhy
 from storpath.readers.sas_pcd import DrivePhy, DrivePhysResult
-
-BOTH_ENDS = "both_ends"
-DEVICE_ONLY = "device_only"
-NONE = "none"
-
-FAR_END_UNKNOWN = "far_end_unknown"
-PORT_LIMIT_UNSET = "port_limit_unset"
-PORT_LIMIT_UNKNOWN = "port_limit_unknown"
-
-
-@dataclass(frozen=True)
-class LinkExpectation:
-    expected: Optional[float]  # bit transfers per second; None when nothing bounds it
-    far_end: Optional[float]  # the attached device's (or expander's) capability; None unknown
-    basis: str
-    reason: str = ""
-
-    @property
-    def verifiable(self) -> bool:
-        return self.basis == BOTH_ENDS
-
-    def limited_by(self, port: Optional[float]) -> str:
-        """Which end sets the expected rate: "port", "device", "both" (they agree), "" unknown."""
-        if (port is None or self.far_end is None) and self.basis == DEVICE_ONLY:
-            return "device"
-        return limiting_end(port, self.far_end)
-
-
-def limiting_end(port: Optional[float], far_end: Optional[float]) -> str:
-    """Of a port's and its far end's capabilities, which is lower: "port", "device", "both"
-    (they agree), "" (one is unknown)."""
-    if port is None or far_end is None:
-        return ""
-    if port == far_end:
-        return "both"
-    return "port" if port < far_end else "device"
-
-
-def _lower(port: Optional[float], far_end: Optional[float], unset_reason: str) -> LinkExpectation:
-    if far_end is None:
-        return LinkExpectation(None, None, NONE, FAR_END_UNKNOWN)
-    if port is None:
-        return LinkExpectation(far_end, far_end, DEVICE_ONLY, unset_reason)
-    return LinkExpectation(min(port, far_end), far_end, BOTH_ENDS)
 
 
 def sata_expectation(link: AtaLink) -> LinkExpectation:
     """The rate a SATA link should run at: the lower of the port's hardware limit
     (hw_sata_spd_limit) and the drive's fastest generation (IDENTIFY word 76)."""
-    return _lower(link.hardware_limit, link.device_capability.maximum, PORT_LIMIT_UNSET)
+    return lower_of(link.hardware_limit, link.device_capability.maximum, PORT_LIMIT_UNSET)
 
 
 def expander_capabilities(phys: Iterable[SasPhy]) -> Dict[str, float]:
@@ -134,8 +88,8 @@ def sas_expectation(phy: SasPhy, expanders: Dict[str, float],
         if far_end is None and drives:
             far_end = drive_capability(phy, drives.get(remote.name))
     if far_end is not None and phy.hardware_maximum_rate is None:
-        return LinkExpectation(None, far_end, NONE, PORT_LIMIT_UNKNOWN)
-    return _lower(phy.hardware_maximum_rate, far_end, PORT_LIMIT_UNKNOWN)
+        return LinkExpectation(None, None, far_end, NONE, PORT_LIMIT_UNKNOWN)
+    return lower_of(phy.hardware_maximum_rate, far_end, PORT_LIMIT_UNKNOWN)
 
 
 def at_lowered_minimum(phy: SasPhy) -> bool:

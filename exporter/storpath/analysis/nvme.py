@@ -12,9 +12,10 @@ ships at 512 B while its 4 KiB format is rated better.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+import sys
+from typing import Iterable, Optional, Tuple
 
-from storpath.readers.nvme import IdentifyNamespace, LbaFormat
+from storpath.readers.nvme import IdentifyNamespace, IdentifyResult, LbaFormat, NvmeNamespace
 
 
 def best_format(formats: Iterable[LbaFormat], in_use: LbaFormat) -> LbaFormat:
@@ -44,3 +45,32 @@ def judge(identify: IdentifyNamespace) -> Optional[FormatVerdict]:
     if in_use is None:
         return None
     return FormatVerdict(in_use=in_use, best=best_format(identify.formats, in_use))
+
+
+@dataclass(frozen=True)
+class Identified:
+    """What one Identify pass gives a namespace's series, derived once per pass."""
+
+    fingerprint: Tuple  # the namespace when read: served only while it still reads so
+    result: IdentifyResult
+    in_use_size: Optional[int]  # data size of the format in use; None while the formats are unknown
+    best_size: Optional[int]
+    formats: Tuple[Tuple[str, ...], ...]  # label values of each storpath_nvme_namespace_lba_format_info series
+
+
+def _label(number: int) -> str:
+    return sys.intern(str(number))
+
+
+def identified(ns: NvmeNamespace, result: IdentifyResult) -> Identified:
+    """What a namespace's series take from its Identify result (the nvme collector's task
+    and `storpath check` alike)."""
+    verdict = judge(result.identify) if result.identify is not None else None
+    if verdict is None:
+        return Identified(ns.fingerprint, result, None, None, ())
+    # The label values repeat across namespaces (one drive model's table): interned, a
+    # thousand namespaces share the same few strings.
+    formats = tuple((ns.device, _label(fmt.index), _label(fmt.data_size), _label(fmt.metadata_size),
+                     fmt.relative_performance_name, "true" if fmt.index == verdict.in_use.index else "false")
+                    for fmt in result.identify.formats)
+    return Identified(ns.fingerprint, result, verdict.in_use.data_size, verdict.best.data_size, formats)

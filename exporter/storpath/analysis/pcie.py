@@ -19,19 +19,23 @@ from dataclasses import dataclass, fields
 from typing import Dict, List, Optional, Tuple
 
 from storpath.analysis import virtual
-from storpath.analysis.topology import DOWNSTREAM_FACING, path_to_root
-from storpath.readers.pci import PciDevice
+from storpath.analysis.expectation import NONE, LinkExpectation
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice, path_to_root
 from storpath.units import pcie_link_bytes_per_second
 
 
 @dataclass(frozen=True)
-class LinkExpectation:
-    """What a link should be: depends only on what cannot change while devices exist."""
+class PcieLink:
+    """What one end's PCIe link should be: depends only on what cannot change while devices
+    exist. `speed` is the link's expectation in the one vocabulary of analysis.expectation
+    (the port's and the device's maximum speed; what the verdict rests on: both_ends on bare
+    metal, device_only behind an emulated port, none when there is nothing storpath can
+    verify, analysis.virtual); the width follows the same basis."""
 
     address: str
     partner: Optional[str]  # the other end of this device's link, when it is known
     faces_downstream: bool  # this end is the port side of the link
-    expected_speed: Optional[float]
+    speed: LinkExpectation
     expected_width: Optional[int]
     expected_bandwidth: Optional[float]
     max_bandwidth: Optional[float]  # what this end alone could carry
@@ -40,19 +44,10 @@ class LinkExpectation:
     bottleneck: Optional[str]  # device end only: the device end of the hop with the lowest expected bandwidth up to the root
     bottleneck_bandwidth: Optional[float]
     root_port: Optional[str]
-    # What the verdict rests on (storpath.analysis.virtual): both_ends on bare metal; device_only
-    # behind an emulated port (the expectation is the device's own capability); none when there
-    # is nothing storpath can verify.
-    basis: str = virtual.BOTH_ENDS
-    trust_reason: str = ""
-
-    @property
-    def verifiable(self) -> bool:
-        return self.basis == virtual.BOTH_ENDS
 
 
 @dataclass(frozen=True)
-class LinkAnalysis(LinkExpectation):
+class LinkAnalysis(PcieLink):
     """A link's expectation (the fields it inherits) together with how it is doing now."""
 
     current_bandwidth: Optional[float] = None
@@ -81,7 +76,7 @@ def link_partner(device: PciDevice, by_address: Dict[str, PciDevice], children: 
     return None
 
 
-def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, LinkExpectation]:
+def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, PcieLink]:
     """`guest`: the host is a virtual machine (its PCIe ports are the hypervisor's)."""
     by_address = {d.address: d for d in devices}
     children: Dict[str, List[PciDevice]] = {}
@@ -116,14 +111,14 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Lin
             if node.port_type == "root_port":
                 root = node.address
             if (node.address in expected and node.port_type not in DOWNSTREAM_FACING
-                    and trust[node.address].basis != virtual.NONE):
+                    and trust[node.address].basis != NONE):
                 speed, width = expected[node.address]
                 bw = pcie_link_bytes_per_second(speed, width)
                 if bw is not None and (best_bw is None or bw < best_bw):
                     best_addr, best_bw = node.address, bw
         return root, best_addr, best_bw
 
-    result: Dict[str, LinkExpectation] = {}
+    result: Dict[str, PcieLink] = {}
     for d in devices:
         if not d.static.has_link:
             continue
@@ -132,11 +127,14 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Lin
         faces_down = d.port_type in DOWNSTREAM_FACING
         root, bottleneck, bottleneck_bw = root_and_bottleneck(d)
         device_end = partner is not None and not faces_down
-        result[d.address] = LinkExpectation(
+        own_speed = d.static.max_link_speed
+        partner_speed = partner.static.max_link_speed if partner is not None else None
+        port_speed, device_speed = (own_speed, partner_speed) if faces_down else (partner_speed, own_speed)
+        result[d.address] = PcieLink(
             address=d.address,
             partner=partner.address if partner else None,
             faces_downstream=faces_down,
-            expected_speed=exp_speed,
+            speed=LinkExpectation(exp_speed, port_speed, device_speed, trust[d.address].basis, trust[d.address].reason),
             expected_width=exp_width,
             expected_bandwidth=pcie_link_bytes_per_second(exp_speed, exp_width),
             max_bandwidth=pcie_link_bytes_per_second(d.static.max_link_speed, d.static.max_link_width),
@@ -147,8 +145,6 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Lin
             bottleneck=bottleneck if device_end else None,
             bottleneck_bandwidth=bottleneck_bw if device_end else None,
             root_port=root,
-            basis=trust[d.address].basis,
-            trust_reason=trust[d.address].reason,
         )
     return result
 
@@ -163,9 +159,9 @@ class InstanceExpectations:
 
     def __init__(self) -> None:
         self._key: Optional[Tuple] = None
-        self._value: Dict[str, LinkExpectation] = {}
+        self._value: Dict[str, PcieLink] = {}
 
-    def __call__(self, devices: List[PciDevice], guest: bool) -> Dict[str, LinkExpectation]:
+    def __call__(self, devices: List[PciDevice], guest: bool) -> Dict[str, PcieLink]:
         key = (guest, [(d.static, d.current_link_speed, d.current_link_width) for d in devices])
         if key != self._key:
             self._value = expectations(devices, guest)
@@ -173,21 +169,21 @@ class InstanceExpectations:
         return self._value
 
 
-def current_bandwidth(device: PciDevice, exp: LinkExpectation) -> Optional[float]:
+def current_bandwidth(device: PciDevice, exp: PcieLink) -> Optional[float]:
     """Usable bandwidth of the link as trained; 0 for a link that is down."""
     if exp.partner is not None and device.current_link_width == 0:
         return 0.0
     return pcie_link_bytes_per_second(device.current_link_speed, device.current_link_width)
 
 
-def judge(device: PciDevice, exp: LinkExpectation) -> LinkAnalysis:
+def judge(device: PciDevice, exp: PcieLink) -> LinkAnalysis:
     link_down = exp.partner is not None and device.current_link_width == 0
     return LinkAnalysis(
-        **{f.name: getattr(exp, f.name) for f in fields(LinkExpectation)},
+        **{f.name: getattr(exp, f.name) for f in fields(PcieLink)},
         current_bandwidth=current_bandwidth(device, exp),
-        speed_below_expected=(not link_down and exp.expected_speed is not None
+        speed_below_expected=(not link_down and exp.speed.expected is not None
                               and device.current_link_speed is not None
-                              and device.current_link_speed < exp.expected_speed),
+                              and device.current_link_speed < exp.speed.expected),
         width_below_expected=(not link_down and exp.expected_width is not None
                               and device.current_link_width is not None
                               and 0 < device.current_link_width < exp.expected_width),
@@ -195,6 +191,10 @@ def judge(device: PciDevice, exp: LinkExpectation) -> LinkAnalysis:
     )
 
 
-def analyse(devices: List[PciDevice], guest: bool = False) -> Dict[str, LinkAnalysis]:
-    expected = expectations(devices, guest)
+def analyse(devices: List[PciDevice], guest: bool = False,
+            expected: Optional[Dict[str, PcieLink]] = None) -> Dict[str, LinkAnalysis]:
+    """Every link of `devices` judged against `expected` (a scrape's `pcie_expected`), or
+    against the expectations derived now for a host that is a guest or not."""
+    if expected is None:
+        expected = expectations(devices, guest)
     return {d.address: judge(d, expected[d.address]) for d in devices if d.address in expected}

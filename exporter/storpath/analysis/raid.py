@@ -1,5 +1,5 @@
-"""Drives behind hardware RAID controllers, judged with the both-ends vocabulary of SAS and
-SATA links (storpath.analysis.links): a drive's link should run at the lower of the
+"""Drives behind hardware RAID controllers, judged with the one link vocabulary
+(storpath.analysis.expectation: the port is the controller's, the far end the drive): a drive's link should run at the lower of the
 controller port's capability and the drive's own.
 
 The ends, from whatever source gives them (readers.raid_records):
@@ -24,15 +24,15 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from storpath.analysis.links import (BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNOWN, NONE, PORT_LIMIT_UNKNOWN,
-                                     LinkExpectation)
+from storpath.analysis.expectation import (BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNOWN, NONE, PORT_LIMIT_UNKNOWN,
+                                          LinkExpectation, lower_of)
 from storpath.readers.raid_records import RaidController, RaidDrive, RaidVolume
 
 # The tool's rate is the controller-to-expander link, not the drive's own (raid only).
 RATE_IS_EXPANDER_LINK = "rate_is_expander_link"
 
 __all__ = ["BOTH_ENDS", "DEVICE_ONLY", "NONE", "FAR_END_UNKNOWN", "PORT_LIMIT_UNKNOWN", "RATE_IS_EXPANDER_LINK",
-           "drive_expectation", "below_expected", "limited_by", "cache_fell_back", "volume_members",
+           "drive_expectation", "below_expected", "cache_fell_back", "volume_members",
            "unverifiable_reason", "judged", "controllers_by_name", "off_strip"]
 
 
@@ -45,24 +45,14 @@ def drive_expectation(drive: RaidDrive, controller: Optional[RaidController]) ->
         # Link Speed > Device Speed: the drive sits behind an expander whose own link to the
         # drive is not reported; the expected rate is still the lower of the ends known.
         expected = min(port, far_end) if port is not None and far_end is not None else far_end
-        return LinkExpectation(expected, far_end, NONE, RATE_IS_EXPANDER_LINK)
-    if far_end is None:
-        return LinkExpectation(None, None, NONE, FAR_END_UNKNOWN)
-    if port is None:
-        return LinkExpectation(far_end, far_end, DEVICE_ONLY, PORT_LIMIT_UNKNOWN)
-    return LinkExpectation(min(port, far_end), far_end, BOTH_ENDS)
+        return LinkExpectation(expected, port, far_end, NONE, RATE_IS_EXPANDER_LINK)
+    return lower_of(port, far_end, PORT_LIMIT_UNKNOWN)
 
 
 def below_expected(drive: RaidDrive, expectation: LinkExpectation) -> bool:
     """The drive's link runs below what both ends can do (verifiable only)."""
     return (expectation.verifiable and drive.negotiated_rate is not None and expectation.expected is not None
             and drive.negotiated_rate < expectation.expected)
-
-
-def limited_by(drive: RaidDrive, controller: Optional[RaidController], expectation: LinkExpectation) -> str:
-    """Which end sets the expected rate: "port" (the controller), "device", "both", ""
-    (links.limiting_end, through LinkExpectation.limited_by)."""
-    return expectation.limited_by(controller.port_rate if controller is not None else None)
 
 
 def unverifiable_reason(drive: RaidDrive, expectation: LinkExpectation) -> str:

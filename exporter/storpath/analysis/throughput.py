@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from storpath.analysis.pcie import LinkAnalysis
-from storpath.analysis.topology import path_to_root
+from storpath.readers.pci import PciDevice, path_to_root
 from storpath.readers.block import BlockDevice
-from storpath.readers.pci import PciDevice
 
 
 @dataclass(frozen=True)

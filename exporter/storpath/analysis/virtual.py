@@ -28,8 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from storpath.analysis.topology import DOWNSTREAM_FACING
-from storpath.readers.pci import PciDevice
+from storpath.analysis.expectation import (BOTH_ENDS, DEVICE_ONLY, EMULATED_DEVICE, EMULATED_PORT, ENDS_DISAGREE,
+                                           NO_PARTNER, NONE)
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
 
 # PCI vendor ids that belong to a hypervisor's emulated hardware: nothing with these ids is
 # silicon on a PCIe link. Red Hat's QEMU range (1b36: pcie-root-port 000c, pcie-pci-bridge 000e,
@@ -50,7 +51,6 @@ HYPERVISOR_VENDORS = {
 # when the host is a virtual machine.
 BORROWED_IDS = {("0x8086", "0x3420"), ("0x104c", "0x8232"), ("0x104c", "0x8233")}
 
-BOTH_ENDS, DEVICE_ONLY, NONE = "both_ends", "device_only", "none"
 
 
 @dataclass(frozen=True)
@@ -97,16 +97,16 @@ def link_trust(devices: List[PciDevice], partners: Dict[str, Optional[PciDevice]
             continue
         partner = partners[device.address]
         if partner is None:
-            trust[device.address] = LinkTrust(NONE, "no_partner", False)
+            trust[device.address] = LinkTrust(NONE, NO_PARTNER, False)
             continue
         faces_down = device.port_type in DOWNSTREAM_FACING
         port, end = (device, partner) if faces_down else (partner, device)
         if emulated(end, guest):
-            basis, reason = NONE, "emulated_device"
+            basis, reason = NONE, EMULATED_DEVICE
         elif emulated(port, guest):
-            basis, reason = DEVICE_ONLY, "emulated_port"
+            basis, reason = DEVICE_ONLY, EMULATED_PORT
         elif ends_disagree(end, port):
-            basis, reason = DEVICE_ONLY, "ends_disagree"
+            basis, reason = DEVICE_ONLY, ENDS_DISAGREE
         else:
             basis, reason = BOTH_ENDS, ""
         if faces_down and basis != BOTH_ENDS:
@@ -118,10 +118,10 @@ def link_trust(devices: List[PciDevice], partners: Dict[str, Optional[PciDevice]
 
 
 REASON_TEXT = {
-    "emulated_port": "the port above it is emulated by the hypervisor; the host's port is not visible from a VM",
-    "emulated_device": "the device is emulated by the hypervisor: its link is not hardware",
-    "ends_disagree": "the device runs faster or wider than its port's maximum, which no real link does: "
+    EMULATED_PORT: "the port above it is emulated by the hypervisor; the host's port is not visible from a VM",
+    EMULATED_DEVICE: "the device is emulated by the hypervisor: its link is not hardware",
+    ENDS_DISAGREE: "the device runs faster or wider than its port's maximum, which no real link does: "
                      "the port's numbers are not hardware",
-    "no_partner": "nothing at the other end of the link to compare with (an empty slot, a root-complex "
+    NO_PARTNER: "nothing at the other end of the link to compare with (an empty slot, a root-complex "
                   "integrated endpoint, a device passed through onto the root bus): no link to judge",
 }

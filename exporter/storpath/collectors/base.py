@@ -4,8 +4,8 @@ A collector declares its metric families once, in a module-level table
 (storpath.families.Family, in exposition order), names the parts of the snapshot its rows
 come from (`reads`: fields of storpath.snapshot.Snapshot) and provides `values(snapshot)`:
 the rows of each family, from the snapshot and the analysis of it. It never opens a file
-and keeps no rendered text: the framework (`collect()`) renders a family again only when
-its rows change. Slow or privileged work belongs in a background task
+and keeps no rendered text: the framework (StorpathExporter.collect, with the collector's
+`texts`) renders a family again only when its rows change. Slow or privileged work belongs in a background task
 (`Context.scheduler`) whose latest result the collector hands to the snapshot as a source
 of its own (`sources()`). See CONTRIBUTING.md for a worked example.
 """
@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from storpath import log
 from storpath.background import Scheduler
-from storpath.exposition import FamilyTexts, SeriesFamily
+from storpath.exposition import FamilyTexts
 from storpath.families import Family, Rows
 from storpath.roots import Roots
-from storpath.snapshot import Snapshot, Snapshotter, Source, needed, sysfs_sources
+from storpath.snapshot import Snapshot, Source
 
 
 @dataclass
 class Context:
     roots: Roots
-    config: Dict[str, Any] = field(default_factory=dict)  # this collector's section, defaults applied
+    config: Dict[str, Any] = field(default_factory=dict)  # its config section (Collector.settings adds defaults)
     scheduler: Scheduler = field(default_factory=Scheduler)
     full_config: Dict[str, Any] = field(default_factory=dict)  # the whole validated config (probes etc.)
 
@@ -50,10 +50,18 @@ class Collector:
     def __init__(self, ctx: Context):
         self.ctx = ctx
         self.roots = ctx.roots
-        self.config = ctx.config
+        self.config = self.settings(ctx.config)
         self.log: logging.Logger = log.get(self.name)
-        self._texts = FamilyTexts(self.families)
-        self._own: Optional[Snapshotter] = None
+        self.texts = FamilyTexts(self.families)  # the framework's: renders the rows of `values()`
+
+    @classmethod
+    def settings(cls, section: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        """The collector's settings: its `collectors.<name>` config section over its
+        defaults (`enabled` is the exporter's, not the collector's). The one place defaults
+        are applied: the exporter, `storpath check` and tests alike."""
+        settings = dict(cls.config_defaults)
+        settings.update({k: v for k, v in (section or {}).items() if k != "enabled"})
+        return settings
 
     def sources(self) -> Sequence[Source]:
         """Snapshot sources of the collector's own: the latest results of its background
@@ -64,23 +72,6 @@ class Collector:
         """The rows of each family on this scrape; a family left out has no series. None:
         the collector has nothing to export on this host (no family headers either)."""
         raise NotImplementedError
-
-    def collect(self, snapshot: Optional[Snapshot] = None) -> List[SeriesFamily]:
-        """Every family of the table with its text for this scrape. Without a snapshot
-        (a collector used on its own, as in tests) it takes one of its own."""
-        if snapshot is None:
-            snapshot = self.own_snapshot()
-            why = snapshot.why_missing(self.reads)
-            if why is not None:
-                raise SourceFailed(why)
-        values = self.values(snapshot)
-        return [] if values is None else self._texts.families(values)
-
-    def own_snapshot(self, timeout: float = 30.0) -> Snapshot:
-        if self._own is None:
-            table = {**sysfs_sources(self.roots), **{s.name: s for s in self.sources()}}
-            self._own = Snapshotter(needed(table, self.reads + self.enriches))
-        return self._own.take(timeout)
 
 
 class SourceFailed(Exception):

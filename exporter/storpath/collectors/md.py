@@ -97,8 +97,7 @@ class MdCollector(Collector):
             if array.level:
                 rows.add(LEVEL_INFO, (array.name, array.level), 1)
             rows.add(RAID_DISKS, dev, array.raid_disks)
-            # A container has no redundancy of its own: no degraded count even if one were given.
-            rows.add(DEGRADED_DISKS, dev, None if array.container else array.degraded)
+            rows.add(DEGRADED_DISKS, dev, array.degraded)  # None for a container (readers.md)
             if array.sync_action is not None:
                 for value in SYNC_ACTIONS:
                     rows.add(SYNC_ACTION, (array.name, value), 1.0 if value == array.sync_action else 0.0)

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import threading
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from storpath import log
-from storpath.analysis.nvme import judge
+from storpath.analysis.nvme import Identified, identified
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
 from storpath.readers.nvme import IdentifyResult, NvmeNamespace, NvmeReader, identify_namespace
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
 _DEVICE = ("device",)
 _CONTROLLER = ("controller",)
@@ -86,33 +84,6 @@ TASK = "nvme-identify"
 _CONTROLLER_NAME = re.compile(r"\bnvme\d+\b")
 
 
-@dataclass(frozen=True)
-class _Identified:
-    """What one Identify pass gives a namespace's series, derived once per pass."""
-
-    fingerprint: Tuple  # the namespace when read: served only while it still reads so
-    result: IdentifyResult
-    in_use_size: Optional[int]  # data size of the format in use; None while the formats are unknown
-    best_size: Optional[int]
-    formats: Tuple[Tuple[str, ...], ...]  # label values of each storpath_nvme_namespace_lba_format_info series
-
-
-def _label(number: int) -> str:
-    return sys.intern(str(number))
-
-
-def _identified(ns: NvmeNamespace, result: IdentifyResult) -> _Identified:
-    verdict = judge(result.identify) if result.identify is not None else None
-    if verdict is None:
-        return _Identified(ns.fingerprint, result, None, None, ())
-    # The label values repeat across namespaces (one drive model's table): interned, a
-    # thousand namespaces share the same few strings.
-    formats = tuple((ns.device, _label(fmt.index), _label(fmt.data_size), _label(fmt.metadata_size),
-                     fmt.relative_performance_name, "true" if fmt.index == verdict.in_use.index else "false")
-                    for fmt in result.identify.formats)
-    return _Identified(ns.fingerprint, result, verdict.in_use.data_size, verdict.best.data_size, formats)
-
-
 @register("nvme", default=True)
 class NvmeCollector(Collector):
     """NVMe namespaces: LBA format in use against the best supported one (Identify Namespace), and controllers."""
@@ -133,13 +104,12 @@ class NvmeCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        cfg = {**self.config_defaults, **(ctx.config or {})}
-        self.timeout = float(cfg["identify_timeout"])
-        self.nvme_cli = str(cfg["nvme_cli"])
-        self.startup_wait = float(cfg["startup_wait"])
-        interval = float(cfg["identify_interval"])
+        self.timeout = float(self.config["identify_timeout"])
+        self.nvme_cli = str(self.config["nvme_cli"])
+        self.startup_wait = float(self.config["startup_wait"])
+        interval = float(self.config["identify_interval"])
         self._lock = threading.Lock()
-        self._results: Dict[str, _Identified] = {}  # device -> the last pass's result
+        self._results: Dict[str, Identified] = {}  # device -> the last pass's result
         self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
         self._triggered_for: Optional[Dict[str, Tuple]] = None
         self.reader = NvmeReader(self.roots)  # the background task's namespaces
@@ -148,12 +118,12 @@ class NvmeCollector(Collector):
     # ---- background ------------------------------------------------------------
     def identify_all(self) -> None:
         namespaces = self.reader.namespaces()
-        results: Dict[str, _Identified] = {}
+        results: Dict[str, Identified] = {}
         for ns in namespaces:
             if ns.controller is None or ns.nsid is None:
                 continue
             result = identify_namespace(self.roots, ns.controller, ns.nsid, self.nvme_cli, self.timeout)
-            results[ns.device] = _identified(ns, result)
+            results[ns.device] = identified(ns, result)
             if result.error is None:
                 log.kv(self.log, logging.DEBUG, "Identify Namespace read", device=ns.device, source=result.source)
         with self._lock:
@@ -172,15 +142,15 @@ class NvmeCollector(Collector):
         self.task.trigger()
 
     def sources(self):
-        return (Source("nvme_identify", self.latest, needs=("nvme_namespaces",)),)
+        return (Source("nvme_identify", no_problems(self.latest), needs=("nvme_namespaces",)),)
 
-    def latest(self, got) -> Dict[str, _Identified]:
+    def latest(self, namespaces: List[NvmeNamespace]) -> Dict[str, Identified]:
         """The background task's last pass: namespace -> what Identify said. The first
         scrapes after start wait a little for the first pass; namespaces that changed
-        since that pass (`got`: this snapshot's) have the task run again early. A pass
+        since that pass (`namespaces`: this snapshot's) have the task run again early. A pass
         that raised fails the source (background.TaskFailed)."""
         self.task.wait_first_run(self.startup_wait)
-        self._maybe_trigger(got["nvme_namespaces"])
+        self._maybe_trigger(namespaces)
         self.task.raise_if_failed()
         with self._lock:
             return self._results  # replaced, never changed, by each pass
@@ -205,7 +175,7 @@ class NvmeCollector(Collector):
         self._identify_rows(per_controller, rows)
         return rows
 
-    def _namespace_rows(self, ns: NvmeNamespace, identified: Optional[_Identified],
+    def _namespace_rows(self, ns: NvmeNamespace, identified: Optional[Identified],
                         rows: Rows) -> None:
         dev = (ns.device,)
         rows.add(NAMESPACE_INFO, (ns.device, ns.controller or "", str(ns.nsid) if ns.nsid is not None else ""), 1)

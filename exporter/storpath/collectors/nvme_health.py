@@ -21,7 +21,7 @@ from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.nvme import NvmeReader
 from storpath.readers.nvme_health import (HealthResult, HwmonSensor, TemperatureThresholds, celsius,
                                           read_health)
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
 _CONTROLLER = ("controller",)
 _SENSOR = ("controller", "sensor")
@@ -180,15 +180,14 @@ class NvmeHealthCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        cfg = {**self.config_defaults, **(ctx.config or {})}
-        interval = float(cfg["smart_interval"])
+        interval = float(self.config["smart_interval"])
         if interval < MIN_INTERVAL:
             log.kv(self.log, logging.WARNING, "smart_interval below the minimum, using the minimum",
                    configured=f"{interval:g}s", minimum=f"{MIN_INTERVAL:g}s")
             interval = MIN_INTERVAL
-        self.timeout = float(cfg["smart_timeout"])
-        self.nvme_cli = str(cfg["nvme_cli"])
-        self.startup_wait = float(cfg["startup_wait"])
+        self.timeout = float(self.config["smart_timeout"])
+        self.nvme_cli = str(self.config["nvme_cli"])
+        self.startup_wait = float(self.config["startup_wait"])
         self.reader = NvmeReader(self.roots)  # the background task's controllers
         self._lock = threading.Lock()
         self._results: Dict[str, HealthResult] = {}
@@ -215,7 +214,7 @@ class NvmeHealthCollector(Collector):
             self._results = results
 
     def sources(self):
-        return (Source("nvme_smart", self.latest),)
+        return (Source("nvme_smart", no_problems(self.latest)),)
 
     def latest(self, _=None) -> Dict[str, HealthResult]:
         """The background task's last pass: controller -> SMART log. The first scrapes after

@@ -118,8 +118,8 @@ class PcieCollector(Collector):
             rows.add(MAX_WIDTH, key, static.max_link_width)
             if exp is None:
                 continue
-            rows.add(VERIFIABLE, (address, exp.basis, exp.trust_reason), 1 if exp.verifiable else 0)
-            rows.add(EXPECTED_SPEED, key, exp.expected_speed)
+            rows.add(VERIFIABLE, (address, exp.speed.basis, exp.speed.reason), 1 if exp.speed.verifiable else 0)
+            rows.add(EXPECTED_SPEED, key, exp.speed.expected)
             rows.add(EXPECTED_WIDTH, key, exp.expected_width)
             rows.add(CURRENT_BANDWIDTH, key, current_bandwidth(device, exp))
             rows.add(EXPECTED_BANDWIDTH, key, exp.expected_bandwidth)

@@ -11,14 +11,13 @@ import logging
 from typing import Dict, NamedTuple, Optional, Tuple
 
 from storpath import log
+from storpath.analysis.pcie import analyse
 from storpath.collectors import Collector, register
 from storpath.families import COUNTER, GAUGE, SUMMARY, Family, Rows
 from storpath.probes import config as probes_config
 from storpath.probes.config import FAILURE_REASONS, SKIP_REASONS
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
-# How often what each target's path allows is read again (links can retrain, drives be swapped).
-EXPECTATION_INTERVAL = 600.0
 
 
 # A summary of the latest probe's completion latencies: quantiles only, as fio gives them;
@@ -109,8 +108,6 @@ class ProbesCollector(Collector):
 
         self.engine = ProbeEngine(self.probes, self.roots)
         self.reads = ("probes",)
-        self.tasks.append(ctx.scheduler.add("probes-expectation", self.engine.refresh_expectations,
-                                            EXPECTATION_INTERVAL))
         for target in self.probes.targets:
             delay = self.engine.initial_delay(target)
             self.tasks.append(ctx.scheduler.add(f"probe:{target.name}", lambda t=target: self.engine.run_target(t),
@@ -123,15 +120,18 @@ class ProbesCollector(Collector):
             self.engine.close()
 
     def sources(self):
-        return (Source("probes", self.latest),) if self.engine is not None else ()
+        return (Source("probes", no_problems(self.latest), needs=("pci", "pcie_expected", "blocks", "md")),) \
+            if self.engine is not None else ()
 
-    def latest(self, _=None) -> "ProbeResults":
-        """What the probes found so far, and what each target's links allow. A probe task
-        whose latest run raised (not a probe that failed: that is counted) fails the source
-        (background.TaskFailed)."""
+    def latest(self, pci, expected, blocks, md) -> "ProbeResults":
+        """What the probes found so far, and what each target's links allow on this
+        snapshot (the links judged as the pcie collector judges them, a guest's included).
+        A probe task whose latest run raised (not a probe that failed: that is counted)
+        fails the source (background.TaskFailed)."""
         for task in self.tasks:
             task.raise_if_failed()
         engine = self.engine
+        engine.refresh_expectations(pci, analyse(pci, expected=expected), blocks, md)
         expected = {(t.name, p): engine.expected(t, p)[0] for t in self.probes.targets for p in t.profiles}
         return ProbeResults(engine.snapshot(), dict(engine.target_devices), expected)
 

@@ -23,7 +23,7 @@ from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
 from storpath.readers.raid import RaidReader, RaidSnapshot, ToolStatus
 from storpath.readers.raid_records import BATTERY_STATES, DRIVE_STATES, VOLUME_STATES, RaidInventory
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
 TASK = "raid"
 
@@ -193,7 +193,7 @@ class RaidCollector(Collector):
                 self._last_success = snapshot.finished_at
 
     def sources(self):
-        return (Source("raid", self.latest),)
+        return (Source("raid", no_problems(self.latest)),)
 
     def latest(self, _=None) -> RaidPass:
         """The task's last pass. One that raised is every tool failed (`tool_up 0`), not the

@@ -24,7 +24,7 @@ from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
 from storpath.readers.sas_pcd import DrivePhysResult, read_all
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
 TASK = "sas-link-errors"
 DRIVE_TASK = "sas-drive-phys"
@@ -163,27 +163,26 @@ class SasCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        cfg = {**self.config_defaults, **(ctx.config or {})}
         self.reader = SasReader(self.roots)
-        self.startup_wait = float(cfg["startup_wait"])
+        self.startup_wait = float(self.config["startup_wait"])
         self._lock = threading.Lock()
         self._errors: Dict[str, SasPhyErrors] = {}
         self._errors_read_at: Optional[float] = None
-        interval = max(1.0, float(cfg["error_counters_interval"]))  # 0 would spin
+        interval = max(1.0, float(self.config["error_counters_interval"]))  # 0 would spin
         self.task = ctx.scheduler.add(TASK, self.read_errors, interval=interval, jitter=min(5.0, interval / 10))
-        self.sg_modes = str(cfg["sg_modes"])
-        self.drive_timeout = float(cfg["drive_phys_timeout"])
+        self.sg_modes = str(self.config["sg_modes"])
+        self.drive_timeout = float(self.config["drive_phys_timeout"])
         self._drives: Dict[str, DrivePhysResult] = {}
         self._drives_read: Optional[Dict[str, Optional[str]]] = None  # end device -> address, of the last pass
         self._drives_triggered_for: Optional[Dict[str, Optional[str]]] = None
-        drive_interval = max(10.0, float(cfg["drive_phys_interval"]))  # the config refuses less
+        drive_interval = max(10.0, float(self.config["drive_phys_interval"]))  # the config refuses less
         self.drive_task = ctx.scheduler.add(DRIVE_TASK, self.read_drives, interval=drive_interval,
                                             jitter=drive_interval / 10)
 
     def read_errors(self) -> None:
         """The background task: one read of every PHY's link error counters. What could not
         be read is logged here, once each (the task runs outside the snapshot step)."""
-        errors, problems = self.reader.read_errors_with_problems()
+        errors, problems = self.reader.read_errors()
         for problem in problems:
             log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
         with self._lock:
@@ -208,14 +207,14 @@ class SasCollector(Collector):
             self._drives_read = {name: r.sas_address for name, r in results.items()}
 
     def sources(self):
-        return (Source("sas_errors", self.latest_errors),
-                Source("sas_drive_phys", self.latest_drives, needs=("sas_phys",)))
+        return (Source("sas_errors", no_problems(self.latest_errors)),
+                Source("sas_drive_phys", no_problems(self.latest_drives), needs=("sas_phys",)))
 
-    def latest_drives(self, got) -> Dict[str, DrivePhysResult]:
+    def latest_drives(self, phys: List[SasPhy]) -> Dict[str, DrivePhysResult]:
         """The drive task's last pass: end device -> its drive's PHYs. A SAS drive this
-        snapshot sees that the pass did not (`got`: its PHYs) has the task run again early."""
+        snapshot sees that the pass did not (`phys`: its PHYs) has the task run again early."""
         self.drive_task.wait_first_run(self.startup_wait)
-        self._maybe_trigger(got.get("sas_phys") or ())
+        self._maybe_trigger(phys or ())
         self.drive_task.raise_if_failed()  # a pass that raised fails the source
         with self._lock:
             return self._drives  # replaced, never changed, by each pass

@@ -21,7 +21,7 @@ from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.block import device_physical_block_size
 from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolReader, ZpoolSnapshot,
                                   find_zfs, find_zpool, zfs_present)
-from storpath.snapshot import Source
+from storpath.snapshot import Source, no_problems
 
 
 ZPOOL_UP = Family(
@@ -187,7 +187,7 @@ class ZfsCollector(Collector):
                 self._last_success = snapshot.finished_at
 
     def sources(self):
-        return (Source("zpool", self.latest),)
+        return (Source("zpool", no_problems(self.latest)),)
 
     def latest(self, _=None) -> "ZpoolPass":
         """The task's last pass. One that raised is a failed zpool run (`zpool_up 0`, the

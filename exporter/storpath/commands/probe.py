@@ -19,9 +19,11 @@ from typing import Dict, List, Optional
 
 from storpath.options import roots_from
 from storpath.config import ConfigError
+from storpath.analysis.pcie import analyse
 from storpath.probes import config as probes_config
 from storpath.probes.engine import Outcome, ProbeEngine
 from storpath.progress import Progress
+from storpath.snapshot import take_once
 from storpath.units import human_bytes_per_second, parse_duration
 
 
@@ -137,7 +139,12 @@ def run(args, config) -> int:
     engine = ProbeEngine(probes, roots, persist=False,
                          lock_dir=os.path.join(state_dir, "locks") if os.path.isdir(state_dir) else None)
     try:
-        engine.refresh_expectations()
+        snapshot = take_once(roots, ["pci", "pcie_expected", "blocks", "md"])
+        why = snapshot.why_missing(("pci", "pcie_expected", "blocks"))
+        if why is not None:
+            raise RuntimeError(why)
+        engine.refresh_expectations(snapshot.pci, analyse(snapshot.pci, expected=snapshot.pcie_expected),
+                                    snapshot.blocks, snapshot.md or [])
     except Exception as exc:  # the probe itself is still worth running
         print(f"storpath probe: cannot work out the path's expectation: {exc}", file=sys.stderr)
     progress = Progress(sys.stderr, probes.runtime)

@@ -18,16 +18,16 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
-import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from storpath import collectors, log
 from storpath.analysis.pcie import analyse, judge
-from storpath.analysis.topology import path_to_root
+from storpath.readers.pci import PCI_ADDRESS, path_to_root
 from storpath.collectors.base import SourceFailed
+from storpath.parse import natural_key
 from storpath.roots import Roots
-from storpath.snapshot import Snapshot, Snapshotter, sysfs_sources
+from storpath.snapshot import Snapshot, read_now_sources, take_once
 
 LOG = log.get("findings")
 
@@ -78,7 +78,7 @@ class Facts:
         self.roots = roots
         self.config = config or {}
         self._memo: Dict[str, Any] = {}
-        self.snapshot = snapshot if snapshot is not None else take_snapshot(roots)
+        self.snapshot = snapshot if snapshot is not None else take_snapshot(roots, self.config)
         self._labels: Dict[str, List[str]] = {}
         self._groups: Dict[str, str] = {}
 
@@ -102,10 +102,8 @@ class Facts:
     def collector_config(self, name: str) -> Dict[str, Any]:
         """A collector's settings with its defaults applied, as the exporter would use them."""
         spec = collectors.load_all().get(name)
-        settings = dict(spec.cls.config_defaults) if spec else {}
         section = self.config.get("collectors", {}).get(name, {})
-        settings.update({k: v for k, v in section.items() if k != "enabled"})
-        return settings
+        return spec.cls.settings(section) if spec else {k: v for k, v in section.items() if k != "enabled"}
 
     # ---- shared facts -------------------------------------------------------
     def pci_devices(self):
@@ -172,7 +170,7 @@ class Facts:
 
     def describe(self, subject: str) -> str:
         parts: List[str] = []
-        device = self.pci_by_address().get(subject) if _PCI_ADDRESS.match(subject) else None
+        device = self.pci_by_address().get(subject) if PCI_ADDRESS.match(subject) else None
         if device is not None:
             parts.append(pci_kind(device))
             controllers = sorted({b.controller for b in self.block_devices()
@@ -192,16 +190,15 @@ class Facts:
         return " · ".join(parts)
 
 
-_PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-
-
-def take_snapshot(roots: Roots, timeout: float = 30.0) -> Snapshot:
-    """One snapshot of everything sysfs and procfs hold, for a one-shot command."""
-    snapshotter = Snapshotter(list(sysfs_sources(roots).values()))
-    try:
-        return snapshotter.take(timeout)
-    finally:
-        snapshotter.close()
+def take_snapshot(roots: Roots, config: Optional[Dict[str, Any]] = None, timeout: float = 30.0) -> Snapshot:
+    """One snapshot of everything sysfs and procfs hold, for a one-shot command; with the sas,
+    nvme and nvme_health collectors enabled, what their tasks read (link error counters, SAS
+    drives' PHYs, Identify, SMART logs), read now."""
+    config = config or {}
+    specs = collectors.load_all()
+    settings = {name: specs[name].cls.settings(config.get("collectors", {}).get(name, {}))
+                for name in ("sas", "nvme", "nvme_health") if name in specs and collector_enabled(config, name)}
+    return take_once(roots, extra=read_now_sources(roots, settings).values(), timeout=timeout)
 
 
 # PCI class codes (base class, subclass) in the words of lspci.
@@ -223,19 +220,6 @@ def pci_kind(device) -> str:
         return "PCI device"
     return _CLASS_NAMES.get((code >> 16, (code >> 8) & 0xFF)) or {0x01: "storage controller", 0x02: "network controller",
                                                                    0x03: "display controller"}.get(code >> 16, "PCI device")
-
-
-_PCI_ADDRESS = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
-
-
-def natural_key(text: str):
-    """nvme2n1 before nvme10n1; 0000:08:00.0 before 0000:0a:00.0 (a PCI address's groups are
-    hex numbers). Keys alternate text and numbers, so any two compare."""
-    match = _PCI_ADDRESS.match(text)
-    if match:
-        domain, bus, device, function = (int(g, 16) for g in match.groups())
-        return ["", domain, ":", bus, ":", device, ".", function, ""]
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
 def _short_list(names: List[str], limit: int = 4) -> str:

@@ -33,7 +33,8 @@ def run_probes(facts: Facts, config: Dict[str, Any], result: CheckResult, progre
                          lock_dir=os.path.join(state_dir, "locks") if os.path.isdir(state_dir) else None)
     rows: List[Dict[str, Any]] = []
     try:
-        engine.refresh_expectations()
+        engine.refresh_expectations(facts.pci_devices(), facts.pcie_links(), facts.block_devices(),
+                                    facts.snapshot.md or [])
         total = sum(len(t.profiles) for t in probes.targets)
         done = 0
         for target in probes.targets:

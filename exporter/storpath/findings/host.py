@@ -4,7 +4,7 @@ storpath_host_info and storpath_pcie_link_verifiable)."""
 
 from __future__ import annotations
 
-from storpath.analysis.virtual import DEVICE_ONLY, NONE
+from storpath.analysis.expectation import DEVICE_ONLY, NONE
 from storpath.findings import INFO, Facts, Finding, Outcome, register
 
 
@@ -16,9 +16,9 @@ def check(facts: Facts, out: Outcome) -> None:
     if not host.virtual:
         return
     links = facts.pcie_links()
-    own = sorted(a for a, link in links.items() if link.basis == DEVICE_ONLY and link.partner)
+    own = sorted(a for a, link in links.items() if link.speed.basis == DEVICE_ONLY and link.partner)
     unjudged = sorted(a for a, link in links.items()
-                      if link.basis == NONE and link.partner is None and not link.faces_downstream)
+                      if link.speed.basis == NONE and link.partner is None and not link.faces_downstream)
     parts = []
     if own:
         parts.append(f"{len(own)} passed-through device(s) judged against their own link capability only "

@@ -14,7 +14,6 @@ from typing import Dict, List
 
 from storpath.analysis.nvme import judge
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.nvme import identify_namespace
 
 _RP_NAMES = {0: "Best", 1: "Better", 2: "Good", 3: "Degraded"}
 
@@ -32,7 +31,7 @@ def _fmt(f) -> str:
 
 @register("nvme", collector="nvme", order=20)
 def check(facts: Facts, out: Outcome) -> None:
-    settings = facts.collector_config("nvme")
+    results = facts.part("nvme_identify")
     controllers = {c.name: c for c in facts.part("nvme_controllers")}
     for ctrl in controllers.values():
         if ctrl.address and ctrl.model:
@@ -46,8 +45,7 @@ def check(facts: Facts, out: Outcome) -> None:
         ctrl = controllers.get(ns.controller)
         if ctrl is not None and ctrl.address:
             facts.set_group(ns.device, ctrl.address)
-        result = identify_namespace(facts.roots, ns.controller, ns.nsid, str(settings.get("nvme_cli", "nvme")),
-                                    float(settings.get("identify_timeout", 10)))
+        result = results[ns.device].result
         if result.identify is None:
             unknown.setdefault(result.error or "unknown reason", []).append(ns.device)
             continue

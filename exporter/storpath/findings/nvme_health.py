@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.nvme_health import HealthResult, celsius, read_health
+from storpath.readers.nvme_health import HealthResult, celsius
 
 _COOLING = ("Improve the drive's cooling: fit the carrier card's heatsink cover and thermal pads, put a fan on "
             "the slot or move the drive to a cooled bay (U.2/E1.S cool better than M.2); check that nobody "
@@ -29,16 +29,15 @@ def _warning_threshold(max_celsius: Optional[float], result: HealthResult) -> Op
 
 @register("nvme_health", collector="nvme_health", order=25)
 def check(facts: Facts, out: Outcome) -> None:
-    settings = facts.collector_config("nvme_health")
     controllers = sorted(facts.part("nvme_controllers"), key=lambda c: natural_key(c.name))
+    results = facts.part("nvme_smart")
     sensors = facts.part("hwmon")[1]
     unknown: List[str] = []
     reason = ""
     for ctrl in controllers:
         c = ctrl.name
         composite = next((s for s in sensors if s.controller == c and s.sensor == "composite"), None)
-        result = read_health(facts.roots, c, str(settings.get("nvme_cli", "nvme")),
-                             float(settings.get("smart_timeout", 10)))
+        result = results[c]
         smart = result.smart
         if smart is None:
             unknown.append(c)

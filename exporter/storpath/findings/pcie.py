@@ -16,10 +16,9 @@ from typing import Dict, List, Optional, Set
 
 from storpath.analysis.pcie import LinkAnalysis
 from storpath.analysis.throughput import path_hops, shared_tree_bandwidth
-from storpath.analysis.topology import DOWNSTREAM_FACING
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
 from storpath.analysis.virtual import REASON_TEXT
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, pci_kind, register
-from storpath.readers.pci import PciDevice
 from storpath.units import human_bytes_per_second, human_transfers
 
 _GENERATIONS = {2.5e9: 1, 5e9: 2, 8e9: 3, 16e9: 4, 32e9: 5, 64e9: 6}
@@ -109,7 +108,7 @@ def check(facts: Facts, out: Outcome) -> None:
                 subject=address, severity=s(CRITICAL), kind="pcie.link_down",
                 title="PCIe link is down though the device is still listed",
                 evidence=f"link width 0 (down); it should train to "
-                         f"{link_text(link.expected_speed, link.expected_width)} ({ends})",
+                         f"{link_text(link.speed.expected, link.expected_width)} ({ends})",
                 impact=f"no bandwidth at all{_for(blocks)}: "
                        f"{_gbs(link.expected_bandwidth)} of link expected",
                 remedy="Look for 'Link Down', DPC or AER messages in the kernel log (dmesg). Reseat the device "
@@ -122,16 +121,16 @@ def check(facts: Facts, out: Outcome) -> None:
         low_speed, low_width = link.speed_below_expected, link.width_below_expected
         if low_speed or low_width:
             current = link_text(device.current_link_speed, device.current_link_width)
-            expected = link_text(link.expected_speed, link.expected_width)
-            both = "both ends support" if link.verifiable else "the device itself supports"
-            if not link.verifiable:  # behind an emulated port: the device's own registers (analysis.virtual)
+            expected = link_text(link.speed.expected, link.expected_width)
+            both = "both ends support" if link.speed.verifiable else "the device itself supports"
+            if not link.speed.verifiable:  # behind an emulated port: the device's own registers (analysis.virtual)
                 ends = f"device {link_text(device.static.max_link_speed, device.static.max_link_width)}; " \
-                       + REASON_TEXT.get(link.trust_reason, "the port's numbers are not hardware")
+                       + REASON_TEXT.get(link.speed.reason, "the port's numbers are not hardware")
             if low_speed and low_width:
                 title = f"PCIe link trained at {current}, {both} {expected}"
             elif low_speed:
                 title = (f"PCIe link trained at {link_text(device.current_link_speed, None)}, "
-                         f"{both} {link_text(link.expected_speed, None)}")
+                         f"{both} {link_text(link.speed.expected, None)}")
             else:
                 title = f"PCIe link trained at x{device.current_link_width}, {both} x{link.expected_width}"
             remedies = []
@@ -142,7 +141,7 @@ def check(facts: Facts, out: Outcome) -> None:
             if low_speed:
                 remedies.append("A lower speed than both ends support is a signal problem or a BIOS setting: "
                                 "check the slot's PCIe generation setting in the BIOS (Auto or "
-                                f"{link_text(link.expected_speed, None)}), reseat the device, riser or cable, or "
+                                f"{link_text(link.speed.expected, None)}), reseat the device, riser or cable, or "
                                 "try another slot.")
             aer = _aer_text(device, port)
             out.add(Finding(
@@ -171,7 +170,7 @@ def check(facts: Facts, out: Outcome) -> None:
                 subject=address, severity=s(WARNING), kind="pcie.placement_below_capability",
                 title=title,
                 evidence=f"device {device_max}, port {link.partner} {port_max}: the link can reach "
-                         f"{link_text(link.expected_speed, link.expected_width)} at most",
+                         f"{link_text(link.speed.expected, link.expected_width)} at most",
                 impact=_lost(link.max_bandwidth, link.expected_bandwidth, "the device could use")
                        + _for(blocks),
                 remedy=f"Move the device to a slot whose port supports {device_max} (usually a CPU-attached slot; "
@@ -201,12 +200,12 @@ def _hop_limits(facts: Facts, out: Outcome, links: Dict[str, LinkAnalysis], devi
         hop_link = links.get(link.bottleneck)
         blocks = facts.blocks_below(address)
         already = link.bottleneck in hop_findings
-        hop_text = link_text(hop_link.expected_speed, hop_link.expected_width) if hop_link else "unknown"
+        hop_text = link_text(hop_link.speed.expected, hop_link.expected_width) if hop_link else "unknown"
         out.add(Finding(
             subject=address, severity=(INFO if already or address not in storage else WARNING),
             kind="pcie.path_limited_upstream",
             title=f"its path is limited upstream, at {link.bottleneck}",
-            evidence=f"own link {link_text(link.expected_speed, link.expected_width)} ({_gbs(own)}); "
+            evidence=f"own link {link_text(link.speed.expected, link.expected_width)} ({_gbs(own)}); "
                      f"{link.bottleneck} ({_describe_port(hop)}) links at {hop_text} "
                      f"({_gbs(link.bottleneck_bandwidth)})",
             impact=_lost(own, link.bottleneck_bandwidth, "of own link") + _for(blocks),
@@ -240,7 +239,7 @@ def _shared_uplinks(facts: Facts, out: Outcome, links: Dict[str, LinkAnalysis], 
             subject=address, severity=INFO, kind="pcie.shared_uplink_oversubscribed",
             title=f"{len(paths)} devices share one {_gbs(up.expected_bandwidth)} uplink",
             evidence=f"their own links add up to {_gbs(alone)}; this switch's uplink to {up.partner} is "
-                     f"{link_text(up.expected_speed, up.expected_width)} ({_gbs(up.expected_bandwidth)})",
+                     f"{link_text(up.speed.expected, up.expected_width)} ({_gbs(up.expected_bandwidth)})",
             impact=f"read together, {', '.join(blocks)} get at most {_gbs(together)}, "
                    f"{_gbs(alone - together)} less than their links add up to",
             remedy="Expected of a switch card; spread the devices over more slots (or use a card with a wider "

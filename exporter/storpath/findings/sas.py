@@ -15,17 +15,14 @@ paragraphs help nobody.
 
 from __future__ import annotations
 
-import time
 from typing import Dict, List, Optional, Tuple
 
-from storpath.analysis.links import (at_lowered_minimum, drive_phys, expander_capabilities, limiting_end,
-                                     sas_expectation, sata_expectation)
+from storpath.analysis.expectation import which_end
+from storpath.analysis.links import (at_lowered_minimum, drive_phys, expander_capabilities, sas_expectation,
+                                     sata_expectation)
 from storpath.analysis.sata import speed_limited
-from storpath.collectors.base import SourceFailed
 from storpath.findings import INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.sas import NO_ERRORS_READ, SasPhy, SasPhyErrors, SasReader
-from storpath.readers.sas_pcd import DrivePhysResult, read_all
-from storpath.snapshot import Snapshotter, Source
+from storpath.readers.sas import NO_ERRORS_READ, SasPhy
 from storpath.units import human_bits_per_second as gbit
 
 
@@ -48,50 +45,14 @@ def _controller_of(facts: Facts, disks: Tuple[str, ...]) -> Optional[str]:
     return None
 
 
-def link_errors(facts: Facts) -> Dict[str, SasPhyErrors]:
-    """PHY -> its link error counters: the exporter's last background read when the
-    snapshot is a scrape's, else read now (a one-shot check can wait for the HBA) by a
-    snapshot step of its own, which logs what could not be read as a scrape does."""
-    if facts.snapshot.sas_errors is not None:
-        return facts.snapshot.sas_errors[0]
-    reader = SasReader(facts.roots)
-    snapshotter = Snapshotter([Source("sas_errors", lambda _: _read_now(reader), with_problems=True)])
-    try:
-        snapshot = snapshotter.take(30.0)
-    finally:
-        snapshotter.close()
-    if snapshot.sas_errors is None:
-        raise SourceFailed(snapshot.why_missing(("sas_errors",)) or "sas_errors: not read")
-    return snapshot.sas_errors[0]
-
-
-def drive_results(facts: Facts) -> Dict[str, DrivePhysResult]:
-    """End device -> its SAS drive's PHYs: the exporter's last background read when the
-    snapshot is a scrape's, else read now (a one-shot check can wait for the drives)."""
-    if facts.snapshot.sas_drive_phys is not None:
-        return facts.snapshot.sas_drive_phys
-    if facts.roots is None:  # a scrape's snapshot without the sas collector: nothing to read with
-        return {}
-    settings = facts.collector_config("sas")
-    return facts.memo("sas.drive_phys", lambda: read_all(facts.roots, str(settings.get("sg_modes", "sg_modes")),
-                                                         float(settings.get("drive_phys_timeout", 10))))
-
-
-def _read_now(reader: SasReader):
-    """((PHY -> error counters, when read), problems): the sas_errors part, and what could not be read."""
-    errors, problems = reader.read_errors_with_problems()
-    return (errors, time.time()), problems
-
-
 @register("sas", collector="sas", order=30)
 def check_sas(facts: Facts, out: Outcome) -> None:
     phys = facts.part("sas_phys")
-    link_error_counts = link_errors(facts) if phys else {}
+    link_error_counts = facts.part("sas_errors")[0] if phys else {}
     groups: Dict[tuple, List[SasPhy]] = {}
     errors: Dict[Optional[str], List[Tuple[SasPhy, int]]] = {}
     expanders = expander_capabilities(phys)
-    drives = drive_phys(phys, drive_results(facts)) if any(
-        p.attached is not None and p.attached.target_port_protocols == "ssp" for p in phys) else {}
+    drives = drive_phys(phys, facts.snapshot.sas_drive_phys or {})
     for phy in phys:
         disks = phy.attached.block_devices if phy.attached else ()
         controller = _controller_of(facts, disks)
@@ -112,11 +73,11 @@ def check_sas(facts: Facts, out: Outcome) -> None:
             else phy.hardware_maximum_rate
         far_end = expectation.far_end if expectation is not None else None
         key = (controller, at_minimum, phy.negotiated_rate, expected, far_end, phy.hardware_maximum_rate,
-               phy.minimum_rate, phy.maximum_rate)
+               phy.minimum_rate, phy.maximum_rate, expectation)
         groups.setdefault(key, []).append(phy)
 
-    for (controller, at_minimum, negotiated, expected, far_end, hw_max, minimum, maximum), members in sorted(
-            groups.items(), key=lambda item: natural_key(item[1][0].name)):
+    for key, members in sorted(groups.items(), key=lambda item: natural_key(item[1][0].name)):
+        controller, at_minimum, negotiated, expected, far_end, hw_max, minimum, maximum, expectation = key
         names = [p.name for p in members]
         disks = [d for p in members for d in (p.attached.block_devices if p.attached else ())]
         count = f"{len(members)} PHYs" if len(members) > 1 else f"PHY {names[0]}"
@@ -127,7 +88,7 @@ def check_sas(facts: Facts, out: Outcome) -> None:
                     f"the PHYs do {_range(phy_hw_min(members), hw_max)}, programmed {_range(minimum, maximum)}; "
                     f"{far_name} {'do' if far_name.endswith('s') else 'does'} "
                     f"{gbit(far_end) if far_end is not None else 'an unknown rate'}"
-                    + (f": expected {gbit(expected)}, {_limiting_end(hw_max, far_end)}" if far_end is not None
+                    + (f": expected {gbit(expected)} ({which_end(expectation)})" if far_end is not None
                        else ""))
         if at_minimum:
             remedy = (f"The link stepped down to the programmed minimum. Raise it: "
@@ -168,15 +129,6 @@ def _range(low: Optional[float], high: Optional[float]) -> str:
     return f"{low / 1e9:g} to {high / 1e9:g} Gbit/s"
 
 
-_LIMITING_END = {"port": "the port's limit", "device": "the far end's limit", "both": "both ends alike",
-                 "": "one end unknown"}
-
-
-def _limiting_end(port: Optional[float], far_end: Optional[float]) -> str:
-    """Which end sets the expected rate, in words."""
-    return _LIMITING_END[limiting_end(port, far_end)]
-
-
 def phy_hw_min(phys: List[SasPhy]) -> Optional[float]:
     return phys[0].hardware_minimum_rate
 
@@ -199,8 +151,8 @@ def check_sata(facts: Facts, out: Outcome) -> None:
                 title=f"SATA link runs at {gbit(link.speed)}, port and drive both do {gbit(expectation.expected)}",
                 evidence=f"{who}: sata_spd {gbit(link.speed)}, hw_sata_spd_limit {gbit(link.hardware_limit)}, "
                          f"sata_spd_limit {gbit(link.limit)}, the drive's IDENTIFY data (word 76) "
-                         f"{gbit(link.device_capability.maximum)}: expected {gbit(expectation.expected)}, "
-                         f"{_limiting_end(link.hardware_limit, link.device_capability.maximum)}",
+                         f"{gbit(link.device_capability.maximum)}: expected {gbit(expectation.expected)} "
+                         f"({which_end(expectation)})",
                 impact=f"{payload_mb(link.speed)} instead of {payload_mb(expectation.expected)}",
                 remedy="Replace the cable or check the backplane, and remove any libata.force speed setting "
                        "from the kernel command line.",

@@ -39,25 +39,18 @@ class Flight:
         """The response body in one format, gzipped or not, as pieces to send one after
         another; made once per flight."""
         with self._lock:
-            return self._chunks(openmetrics, compressed)
-
-    def body(self, openmetrics: bool, compressed: bool) -> bytes:
-        """The same, joined."""
-        chunks = self.chunks(openmetrics, compressed)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    def _chunks(self, openmetrics: bool, compressed: bool) -> List[bytes]:
-        body = self._bodies.get((openmetrics, compressed))
-        if body is None:
-            if compressed:
+            plain = self._bodies.get((openmetrics, False))
+            if plain is None:
+                plain = self._bodies[(openmetrics, False)] = exposition.pieces(self.families, openmetrics)
+            if not compressed:
+                return plain
+            body = self._bodies.get((openmetrics, True))
+            if body is None:
                 # One gzip stream (wbits 31: gzip header and trailer) fed piece by piece.
                 packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
-                body = [packer.compress(piece) for piece in self._chunks(openmetrics, False)]
-                body = [b"".join(body) + packer.flush()]
-            else:
-                body = exposition.pieces(self.families, openmetrics)
-            self._bodies[(openmetrics, compressed)] = body
-        return body
+                body = [packer.compress(piece) for piece in plain]
+                body = self._bodies[(openmetrics, True)] = [b"".join(body) + packer.flush()]
+            return body
 
 
 class Scraper:

@@ -315,10 +315,6 @@ class Server:
         return self.https[0].bind_addr[1]
 
     @property
-    def ports(self) -> List[int]:
-        return [http.bind_addr[1] for http in self.https]
-
-    @property
     def tls(self) -> bool:
         return self.adapter is not None
 

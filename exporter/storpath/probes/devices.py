@@ -27,7 +27,7 @@ from storpath.parse import parse_int
 from storpath.probes.targets import pseudo_filesystem_problem
 from storpath.readers import md as md_reader
 from storpath.roots import Roots
-from storpath.sysfs import WHOLE_FILE, list_dir, read_attr
+from storpath.sysfs import WHOLE_FILE, read_attr
 
 LOG = log.get("probes")
 
@@ -104,25 +104,24 @@ def whole_disk(roots: Roots, name: str) -> str:
     return name
 
 
-def read_md(roots: Roots, name: str) -> Optional[MdShape]:
-    """Level and member disks of an md array (storpath.readers.md), None when `name` is
-    no md array. Members that are partitions are given as their disks (the PCIe path is
-    the disk's); spares and failed members carry no reads and are left out."""
-    array = md_reader.read_md_array(roots, name)
+def md_shape(array) -> Optional[MdShape]:
+    """Level and member disks of an md array (a readers.md.MdArray), None when it has no
+    level. Members that are partitions are given as their disks (the PCIe path is the
+    disk's); spares and failed members carry no reads and are left out."""
     if array is None or not array.level:
         return None
     members = tuple(m.disk for m in array.members if m.slot is not None and "faulty" not in m.state)
-    return MdShape(name=name, level=array.level, members=members)
+    return MdShape(name=array.name, level=array.level, members=members)
 
 
-def read_md_arrays(roots: Roots) -> Dict[str, MdShape]:
-    arrays = {}
-    for name in list_dir(roots.sys("block")):
-        if name.startswith("md"):
-            shape = read_md(roots, name)
-            if shape is not None:
-                arrays[name] = shape
-    return arrays
+def read_md(roots: Roots, name: str) -> Optional[MdShape]:
+    """The shape of md array `name` now (the devices a probe locks), None when it is none."""
+    return md_shape(md_reader.read_md_array(roots, name))
+
+
+def md_shapes(arrays) -> Dict[str, MdShape]:
+    """name -> shape, of a snapshot's md arrays."""
+    return {a.name: shape for a in arrays for shape in (md_shape(a),) if shape is not None}
 
 
 @dataclass(frozen=True)
@@ -175,19 +174,6 @@ def resolve(roots: Roots, kind: str, path: str, device_name: Optional[str] = Non
     # Anonymous device numbers (major 0: ZFS, btrfs subvolumes, tmpfs, overlay) have no block device.
     name = device_of_number(roots, os.major(info.st_dev), os.minor(info.st_dev)) if os.major(info.st_dev) else None
     return Resolved(fio_path, name, whole_disk(roots, name) if name else None)
-
-
-def device_node_size(path: str) -> Optional[int]:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return os.lseek(fd, 0, os.SEEK_END)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 # ---- the file target ----------------------------------------------------------------

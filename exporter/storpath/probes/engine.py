@@ -28,13 +28,9 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from storpath import log
-from storpath.analysis import pcie as pcie_analysis
 from storpath.analysis.throughput import PathExpectation, expected_read_bandwidth
-from storpath.analysis.topology import with_port_types
 from storpath.probes import devices, fio, state as state_file
 from storpath.probes.config import ProbesConfig, Target, default_state_file
-from storpath.readers.block import read_block_devices
-from storpath.readers.pci import PciReader
 from storpath.roots import Roots
 
 LOG = log.get("probes")
@@ -187,13 +183,14 @@ class ProbeEngine:
             return devices.whole_disk(self.roots, os.path.basename(target.path))
         return None
 
-    def refresh_expectations(self) -> None:
-        """What each target's PCIe path allows (sysfs reads: runs in the background)."""
-        pci_devices, _ = with_port_types(PciReader(self.roots).read_with_problems())
-        links = pcie_analysis.analyse(pci_devices)
+    def refresh_expectations(self, pci_devices, links, block_devices, md_arrays) -> None:
+        """What each target's PCIe path allows, from a snapshot (storpath.snapshot): its PCI
+        devices, their links as the scrape judged them (pcie.analyse with the snapshot's
+        expectations, so a guest's links are judged as the scrape judges them), block
+        devices and md arrays."""
         pci = {d.address: d for d in pci_devices}
-        block = {d.name: d for d in read_block_devices(self.roots)}
-        md = devices.read_md_arrays(self.roots)
+        block = {d.name: d for d in block_devices}
+        md = devices.md_shapes(md_arrays)
         found: Dict[str, PathExpectation] = {}
         names: Dict[str, Optional[str]] = {}
         for target in self.config.targets:

@@ -283,21 +283,6 @@ def _foreign(dir_fd: int, name: str, shown: str, owners: Set[int]) -> Optional[s
     return None
 
 
-def foreign(path: str) -> Optional[str]:
-    """Why the file at `path` is not storpath's to replace, or None."""
-    folder = os.path.dirname(path) or "."
-    try:
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{folder}: {exc.strerror}"
-    try:
-        return _foreign(dir_fd, os.path.basename(path), path, trusted_owners(folder))
-    finally:
-        os.close(dir_fd)
-
-
 def save(path: str, state: ProbeState) -> Optional[str]:
     """Write the state atomically; returns the reason it could not, or None. A file at
     `path` that is not a probe state file is never replaced. Every step works in the

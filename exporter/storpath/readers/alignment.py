@@ -162,8 +162,3 @@ class AlignmentReader:
             if name.startswith("md"):
                 members.extend(_md_members(name, path))
         return BlockAlignment(partitions, tuple(members), tuple(stacked))
-
-
-def read_alignment(roots: Roots) -> BlockAlignment:
-    """One-shot read, for commands that read a machine once."""
-    return AlignmentReader(roots).read()

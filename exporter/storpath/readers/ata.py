@@ -95,11 +95,7 @@ class AtaReader:
     def __init__(self, roots: Roots):
         self.roots = roots
 
-    def read(self) -> List[AtaLink]:
-        """Every ATA link (what could not be used is left out unsaid: read_with_problems)."""
-        return self.read_with_problems()[0]
-
-    def read_with_problems(self) -> Tuple[List[AtaLink], List[Problem]]:
+    def read(self) -> Tuple[List[AtaLink], List[Problem]]:
         """Every ATA link, and the attributes that could not be used."""
         base = self.roots.sys("class", "ata_link")
         links: List[AtaLink] = []

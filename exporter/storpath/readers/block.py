@@ -120,11 +120,6 @@ def device_physical_block_size(roots: Roots, device: str) -> Optional[int]:
     return physical_block_size(roots.sys("class", "block", device))
 
 
-def read_block_devices(roots: Roots) -> List[BlockDevice]:
-    """One-shot read (no cache), for commands that read a machine once."""
-    return BlockReader(roots).read()
-
-
 def _locate_path(name: str, path: str) -> Optional[BlockDevice]:
     """None for partitions and devices that vanish while being resolved."""
     if os.path.exists(os.path.join(path, "partition")):

@@ -65,11 +65,6 @@ class HostIdentity:
     def virtual(self) -> bool:
         return self.virtualization == "vm"
 
-    @property
-    def bare_metal(self) -> bool:
-        return self.virtualization == "none"
-
-
 def parse_cpuinfo_hypervisor(text: Optional[str]) -> Optional[bool]:
     """True if the first `flags` line of /proc/cpuinfo lists `hypervisor`; None when the text
     has no `flags` line (not x86, or unreadable)."""

@@ -56,7 +56,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from storpath.parse import parse_int
+from storpath.parse import natural_key, parse_int
 from storpath.problems import Problem
 from storpath.roots import Roots
 from storpath.sysfs import WHOLE_FILE, list_dir, read_attr_why
@@ -110,7 +110,7 @@ class MdArray:
     array_state: Optional[str] = None
     level: Optional[str] = None  # raid0, raid1 ... None while not started
     raid_disks: Optional[int] = None
-    degraded: Optional[int] = None  # None for levels without redundancy
+    degraded: Optional[int] = None  # None for levels without redundancy and for containers
     sync_action: Optional[str] = None  # None for levels without a sync thread
     sync_completed: Optional[Tuple[int, int]] = None  # (done, total) sectors while a sync runs
     mismatch_count: Optional[int] = None  # sectors
@@ -329,7 +329,9 @@ def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
         given.add("level")
     for attr, target in (("raid_disks", "raid_disks"), ("degraded", "degraded"), ("mismatch_cnt", "mismatch_count"),
                          ("chunk_size", "chunk_size_bytes")):
-        text = _attr(md_dir, attr, errors)
+        text, why = read_attr_why(os.path.join(md_dir, attr))
+        if why is not None:
+            errors.append(f"{attr}: {why}")
         value, why = (parse_raid_disks if attr == "raid_disks" else parse_first_int)(text)
         if why:
             errors.append(f"{attr}: {why}")
@@ -371,7 +373,7 @@ def merge_mdstat(array: MdArray, stat: MdstatArray) -> None:
     if "raid_disks" not in given:
         array.raid_disks = stat.raid_disks
     if "degraded" not in given and stat.raid_disks is not None and stat.working_disks is not None \
-            and stat.level not in (None, "raid0", "linear") and not array.container:
+            and stat.level not in (None, "raid0", "linear"):
         array.degraded = stat.raid_disks - stat.working_disks
     if "sync_action" not in given and stat.sync_action is not None:
         array.sync_action = stat.sync_action
@@ -389,13 +391,7 @@ def merge_mdstat(array: MdArray, stat: MdstatArray) -> None:
                          for m in stat.members]
 
 
-def read_md_arrays(roots: Roots) -> List[MdArray]:
-    """Every md array the kernel knows (what could not be read is left out unsaid:
-    read_md_arrays_with_problems)."""
-    return read_md_arrays_with_problems(roots)[0]
-
-
-def read_md_arrays_with_problems(roots: Roots) -> Tuple[List[MdArray], List[Problem]]:
+def read_md_arrays(roots: Roots) -> Tuple[List[MdArray], List[Problem]]:
     """Every md array the kernel knows: those in /proc/mdstat and those with an md
     directory in sysfs, and what could not be read. No md driver loaded means an empty
     list, not an error."""
@@ -412,15 +408,17 @@ def read_md_arrays_with_problems(roots: Roots) -> Tuple[List[MdArray], List[Prob
         if _MD_NAME.match(name) and os.path.isdir(roots.sys("block", name, "md")):
             names.add(name)
     arrays = []
-    for name in sorted(names, key=_natural):
+    for name in sorted(names, key=natural_key):
         array = read_md_array(roots, name) or MdArray(name=name)
         if name in stats:
             merge_mdstat(array, stats[name])
+        if array.container:
+            # The one place of the container rule: metadata and disks, no redundancy of its
+            # own, so no degraded count whatever sysfs or mdstat say (collectors.md, findings.md).
+            array.degraded = None
         for error in array.errors:
             problems.append(Problem("md attribute unreadable", (("device", name), ("err", error))))
         arrays.append(array)
     return arrays, problems
 
 
-def _natural(name: str):
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

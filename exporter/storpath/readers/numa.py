@@ -22,7 +22,6 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from storpath.parse import parse_int, parse_numa_node  # noqa: F401 (parse_numa_node re-exported)
 from storpath.problems import Problem
-from storpath.readers.pci import PciReader
 from storpath.roots import Roots
 from storpath.sysfs import list_dir, read_attr
 
@@ -176,7 +175,7 @@ class NumaTopology:
     pci: Tuple[PciNuma, ...] = ()  # pci_numa(), with numa_node checked against `bound`
 
 
-def read_numa_with_problems(roots: Roots, pci_devices=()) -> Tuple[NumaTopology, List[Problem]]:
+def read_numa(roots: Roots, pci_devices=()) -> Tuple[NumaTopology, List[Problem]]:
     """The topology, with the NUMA node of each of `pci_devices` (readers.pci.PciDevice),
     and what could not be used (left out of the topology, said in the problems)."""
     problems: List[Problem] = []
@@ -184,8 +183,3 @@ def read_numa_with_problems(roots: Roots, pci_devices=()) -> Tuple[NumaTopology,
     packages = read_cpu_packages(roots, problems)
     bound = node_bound(roots)
     return NumaTopology(nodes, packages, bound, tuple(pci_numa(pci_devices, bound, problems))), problems
-
-
-def read_pci_numa(roots: Roots) -> List[PciNuma]:
-    """One-shot read, for callers without a PCI read at hand."""
-    return pci_numa(PciReader(roots).read(), node_bound(roots))

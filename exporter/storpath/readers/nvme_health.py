@@ -304,12 +304,6 @@ class HwmonReader:
         return [name for name, _, _ in found], sensors
 
 
-def read_hwmon(roots: Roots, controller: str) -> List[HwmonSensor]:
-    """Every temperature sensor of one controller's hwmon device; empty without one."""
-    path = roots.sys("class", "nvme", controller)
-    return [_read_sensor(controller, files) for files in _hwmon_of(controller, path)]
-
-
 # ---- SMART log and Identify Controller: captured, ioctl, nvme-cli --------------------
 
 def smart_log_ioctl(char_device: str, timeout: float = 10.0) -> bytes:

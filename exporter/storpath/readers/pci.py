@@ -19,7 +19,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from storpath.parse import parse_int, parse_numa_node
 from storpath.parse import parse_pcie_speed, parse_pcie_width
@@ -82,7 +82,7 @@ class PciDevice:
     current_link_speed: Optional[float]
     current_link_width: Optional[int]
     aer_totals: Dict[str, int] = field(default_factory=dict)
-    port_type: Optional[str] = None  # filled in by storpath.analysis.topology.resolve_port_types()
+    port_type: Optional[str] = None  # filled in by resolve_port_types()
     address: str = ""
 
     def __post_init__(self) -> None:
@@ -212,12 +212,9 @@ class PciReader:
             self._warn(address, attribute, speed_error if attribute == "max_link_speed" and speed_error else reason)
         return static
 
-    def read(self) -> List[PciDevice]:
-        """Every PCI device (without port types: storpath.analysis.topology)."""
-        return self.read_with_problems()[0]
-
-    def read_with_problems(self) -> Tuple[List[PciDevice], List[Problem]]:
-        """Every PCI device, and the attributes that could not be used."""
+    def read(self) -> Tuple[List[PciDevice], List[Problem]]:
+        """Every PCI device with its port type (resolve_port_types), and the attributes
+        that could not be used."""
         base = self.roots.sys("bus", "pci", "devices")
         devices: List[PciDevice] = []
         with self._lock:
@@ -230,6 +227,7 @@ class PciReader:
                     continue
                 devices.append(device)
             problems, self._problems = self._problems, []
+        resolve_port_types(devices)
         return devices, problems
 
     def _read_device(self, static: PciStatic) -> Optional[PciDevice]:
@@ -239,7 +237,7 @@ class PciReader:
         driver = link_name(at + "driver")
         speed = width = None
         if static.has_link:
-            speed_text = read_attr(at + "current_link_speed")
+            speed_text = read_attr_why(at + "current_link_speed")[0]
             width_text = read_attr(at + "current_link_width")
             if speed_text is None and width_text is None and not os.path.isdir(static.path):
                 return None
@@ -258,3 +256,52 @@ class PciReader:
             if total is not None:
                 device.aer_totals[severity] = total
         return device
+
+
+# Ports whose link leads away from the root complex, to the device below them.
+DOWNSTREAM_FACING = frozenset({"root_port", "downstream_port", "pci_to_pcie_bridge"})
+
+PCI_CLASS_BRIDGE_PCI = 0x0604
+
+MAX_DEPTH = 64  # deeper than any PCI tree: a guard against a loop in a broken one
+
+
+def path_to_root(device: Optional[PciDevice], by_address: Mapping[str, PciDevice]) -> Iterator[PciDevice]:
+    """`device` and every device above it (its bridge, that bridge's bridge...), nearest
+    first, up to the last one below a host bridge. The one walk up the PCI tree."""
+    node, hops = device, 0
+    while node is not None and hops < MAX_DEPTH:
+        yield node
+        hops += 1
+        parent = node.static.parent
+        node = by_address.get(parent) if parent else None
+
+
+
+def resolve_port_types(devices: List[PciDevice]) -> None:
+    """Port type from config space where it was readable, otherwise from the topology:
+    a bridge straight below a host bridge is a root port, a bridge below a
+    downstream-facing port is a switch's upstream port, and a bridge below an upstream
+    port is a switch's downstream port. Everything else is an endpoint."""
+    by_address = {d.address: d for d in devices}
+
+    def depth(d: PciDevice) -> int:
+        return sum(1 for _ in path_to_root(d, by_address))
+
+    for device in sorted(devices, key=depth):
+        static = device.static
+        if static.config_port_type:
+            device.port_type = static.config_port_type
+            continue
+        if static.class_code is not None and static.class_code >> 8 == PCI_CLASS_BRIDGE_PCI:
+            parent = by_address.get(static.parent) if static.parent else None
+            if parent is None:
+                device.port_type = "root_port"
+            elif parent.port_type in DOWNSTREAM_FACING:
+                device.port_type = "upstream_port"
+            elif parent.port_type == "upstream_port":
+                device.port_type = "downstream_port"
+            else:
+                device.port_type = "unknown"
+        else:
+            device.port_type = "endpoint"

@@ -27,7 +27,7 @@ above the drive's own capability cannot be the drive's link, so such a drive's r
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from storpath import boundedjson
 from storpath.problems import Problem
@@ -288,10 +288,3 @@ def _operation(text) -> Tuple[Optional[str], Optional[float]]:
 def volume_groups(inventory: RaidInventory) -> Dict[Tuple[str, str], str]:
     """(controller, drive group) -> volume id (DG/VD 0/0 -> group 0), for parse_drives."""
     return {(v.controller, v.id.split("/")[0]): v.id for v in inventory.volumes if "/" in v.id}
-
-
-def iter_drive_ids(inventory: RaidInventory) -> Iterator[Tuple[str, int]]:
-    """(controller, device id) of each drive: smartctl's megaraid,N."""
-    for drive in inventory.drives:
-        if drive.device_id is not None:
-            yield drive.controller, drive.device_id

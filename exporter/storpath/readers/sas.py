@@ -115,29 +115,11 @@ class SasPhy:
     enabled: Optional[bool]  # the `enable` attribute, present when the driver can switch PHYs
     port: Optional[str]  # port-0:3; None while the PHY is in no port
     attached: Optional[SasRemote]
-    errors: SasPhyErrors = NO_ERRORS_READ  # left unread by read(errors=False)
     parent: Optional[str] = None  # the device the PHY belongs to: host0, expander-0:1
 
     @property
     def link_up(self) -> bool:
         return self.negotiated_rate is not None
-
-    @property
-    def invalid_dwords(self) -> Optional[int]:
-        return self.errors.invalid_dwords
-
-    @property
-    def running_disparity_errors(self) -> Optional[int]:
-        return self.errors.running_disparity_errors
-
-    @property
-    def loss_of_dword_sync(self) -> Optional[int]:
-        return self.errors.loss_of_dword_sync
-
-    @property
-    def phy_reset_problems(self) -> Optional[int]:
-        return self.errors.phy_reset_problems
-
 
 
 def parse_link_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str], Optional[str]]:
@@ -211,12 +193,7 @@ class SasReader:
             problems.append(_problem(phy, name, why, level))
         return value
 
-    def read_errors(self) -> Dict[str, SasPhyErrors]:
-        """The link error counters of every PHY (what could not be read is left out
-        unsaid: read_errors_with_problems)."""
-        return self.read_errors_with_problems()[0]
-
-    def read_errors_with_problems(self) -> Tuple[Dict[str, SasPhyErrors], List[Problem]]:
+    def read_errors(self) -> Tuple[Dict[str, SasPhyErrors], List[Problem]]:
         """The link error counters of every PHY, and the counters that could not be read.
         Each read of a counter makes the driver ask the HBA (a config page) or, for an
         expander's PHY, send an SMP request over the SAS link: slow enough to belong in a
@@ -245,21 +222,17 @@ class SasReader:
                             loss_of_dword_sync=counters["loss_of_dword_sync_count"],
                             phy_reset_problems=counters["phy_reset_problem_count"])
 
-    def read(self, errors: bool = True) -> List[SasPhy]:
-        """Every PHY (what could not be used is left out unsaid: read_with_problems)."""
-        return self.read_with_problems(errors)[0]
-
-    def read_with_problems(self, errors: bool = True) -> Tuple[List[SasPhy], List[Problem]]:
+    def read(self) -> Tuple[List[SasPhy], List[Problem]]:
         """Every PHY with its rates, port and attached device (cheap: the kernel answers
-        these from what the driver stored) and, unless `errors` is False, its link error
-        counters (slow: see read_errors; the exporter reads them in the background); and
-        the attributes that could not be used."""
+        these from what the driver stored; the link error counters are slow: read_errors,
+        which the exporter runs in the background), and the attributes that could not be
+        used."""
         base = self.roots.sys("class", "sas_phy")
         phys: List[SasPhy] = []
         problems: List[Problem] = []
         for name in list_dir(base, self.roots.sysfs):
             try:
-                phy = self._read_phy(name, os.path.join(base, name), errors, problems)
+                phy = self._read_phy(name, os.path.join(base, name), problems)
             except OSError as exc:  # a PHY removed while it was read
                 problems.append(Problem("SAS PHY vanished while reading it", (("phy", name), ("err", str(exc))),
                                         DEBUG))
@@ -268,7 +241,7 @@ class SasReader:
                 phys.append(phy)
         return phys, problems
 
-    def _read_phy(self, name: str, class_link: str, errors: bool, problems: List[Problem]) -> Optional[SasPhy]:
+    def _read_phy(self, name: str, class_link: str, problems: List[Problem]) -> Optional[SasPhy]:
         attrs = os.path.realpath(class_link)
         if not os.path.isdir(attrs):
             return None  # removed between listing and reading
@@ -276,7 +249,11 @@ class SasReader:
         rates = {}
         negotiated_state = None
         for attr in RATE_ATTRIBUTES:
-            rate, state, problem = parse_link_rate(read(attr))
+            # Read here rather than through _attr: one hop less on a rate's way (CONTRIBUTING.md).
+            text, why = read_attr_why(os.path.join(attrs, attr))
+            if why is not None:
+                problems.append(_problem(name, attr, why, WARNING))
+            rate, state, problem = parse_link_rate(text)
             if problem:
                 problems.append(_problem(name, attr, problem))
             rates[attr] = rate
@@ -309,7 +286,6 @@ class SasReader:
             enabled=parse_enable(read("enable")),
             port=os.path.basename(port_dir) if port_dir else None,
             attached=self._remote(name, port_dir, problems) if port_dir else None,
-            errors=self._errors(name, attrs, problems) if errors else NO_ERRORS_READ,
             parent=os.path.basename(os.path.dirname(device_dir)) or None,
         )
         if not os.path.isdir(attrs):

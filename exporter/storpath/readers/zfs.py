@@ -70,13 +70,7 @@ CAPTURED_FILES = {"status_json": ("zpool", "status.json"), "status_text": ("zpoo
 
 # ---- /proc/spl/kstat/zfs -----------------------------------------------------
 
-def read_kstat_states(roots: Roots) -> Dict[str, str]:
-    """Pool name -> state word (what could not be read is left out unsaid:
-    read_kstat_states_with_problems)."""
-    return read_kstat_states_with_problems(roots)[0]
-
-
-def read_kstat_states_with_problems(roots: Roots) -> Tuple[Dict[str, str], List[Problem]]:
+def read_kstat_states(roots: Roots) -> Tuple[Dict[str, str], List[Problem]]:
     """Pool name -> state word from /proc/spl/kstat/zfs/<pool>/state, and the pools whose
     state could not be read. Pool names may contain '/'-free characters only, and every
     pool directory has a `state` file; the other entries there (arcstats, dbufstats...)
@@ -333,5 +327,5 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
 
 
 __all__ = ["ZfsPool", "Vdev", "ScanStatus", "ZpoolReader", "ZpoolSnapshot", "ZpoolOutputError", "read_kstat_states",
-           "read_kstat_states_with_problems", "zfs_present", "parse_status_json", "parse_status_text", "parse_list",
+           "zfs_present", "parse_status_json", "parse_status_text", "parse_list",
            "parse_scan_line", "parse_ctime", "parse_creation", "find_zpool", "find_zfs", "run_zpool"]

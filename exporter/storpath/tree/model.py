@@ -33,11 +33,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from storpath.analysis.links import (BOTH_ENDS, DEVICE_ONLY, drive_phys, expander_capabilities, sas_expectation,
-                                     sata_expectation)
-from storpath.analysis.topology import DOWNSTREAM_FACING
-from storpath.findings import Finding, natural_key, pci_kind, severity_rank, worst
-from storpath.readers.pci import PciDevice
+from storpath.analysis.expectation import which_end
+from storpath.analysis.links import drive_phys, expander_capabilities, sas_expectation, sata_expectation
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
+from storpath.findings import Finding, natural_key, pci_kind, severity_rank
 from storpath.units import human_bits_per_second, human_transfers, pcie_link_bytes_per_second
 
 HEALTHY = "healthy"
@@ -138,15 +137,6 @@ def _gbit(rate: Optional[float]) -> str:
     return "?" if rate is None else human_bits_per_second(rate)
 
 
-def _which_end(expectation, port: Optional[float]) -> str:
-    if expectation.basis == BOTH_ENDS:
-        return {"port": "the port limits", "device": "the drive limits",
-                "both": "both ends alike"}.get(expectation.limited_by(port), "")
-    if expectation.basis == DEVICE_ONLY:
-        return "unverifiable: port sets no limit"
-    return "unverifiable: far end unknown"
-
-
 def disk_link_texts(sas_phys: Sequence, ata_links: Sequence, drive_results=None) -> Dict[str, str]:
     """Block device -> 'SAS phy-0:2 3 Gbit/s, expected 6 Gbit/s (the drive limits)': the link it
     sits on, the rate to expect from both ends (storpath.analysis.links) and which end sets it.
@@ -167,22 +157,21 @@ def disk_link_texts(sas_phys: Sequence, ata_links: Sequence, drive_results=None)
         names = phys[0].name if len(phys) == 1 else f"{phys[0].name} … {phys[-1].name}"
         expected = f", expected {_gbit(expectation.expected)}" if expectation.expected is not None else ""
         out[disk] = (f"SAS {names} {_gbit(fastest.negotiated_rate)}{expected} "
-                     f"({_which_end(expectation, fastest.hardware_maximum_rate)})")
+                     f"({which_end(expectation)})")
     for link in ata_links:
         if link.speed is None:
             continue
         expectation = sata_expectation(link)
         expected = f", expected {_gbit(expectation.expected)}" if expectation.verifiable else ""
         for disk in link.block_devices:
-            out[disk] = f"SATA {link.name} {_gbit(link.speed)}{expected} ({_which_end(expectation, link.hardware_limit)})"
+            out[disk] = f"SATA {link.name} {_gbit(link.speed)}{expected} ({which_end(expectation)})"
     return out
 
 
 def link_verifiable(link) -> bool:
-    """Whether a link's numbers are hardware: storpath.analysis.virtual's verdict (the
-    `verifiable` of a LinkAnalysis, `storpath_pcie_link_verifiable`). A LinkAnalysis from
-    before that verdict existed is bare metal."""
-    return bool(getattr(link, "verifiable", True))
+    """Whether a link's numbers are hardware: storpath.analysis.virtual's verdict (a
+    LinkAnalysis's `speed.verifiable`, `storpath_pcie_link_verifiable`)."""
+    return link.speed.verifiable
 
 
 def link_state(link) -> str:
@@ -274,7 +263,7 @@ def build(facts: TreeInput) -> Topology:
         if device.static.has_link and port:
             shown = Link(None, None, None, None, device.static.max_link_speed, device.static.max_link_width)
         elif link is not None and link.partner is not None:
-            shown = Link(device.current_link_speed, device.current_link_width, link.expected_speed,
+            shown = Link(device.current_link_speed, device.current_link_width, link.speed.expected,
                          link.expected_width, device.static.max_link_speed, device.static.max_link_width,
                          down=link.link_down)
             state = link_state(link)
@@ -398,11 +387,6 @@ def _limiting_hops(facts: TreeInput, by_address: Dict[str, PciDevice],
     return limits
 
 
-def worst_severity(node: Node) -> Optional[str]:
-    """The worst finding on a node or anywhere below it."""
-    return worst(f.severity for n in node.walk() for f in n.findings)
-
-
 __all__ = ["Array", "Link", "Node", "Topology", "TreeInput", "build", "hop_text", "link_state", "link_text", "link_verifiable",
-           "whole_disk", "worst_severity", "HEALTHY", "BELOW_EXPECTED", "LIMITED_BY_PLACEMENT", "UNVERIFIABLE",
+           "whole_disk", "HEALTHY", "BELOW_EXPECTED", "LIMITED_BY_PLACEMENT", "UNVERIFIABLE",
            "LINK_STATES", "STATE_TEXT", "PCI", "BLOCK", "MD", "ZPOOL", "MEMBER"]

@@ -98,7 +98,7 @@ def from_check(facts: Facts, result: CheckResult) -> TreeInput:
         arrays += zfs_pools(zpool.pools if zpool is not None else [])
     models = nvme_models(snapshot.nvme_controllers or []) if "nvme" in result.ran else {}
     subjects = {f.subject for f in result.findings}
-    drives = snapshot.sas_drive_phys or facts.memo("sas.drive_phys", lambda: None)  # what the sas check read
+    drives = snapshot.sas_drive_phys  # read now for the sas check (storpath.snapshot.read_now_sources)
     return TreeInput(pci=facts.pci_devices(), links=facts.pcie_links(), blocks=facts.block_devices(),
                      models=models, arrays=arrays, findings=list(result.findings),
                      groups={s: facts.group_of(s) for s in subjects},
