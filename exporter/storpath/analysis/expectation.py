@@ -14,9 +14,9 @@ verdict rests on is its `basis`:
 - none: nothing to judge against.
 
 and its `reason` one of the words below. Readers fill in the capabilities; analysis.pcie,
-analysis.links (SAS, SATA) and analysis.virtual decide basis and reason with these words;
-collectors export them as the `basis` and `reason` labels of the *_link_verifiable families;
-findings and the tree word which end limits with `which_end`.
+analysis.links (SAS, SATA), analysis.raid and analysis.virtual decide basis and reason with
+these words; collectors export them as the `basis` and `reason` labels of the
+*_link_verifiable families; findings and the tree word which end limits with `which_end`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ EMULATED_PORT = "emulated_port"  # the port is a hypervisor's: its numbers are n
 EMULATED_DEVICE = "emulated_device"  # the device is a hypervisor's: its link is not hardware
 ENDS_DISAGREE = "ends_disagree"  # the device runs faster or wider than the port's maximum
 NO_PARTNER = "no_partner"  # nothing at the other end (an empty slot, an integrated endpoint)
+RATE_IS_EXPANDER_LINK = "rate_is_expander_link"  # a RAID tool's rate is the expander's link, not the drive's
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Drives behind hardware RAID controllers, judged with the one link vocabulary
-(storpath.analysis.expectation: the port is the controller's, the far end the drive): a drive's link should run at the lower of the
-controller port's capability and the drive's own.
+(storpath.analysis.expectation: the port is the controller's, the far end the drive): a
+drive's link should run at the lower of the controller port's capability and the drive's own.
 
 The ends, from whatever source gives them (readers.raid_records):
 - the controller's: storcli's "Device Interface" (SAS-12G), arcconf's "Global Max SAS Phy
@@ -25,11 +25,8 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from storpath.analysis.expectation import (BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNOWN, NONE, PORT_LIMIT_UNKNOWN,
-                                          LinkExpectation, lower_of)
+                                          RATE_IS_EXPANDER_LINK, LinkExpectation, lower_of)
 from storpath.readers.raid_records import RaidController, RaidDrive, RaidVolume
-
-# The tool's rate is the controller-to-expander link, not the drive's own (raid only).
-RATE_IS_EXPANDER_LINK = "rate_is_expander_link"
 
 __all__ = ["BOTH_ENDS", "DEVICE_ONLY", "NONE", "FAR_END_UNKNOWN", "PORT_LIMIT_UNKNOWN", "RATE_IS_EXPANDER_LINK",
            "drive_expectation", "below_expected", "cache_fell_back", "volume_members",
