@@ -159,14 +159,21 @@ def test_the_first_scrape_of_8192_functions_under_load_is_never_called_blocked(b
     exceeded), never a blocked device, and a later scrape is complete."""
     with busy_cpu(per_core=4):
         with _start(big_host, tmp_path) as exporter:
-            texts = []
-            for _ in range(6):
+            texts, waits = [], 0
+            for _ in range(8):
                 response = exporter.get("/metrics", headers=PATIENT, timeout=30)
+                if response.status_code == 503 and not texts:
+                    # The first scrape had not landed within this client's 10 s and there is no earlier
+                    # answer to give (docs/serving.md): it goes on reading, and the next request gets it.
+                    assert response.headers.get("Retry-After") == "1"
+                    waits += 1
+                    continue
                 assert response.status_code == 200
                 texts.append(response.text)
                 if not _complete(response.text):
                     break
             log = exporter.log()
+    assert texts and waits <= 2, (waits, log[-3000:])
     assert "blocked reading" not in log, log[-3000:]
     for text in texts:
         assert set(_gauges(text, "storpath_scrape_source_blocked", "source").values()) == {"0.0"}
