@@ -59,12 +59,33 @@ def _package_frames(frame, stop) -> List[Frame]:
     return []  # not below a root: not part of the walk
 
 
-def walk(machine: str, variant: str, read_suffix: str, family: str) -> Set[Frame]:
+def profiled_scrape(roots, profile) -> None:
+    """One scrape of the machine at `roots` and its answer's body, with `profile` set as the
+    profile function of every thread (sys.setprofile): how both this count and the
+    walkthrough test (tests/unit/test_walkthrough.py) trace a scrape."""
     from storpath.background import Scheduler
     from storpath.collectors import load_all
     from storpath.config import validate
     from storpath.exporter import StorpathExporter, build_collectors
     from storpath.http.scrape import Flight
+
+    config = validate({}, {n: s.cls.config_defaults for n, s in load_all().items()})
+    scheduler = Scheduler()
+    exporter = StorpathExporter(build_collectors(roots, config, scheduler), roots)
+    threading.setprofile(profile)
+    sys.setprofile(profile)
+    try:
+        flight = Flight()
+        flight.families = exporter.collect(30.0)
+        flight.chunks(False, False)
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+        exporter.close()
+        scheduler.stop()
+
+
+def walk(machine: str, variant: str, read_suffix: str, family: str) -> Set[Frame]:
     from storpath.roots import Roots
     from tests.fixtures import machines
 
@@ -72,10 +93,6 @@ def walk(machine: str, variant: str, read_suffix: str, family: str) -> Set[Frame
     machines.load(machine).build(root, variant)
     roots = Roots(sysfs=os.path.join(root, "sys"), procfs=os.path.join(root, "proc"),
                   captured=os.path.join(root, "captured") if os.path.isdir(os.path.join(root, "captured")) else None)
-    config = validate({}, {n: s.cls.config_defaults for n, s in load_all().items()})
-    scheduler = Scheduler()
-    collectors = build_collectors(roots, config, scheduler)
-    exporter = StorpathExporter(collectors, roots)
     found: Set[Frame] = set()
     watching = [True]
 
@@ -97,18 +114,10 @@ def walk(machine: str, variant: str, read_suffix: str, family: str) -> Set[Frame
             found.update(_package_frames(frame, ("StorpathExporter.collect",)))
 
     sys.addaudithook(audit)
-    threading.setprofile(profile)
-    sys.setprofile(profile)
     try:
-        flight = Flight()
-        flight.families = exporter.collect(30.0)
-        flight.chunks(False, False)
+        profiled_scrape(roots, profile)
     finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
         watching[0] = False
-        exporter.close()
-        scheduler.stop()
     return found
 
 

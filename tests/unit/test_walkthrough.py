@@ -13,11 +13,7 @@ from typing import List, Optional
 
 import pytest
 
-from storpath.background import Scheduler
-from storpath.collectors import load_all
-from storpath.config import validate
-from storpath.exporter import StorpathExporter, build_collectors
-from storpath.http.scrape import Flight
+from benchmarks.hops import profiled_scrape
 from storpath.roots import Roots
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -84,9 +80,6 @@ def _qualified(frame) -> Optional[str]:
 def traced_scrape(root: str) -> List[str]:
     """Every storpath function a scrape and its answer call, in call order, on all threads."""
     roots = Roots(sysfs=os.path.join(root, "sys"), procfs=os.path.join(root, "proc"))
-    config = validate({}, {n: s.cls.config_defaults for n, s in load_all().items()})
-    scheduler = Scheduler()
-    exporter = StorpathExporter(build_collectors(roots, config, scheduler), roots)
     calls: List[str] = []
     lock = threading.Lock()
 
@@ -97,17 +90,7 @@ def traced_scrape(root: str) -> List[str]:
                 with lock:
                     calls.append(name)
 
-    threading.setprofile(profile)
-    sys.setprofile(profile)
-    try:
-        flight = Flight()
-        flight.families = exporter.collect(30.0)
-        flight.chunks(False, False)
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
-        exporter.close()
-        scheduler.stop()
+    profiled_scrape(roots, profile)
     return calls
 
 
