@@ -62,6 +62,13 @@ FAMILIES = (BUILD_INFO, SOURCE_SUCCESS, SOURCE_BLOCKED, SOURCE_DURATION, DEADLIN
 RENDER_MARGIN = 0.25
 
 
+def send_margin(deadline: float) -> float:
+    """What a scraper with `deadline` seconds keeps for the answer to be sent: a tenth, at most
+    half a second. The reading ends this much before the server's deadline, and a request waits
+    this much less than its own (storpath.http.server.client_wait)."""
+    return min(0.5, deadline / 10)
+
+
 class StorpathExporter:
     """Takes a snapshot and runs the collectors on it. One scrape at a time (the HTTP
     side's single flight hands a scrape to every request that arrives meanwhile)."""
@@ -82,9 +89,8 @@ class StorpathExporter:
     def collect(self, timeout: Optional[float] = None) -> List[SeriesFamily]:
         timeout = timeout or self.DEFAULT_TIMEOUT
         # Done reading in time for a client with the same deadline to get the answer: it keeps
-        # min(0.5 s, a tenth) for sending (storpath.http.server.client_wait), this keeps
-        # RENDER_MARGIN more for making it.
-        reading = timeout - min(0.5, timeout / 10) - RENDER_MARGIN
+        # send_margin for sending, this RENDER_MARGIN more for making it.
+        reading = timeout - send_margin(timeout) - RENDER_MARGIN
         snapshot = self.snapshotter.take(max(reading, timeout / 2))
         rows = Rows()
         rows.add(BUILD_INFO, self._build, 1)

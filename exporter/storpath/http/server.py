@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 
 from storpath import __version__, exposition, log
 from storpath.config import DEFAULTS
+from storpath.exporter import send_margin
 from storpath.http import negotiation
 from storpath.http.cheroot_patches import TLSAdapter, WSGIServer
 from storpath.http.scrape import STALE_AFTER, Scraper
@@ -151,8 +152,8 @@ def client_wait(header: Optional[str], deadline: float) -> float:
     except ValueError:
         value = 0.0
     if not value > 0 or value != value or value == float("inf"):
-        return deadline + min(0.5, deadline / 10) + 1.0
-    return max(value - min(0.5, value / 10), 0.0)
+        return deadline + send_margin(deadline) + 1.0
+    return max(value - send_margin(value), 0.0)
 
 
 class App:
