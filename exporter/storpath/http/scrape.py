@@ -57,8 +57,8 @@ class Scraper:
     """`collect(deadline)` yields the families of one scrape. `scrape(wait)` returns the
     flight that holds them, shared with every request that asked meanwhile.
 
-    The deadline model (docs/serving.md): a flight runs on a thread of its own under the
-    server's deadline (`deadline`, web.scrape_timeout), whoever asked for it. A client's
+    The deadline model (docs/serving.md): a flight runs on the scraper's one long-lived
+    thread (never a request's) under the server's deadline (`deadline`, web.scrape_timeout), whoever asked for it. A client's
     deadline (Prometheus' X-Prometheus-Scrape-Timeout-Seconds) bounds only its own wait: a
     client whose wait ends before the flight lands gets the last complete flight when it
     landed within STALE_AFTER (its answer says its age), and otherwise none (the server
