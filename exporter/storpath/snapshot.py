@@ -419,12 +419,6 @@ class Snapshotter:
     def _log_once(problem: Problem) -> None:
         log.once(LOG, problem.level, problem.key, problem.message, **dict(problem.fields))
 
-    def blocked(self) -> Dict[str, float]:
-        """Sources whose read is blocked: name -> seconds since it started."""
-        now = time.monotonic()
-        return {name: now - job.started for name, job in self._behind.items()
-                if job.blocked_on is not None and not job.done.is_set()}
-
     def close(self) -> None:
         """Stop the reading thread (a blocked one is left to return on its own)."""
         if self._lane is not None:
