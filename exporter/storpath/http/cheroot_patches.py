@@ -30,11 +30,13 @@ What is changed:
   never expires an idle connection, never reads one that is ready, and never gets out.
   Here running out of descriptors or memory in accept is a pause, not an error: the oldest
   idle connections are closed to make room (else accepting waits `ACCEPT_PAUSE`), and idle
-  ones go on expiring meanwhile. Connections are also counted: one address may hold at most
+  ones go on expiring meanwhile. Connections are also counted: one address may hold
   `clients.connections` open at once, and all together at most `max_connections` (the
-  descriptor limit less what the scrape's own reads need); past the latter the oldest idle
-  connection is closed for the new one, as a web server reuses its keep-alive connections
-  when it runs out (_ConnectionManager).
+  descriptor limit less what the scrape's own reads need); past either, the oldest idle
+  connections are closed for the new one (of that address: first those that never sent a
+  whole request, then its idle keep-alive ones), as a web server reuses its keep-alive
+  connections when it runs out, so an address that holds its cap with connections that send
+  nothing still gets its health checks and scrapes answered (_ConnectionManager).
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ OUT_OF_DESCRIPTORS = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno
 ACCEPT_PAUSE = 0.25  # seconds without accepting after such an error when no idle connection can be closed
 SHED_BATCH = 16  # idle connections closed at once to make room: the search is over all of them
 QUIET_AFTER = 5.0  # seconds without a new refusal that end an episode (logged at info)
+# Connections one address may hold past its cap between accepting a new one and closing its
+# oldest idle one (done between two rounds of the selector loop). Only a connection that went
+# to a worker in that same round, instead of being closed, leaves its address over the cap;
+# past this many over, the new connection is closed at once.
+OVER_CAP = 16
 
 
 class _RequestIO(socket.SocketIO):
@@ -230,10 +237,14 @@ class _Connection(HTTPConnection):
         self.head_started: Optional[float] = None  # time.time() of the first byte of a request being read ahead
         self.in_worker = False
         self.counted = False  # counted in the server's open connections (_ConnectionManager)
+        # Requests a worker has taken from this connection (cheroot's own `requests_seen` counts
+        # only with its statistics on): 0 for one that connected and sent nothing, or part of a head.
+        self.requests_taken = 0
 
     def communicate(self):
         self.rfile.raw.deadline = time.monotonic() + self.server.request_read_timeout
         self.wfile.raw.limit = self.server.answer_write_timeout
+        self.requests_taken += 1
         try:
             return super().communicate()
         finally:
@@ -408,7 +419,9 @@ class _ConnectionManager(cheroot_connections.ConnectionManager):
                              "accepting connections again")
         self._full = _Episode("more open connections than the descriptor limit leaves room for: closing the "
                               "oldest idle ones for new ones", "open connections back under the limit")
-        self._address_full = _Episode("connections from one address past its cap: closing the newest at once",
+        self._over_cap: Dict[Any, int] = {}  # address -> its connections to close between rounds
+        self._address_full = _Episode("connections from one address past its cap: closing its oldest idle ones "
+                                      "(those that sent nothing first) for the new ones",
                                       "no address past its connection cap any more")
 
     def _from_server_socket(self, server_socket):
@@ -427,18 +440,25 @@ class _ConnectionManager(cheroot_connections.ConnectionManager):
         return conn if self._admit(conn) else None
 
     def _admit(self, conn) -> bool:
-        """Count a new connection; False (and it is closed) if its address holds its cap."""
+        """Count a new connection. Past its address's cap it is served all the same, and that
+        address's oldest idle connection is closed before the next round (_evict); False (and
+        it is closed) only when the address is OVER_CAP past its cap: its connections are all
+        busy in workers, none idle to close."""
         server = self.server
+        cap = server.clients.connections
         with self._count_lock:
             count = self._open.get(conn.remote_addr, 0)
-            full = count >= server.clients.connections
-            if not full:
+            refused = count >= cap + OVER_CAP
+            if not refused:
                 self._open[conn.remote_addr] = count + 1
                 self._open_all += 1
                 conn.counted = True
+                if count >= cap:
+                    self._over_cap[conn.remote_addr] = count + 1 - cap
             over = self._open_all > server.max_connections
-        if full:
-            self._address_full.happened(client=conn.remote_addr, max_per_client=server.clients.connections)
+        if count >= cap:
+            self._address_full.happened(client=conn.remote_addr, max_per_client=cap)
+        if refused:
             conn.close()
             return False
         if over:
@@ -456,6 +476,8 @@ class _ConnectionManager(cheroot_connections.ConnectionManager):
 
     def _between_rounds(self, timeout: Optional[float]) -> Optional[float]:
         now = time.monotonic()
+        if self._over_cap:
+            self._evict()
         if self._shed_wanted:
             self._shed_wanted = False
             if self._shed() and self._accept_paused_until is not None:
@@ -478,6 +500,27 @@ class _ConnectionManager(cheroot_connections.ConnectionManager):
             self._selector.unregister(fd)
             conn.close()
         return True
+
+    def _evict(self) -> None:
+        """Bring each address past its cap back to it by closing its idle connections (parked in
+        the selector): first those that have not sent a whole request (they connected and sent
+        nothing, or part of a head), then idle keep-alive ones, the oldest first. The newest
+        connection, if it sent nothing yet, is among them, and is closed when the address has
+        no older idle one. Done here, between rounds, never while the loop walks the connections
+        a select() returned (one of those may be the one closed)."""
+        with self._count_lock:
+            wanted, self._over_cap = self._over_cap, {}
+            cap = self.server.clients.connections
+            excess = {address: self._open.get(address, 0) - cap for address in wanted}
+        candidates: Dict[Any, List] = {}
+        # Private: `_selector.connections` lists what the selector holds, the listening socket too.
+        for fd, conn in self._selector.connections:
+            if conn is not self.server and excess.get(conn.remote_addr, 0) > 0:
+                candidates.setdefault(conn.remote_addr, []).append((conn.requests_taken > 0, conn.last_used, fd, conn))
+        for address, idle in candidates.items():
+            for _, _, fd, conn in sorted(idle, key=lambda item: item[:2])[:excess[address]]:
+                self._selector.unregister(fd)
+                conn.close()
 
     def _pause_accepting(self) -> None:
         """Stop watching the listening socket (readable as long as connections wait in the

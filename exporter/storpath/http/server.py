@@ -50,7 +50,9 @@ ALL_READING = 256  # requests read ahead at once from all addresses: at most 8 M
 PER_CLIENT_SPARE = 2  # workers one address can never hold: left for the others
 LANDING_LANE = 2  # landing pages drawn or sent at once; more get 503
 KEEP_ALIVE_IDLE_MAX = 64  # idle keep-alive connections kept open; more are closed after their answer
-# Connections open at once from one address; more are closed as soon as they are accepted. Far
+# Connections open at once from one address; past it, the address's oldest idle connection
+# (those that never sent a whole request first) is closed for each new one, so an address
+# cannot lock itself out (cheroot_patches._ConnectionManager). Far
 # above what a Prometheus pair, a health checker and a proxy in front need (each scrape or
 # page holds one, and at most --web.max-requests + 4 are served at once), far below a
 # descriptor table: one client cannot take every descriptor.
