@@ -31,6 +31,16 @@
     storpathTargetDownFor: '5m',
     // No target of the job at all: longer than a rolling update of the DaemonSet or a restart of Prometheus.
     storpathTargetAbsentFor: '15m',
+    // How old an answer may be when Prometheus scrapes it (StorpathAnswersStale). An answer read for
+    // that scrape is about 0 s old (its reading begins when the request arrives); the last complete
+    // answer, handed to a Prometheus whose scrape timeout ended before the scrape in progress, is about
+    // a scrape interval old or more. 10s: under one interval of the shipped scrape configs (15s in
+    // deploy/compose, 30s in the chart and kustomize monitors), far above clocks out of step between
+    // the host and Prometheus. A site scraping every 5 s sets about half its interval.
+    storpathAnswerStaleAfter: '10s',
+    // One slow scrape handing out the last answer once is what that answer is for; every scrape for
+    // this long is a host whose scrapes outlast Prometheus' scrape timeout.
+    storpathAnswerStaleFor: '5m',
 
     // ---- pcie ----------------------------------------------------------------------------
     // PCI classes whose links are watched (regex on storpath_pcie_device_info's `class`, 0xCCSSPP).

@@ -42,6 +42,16 @@ DEADLINE_EXCEEDED = Family(
     doc="1 when the server's scrape deadline (`web.scrape_timeout`, never a client's header) ran out while a source "
         "was still reading or before its turn: the machine is slow, not stuck. Such a source keeps reading and the "
         "next scrape takes its result")
+COLLECTED = Family(
+    "storpath_scrape_collected_timestamp_seconds", GAUGE,
+    "When the reading of the machine for this answer began, in Unix seconds: an answer handed out again to a "
+    "client whose deadline ended before the scrape in progress says how old it is.", (),
+    doc="Unix time the reading of the machine for this answer began. Every answer carries the time of its own "
+        "reading, so the last complete answer given to a client whose deadline ended before the scrape in progress "
+        "(docs/serving.md) says its age in the body, which Prometheus stores (it ignores the `Age` header): "
+        "`timestamp(storpath_scrape_collected_timestamp_seconds) - storpath_scrape_collected_timestamp_seconds` is "
+        "how old the answer was when Prometheus scraped it: about 0 when it was read for that scrape, about a scrape "
+        "interval or more when it is the last complete one (StorpathAnswersStale)")
 SOURCE_DURATION = Family(
     "storpath_scrape_source_duration_seconds", GAUGE, "How long reading a part of the machine took on this scrape.",
     ("source",), "seconds", doc="time reading the source took on this scrape")
@@ -55,8 +65,8 @@ COLLECTOR_DURATION = Family(
                                    "reading is `storpath_scrape_source_duration_seconds`)")
 
 # The exporter's own families, after every collector's.
-FAMILIES = (BUILD_INFO, SOURCE_SUCCESS, SOURCE_BLOCKED, SOURCE_DURATION, DEADLINE_EXCEEDED, COLLECTOR_SUCCESS,
-            COLLECTOR_DURATION)
+FAMILIES = (BUILD_INFO, SOURCE_SUCCESS, SOURCE_BLOCKED, SOURCE_DURATION, DEADLINE_EXCEEDED, COLLECTED,
+            COLLECTOR_SUCCESS, COLLECTOR_DURATION)
 
 # Kept from the scrape deadline for making and sending the answer once the reading is done.
 RENDER_MARGIN = 0.25
@@ -91,6 +101,7 @@ class StorpathExporter:
         # Done reading in time for a client with the same deadline to get the answer: it keeps
         # send_margin for sending, this RENDER_MARGIN more for making it.
         reading = timeout - send_margin(timeout) - RENDER_MARGIN
+        started = time.time()
         snapshot = self.snapshotter.take(max(reading, timeout / 2))
         rows = Rows()
         rows.add(BUILD_INFO, self._build, 1)
@@ -101,6 +112,13 @@ class StorpathExporter:
                 rows.add(SOURCE_BLOCKED, key, 1.0 if source.name in snapshot.blocked else 0.0)
                 rows.add(SOURCE_DURATION, key, snapshot.seconds.get(source.name, 0.0))
         rows.add(DEADLINE_EXCEEDED, (), 1.0 if snapshot.deadline_exceeded else 0.0)
+        # When the reading began, not when it ended: a fresh answer is then about as old as
+        # Prometheus' own scrape (its age about 0), the last complete answer handed out again
+        # about as old as the time since the scrape before (docs/serving.md). A value of its
+        # own each scrape: its one line is rendered again each time, the other families' kept
+        # text is not (FamilyTexts), and the flight's text, made once, carries it to every
+        # client that gets this answer, later ones included.
+        rows.add(COLLECTED, (), started)
         out: List[SeriesFamily] = []
         for collector in self.collectors:
             start = time.perf_counter()

@@ -7,6 +7,7 @@ local format = import '../lib/format.libsonnet';
   ruleFiles(c)::
     // Format arguments: _config and what is computed from it.
     local v = c + {
+      storpathAnswerStaleAfterSeconds: format.seconds(c.storpathAnswerStaleAfter),
       targetLabelsJoined: std.join(', ', c.targetLabels),
       targetLabelsMatchers: std.join('=%q,', c.targetLabels),
       targetLabelsTemplateArgs: std.join(' $labels.', c.targetLabels),
@@ -51,6 +52,19 @@ local format = import '../lib/format.libsonnet';
                   summary: 'A storpath collector fails on every scrape; its metrics and alerts are blind.',
                   description: 'Collector {{ $labels.collector }} of the storpath exporter on {{ $labels.instance }} has failed on every scrape for %(storpathCollectorFailingFor)s: the storpath_* metrics it provides are missing, so the alerts built on them cannot fire. The exporter\'s log says why.' % v,
                   runbook_url: '%(runbookUrlBase)sStorpathCollectorFailing.md' % v,
+                },
+              },
+              {
+                alert: 'StorpathAnswersStale',
+                expr: 'timestamp(storpath_scrape_collected_timestamp_seconds) - storpath_scrape_collected_timestamp_seconds > %(storpathAnswerStaleAfterSeconds)s' % v,
+                [if format.seconds(c.storpathAnswerStaleFor) > 0 then 'for']: c.storpathAnswerStaleFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A storpath exporter answers its scrapes with data read for an earlier one.',
+                  description: 'The storpath exporter on {{ $labels.instance }} has answered every scrape for %(storpathAnswerStaleFor)s with an answer read {{ $value | humanizeDuration }} before Prometheus asked (more than %(storpathAnswerStaleAfter)s): its scrapes take longer than Prometheus\' scrape timeout, so every storage alert sees the host that much late.' % v,
+                  runbook_url: '%(runbookUrlBase)sStorpathAnswersStale.md' % v,
                 },
               },
               {

@@ -1,4 +1,7 @@
-"""The exporter itself: a collector failing, the target down, no target at all."""
+"""The exporter itself: a collector failing, the target down, no target at all, answers older than their scrape."""
+
+
+COLLECTED = "storpath_scrape_collected_timestamp_seconds"
 
 
 def rules(c):
@@ -11,6 +14,20 @@ def rules(c):
             f"""Collector {{{{ $labels.collector }}}} of the storpath exporter on {{{{ $labels.instance }}}} has
             failed on every scrape for {c.cfg.collector_failing_for}: the storpath_* metrics it provides are
             missing, so the alerts built on them cannot fire. The exporter's log says why.""",
+        ),
+        # Prometheus stores the last complete answer as if it were new (it ignores the Age
+        # header): the age is in the body, as the time its reading began, and timestamp() is
+        # when Prometheus scraped it (docs/serving.md).
+        c.alert(
+            "StorpathAnswersStale",
+            c.expr("timestamp(${collected}) - ${collected} > ${after}", collected=COLLECTED,
+                   after=c.seconds(c.cfg.answer_stale_after)),
+            c.cfg.answer_stale_for, "warning",
+            "A storpath exporter answers its scrapes with data read for an earlier one.",
+            f"""The storpath exporter on {{{{ $labels.instance }}}} has answered every scrape for
+            {c.cfg.answer_stale_for} with an answer read {{{{ $value | humanizeDuration }}}} before Prometheus
+            asked (more than {c.cfg.answer_stale_after}): its scrapes take longer than Prometheus' scrape timeout,
+            so every storage alert sees the host that much late.""",
         ),
         c.alert(
             "StorpathTargetDown",

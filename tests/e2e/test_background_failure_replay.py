@@ -63,5 +63,6 @@ def test_a_zpool_document_nested_5000_deep_is_zpool_up_0_and_nothing_else_change
     assert 'storpath_scrape_collector_success{collector="zfs"} 1.0' in deep
     assert 'storpath_zfs_pool_state{state="degraded",zpool="zpool1"} 1.0' in deep
     # Everything but the zpool details is what the machine's real zpool output gives.
-    volatile = ("storpath_zfs_", "storpath_scrape_source_duration", "storpath_scrape_collector_duration")
+    volatile = ("storpath_zfs_", "storpath_scrape_source_duration", "storpath_scrape_collector_duration",
+                "storpath_scrape_collected_timestamp")
     assert _without(deep, volatile) == _without(healthy, volatile)

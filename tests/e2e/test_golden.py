@@ -37,6 +37,7 @@ UPDATE = update_mode(os.environ)
 _VOLATILE = [
     (re.compile(r'^(storpath_scrape_(?:collector|source)_duration_seconds\{[^}]*\}) .*$', re.M), r"\1 <duration>"),
     (re.compile(r'^(storpath_config_last_reload_success_timestamp_seconds) .*$', re.M), r"\1 <timestamp>"),
+    (re.compile(r'^(storpath_scrape_collected_timestamp_seconds) .*$', re.M), r"\1 <timestamp>"),
     (re.compile(r'^(storpath_build_info\{branch=)"[^"]*",python="[^"]*",revision="[^"]*",', re.M),
      r'\1"<branch>",python="<python>",revision="<revision>",'),
 ]

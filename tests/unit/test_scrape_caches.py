@@ -18,7 +18,8 @@ from tests.fixtures import machines
 from tests.fixtures.builders_nvme import reformat
 
 # Values that differ between any two scrapes whatever the caches do.
-_VOLATILE = re.compile(r"^(storpath_scrape_(?:collector|source)_duration_seconds\{[^}]*\}) .*$", re.M)
+_VOLATILE = re.compile(r"^(storpath_scrape_(?:(?:collector|source)_duration_seconds\{[^}]*\}|collected_timestamp_seconds)) .*$",
+                       re.M)
 
 
 class _Exporter:
