@@ -36,6 +36,9 @@ TLS_AUTH = ["--set", "webConfig.enabled=true", "--set", "webConfig.tlsSecret=sto
 FULL = ["--set", "privileged=true", "--set", "podMonitor.enabled=true", *TLS_AUTH,
         "--set", "prometheusSelectorLabels.release=kube-prometheus-stack",
         "--set-json", 'probes={"targets":[{"device":"/dev/md0"}]}']
+# The RAID tools' grant (values.yaml `raidTools`), with two of the vendors' directories.
+RAID_TOOLS = ["--set", "raidTools.enabled=true",
+              "--set-json", 'raidTools.hostPaths=["/opt/MegaRAID/storcli","/opt/smartstorageadmin/ssacli/bin"]']
 MONITORS = ("ServiceMonitor", "PodMonitor")
 
 
@@ -257,7 +260,8 @@ def test_target_health_alerts_fire_for_a_release_not_named_storpath(helm, tmp_pa
             backend.close()
 
 
-@pytest.mark.parametrize("values", [[], FULL], ids=["defaults", "privileged-tls-basic-auth-podmonitor-probes"])
+@pytest.mark.parametrize("values", [[], FULL, RAID_TOOLS],
+                         ids=["defaults", "privileged-tls-basic-auth-podmonitor-probes", "raid-tools"])
 def test_chart_lints_renders_and_validates(helm, validate, values):
     run(helm, "lint", "--strict", str(CHART), *values)
     text = run(helm, "template", "storpath", str(CHART), "--namespace", "storpath", *values)
@@ -270,7 +274,8 @@ def kubeconform_schemas() -> str:
     return run(sys.executable, str(REPO / "scripts" / "kubeconform-schemas")).strip()
 
 
-@pytest.mark.parametrize("values", [[], FULL], ids=["defaults", "privileged-tls-basic-auth-podmonitor-probes"])
+@pytest.mark.parametrize("values", [[], FULL, RAID_TOOLS],
+                         ids=["defaults", "privileged-tls-basic-auth-podmonitor-probes", "raid-tools"])
 def test_kubeconform_strict(helm, kubeconform_schemas, values):
     kubeconform = go_tool("kubeconform")
     text = run(helm, "template", "storpath", str(CHART), "--namespace", "storpath", *values)
