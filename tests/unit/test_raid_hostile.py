@@ -10,7 +10,7 @@ spliced into the place a real output has it."""
 from __future__ import annotations
 
 import json
-import threading
+import multiprocessing
 
 import pytest
 
@@ -29,23 +29,31 @@ FIVE_THOUSAND_DIGITS = "9" * 5000
 
 
 def finishes(parse, *args):
-    """parse(*args) on a thread; its result, or its exception re-raised. Fails when it is
-    still running after HANG_GUARD_SECONDS (the thread is left behind, as a daemon)."""
-    outcome = {}
+    """parse(*args) in a child process; its result, or its exception re-raised. Fails when no
+    answer came within HANG_GUARD_SECONDS (the child is killed). A process, not a thread: one
+    pattern match holds the GIL until it ends, so a thread's join(timeout) cannot return before
+    a backtracking match does."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
 
     def run():
         try:
-            outcome["value"] = parse(*args)
+            send.send(("value", parse(*args)))
         except BaseException as exc:  # noqa: BLE001 - handed back to the test
-            outcome["error"] = exc
+            send.send(("error", exc))
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(HANG_GUARD_SECONDS)
-    assert not thread.is_alive(), f"{parse.__name__} still running after {HANG_GUARD_SECONDS} s"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    child = context.Process(target=run, daemon=True)
+    child.start()
+    try:
+        answered = receive.poll(HANG_GUARD_SECONDS)
+        assert answered, f"{getattr(parse, '__name__', parse)} still running after {HANG_GUARD_SECONDS} s"
+        kind, value = receive.recv()
+    finally:
+        child.kill()
+        child.join()
+    if kind == "error":
+        raise value
+    return value
 
 
 def _ssacli_p212(cache_ratio="25% Read / 75% Write"):
