@@ -6,11 +6,10 @@ series, a 9 s scrape and 608 MiB."""
 
 from __future__ import annotations
 
-import os
 import time
 
 from tests.conftest import run_exporter
-from tests.unit.test_raid_hostile import _many_drives
+from tests.fixtures.builders_raid import storcli_drive_rows
 
 # deploy/systemd/storpath.service's MemoryMax, and the chart's resources.limits.memory.
 UNIT_MEMORY_MAX_MIB = 512
@@ -31,7 +30,7 @@ def test_130k_drives_are_refused_with_the_reason_within_the_memory_limit(machine
     (captured / "storcli").mkdir(parents=True)
     for name in ("controllers.json", "volumes.json"):
         (captured / "storcli" / name).write_bytes(open(f"{root}/captured/storcli/{name}", "rb").read())
-    (captured / "storcli/drives.json").write_text(_many_drives(130_000))
+    (captured / "storcli/drives.json").write_text(storcli_drive_rows(0, 130_000))
     assert (captured / "storcli/drives.json").stat().st_size > 15_000_000
     args = [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={captured}"]
     with run_exporter(args, str(tmp_path)) as exporter:

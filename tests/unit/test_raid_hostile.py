@@ -10,7 +10,6 @@ spliced into the place a real output has it."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 
 import pytest
 
@@ -19,41 +18,9 @@ from storpath.readers.raid import RaidReader
 from storpath.readers.raid_records import RaidOutputError
 from storpath.roots import Roots
 from tests.fixtures import builders_raid as build
-
-# How long a parse may take before the test calls it hung: not a speed target (each parse
-# here takes milliseconds), a guard that fails a pattern that backtracks (seconds to minutes
-# per line) instead of hanging the test run.
-HANG_GUARD_SECONDS = 10
+from tests.hang_guard import finishes
 
 FIVE_THOUSAND_DIGITS = "9" * 5000
-
-
-def finishes(parse, *args):
-    """parse(*args) in a child process; its result, or its exception re-raised. Fails when no
-    answer came within HANG_GUARD_SECONDS (the child is killed). A process, not a thread: one
-    pattern match holds the GIL until it ends, so a thread's join(timeout) cannot return before
-    a backtracking match does."""
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-
-    def run():
-        try:
-            send.send(("value", parse(*args)))
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
-            send.send(("error", exc))
-
-    child = context.Process(target=run, daemon=True)
-    child.start()
-    try:
-        answered = receive.poll(HANG_GUARD_SECONDS)
-        assert answered, f"{getattr(parse, '__name__', parse)} still running after {HANG_GUARD_SECONDS} s"
-        kind, value = receive.recv()
-    finally:
-        child.kill()
-        child.join()
-    if kind == "error":
-        raise value
-    return value
 
 
 def _ssacli_p212(cache_ratio="25% Read / 75% Write"):
@@ -213,22 +180,13 @@ def test_storcli_and_smartctl_json_with_hostile_strings():
 
 # ---- counts beyond any controller ---------------------------------------------------------
 
-def _many_drives(count: int) -> str:
-    """storcli drives.json with `count` drives, each as its PD LIST row only (the layout of
-    build.storcli_drives without the detailed blocks: about 115 bytes a drive)."""
-    rows = {f"Drive /c0/e{n // 1000}/s{n % 1000}": [{"EID:Slt": f"{n // 1000}:{n % 1000}", "DID": n, "State": "Onln",
-                                                      "DG": 0, "Intf": "SATA", "Med": "HDD"}] for n in range(count)}
-    return json.dumps({"Controllers": [{"Command Status": {"Controller": 0, "Status": "Success"},
-                                        "Response Data": rows}]})
-
-
 def test_drives_beyond_a_controllers_bound_fail_that_tool_with_the_reason(tmp_path):
     from storpath.readers.raid_records import MAX_DRIVES_PER_CONTROLLER
-    assert len(raid_storcli.parse_drives(_many_drives(MAX_DRIVES_PER_CONTROLLER)).drives) == MAX_DRIVES_PER_CONTROLLER
+    assert len(raid_storcli.parse_drives(build.storcli_drive_rows(0, MAX_DRIVES_PER_CONTROLLER)).drives) == MAX_DRIVES_PER_CONTROLLER
     with pytest.raises(RaidOutputError, match="MAX_DRIVES_PER_CONTROLLER"):
-        raid_storcli.parse_drives(_many_drives(MAX_DRIVES_PER_CONTROLLER + 1))
+        raid_storcli.parse_drives(build.storcli_drive_rows(0, MAX_DRIVES_PER_CONTROLLER + 1))
     captured = tmp_path / "captured"
-    _storcli(captured, _many_drives(MAX_DRIVES_PER_CONTROLLER + 1))
+    _storcli(captured, build.storcli_drive_rows(0, MAX_DRIVES_PER_CONTROLLER + 1))
     (captured / "ssacli").mkdir()
     (captured / "ssacli/config-detail.txt").write_text(_ssacli_p212())
     snapshot = _read(tmp_path, captured)

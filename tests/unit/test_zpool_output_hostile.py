@@ -3,12 +3,12 @@ digits (quadratic: 36 s for 20 000), an error count of 5000 digits (ValueError p
 4300-digit limit, escaping the ZpoolOutputError the reader catches), thousands of blank lines
 after a pool (the pool split's \\s* crossed every one of them from every line), a paused scan's
 line repeating "started on". Each parses in milliseconds; the child's time limit
-(test_raid_hostile.finishes) is a hang guard, not a speed target."""
+(tests.hang_guard) is a hang guard, not a speed target."""
 
 from __future__ import annotations
 
 from storpath.readers import zpool_output
-from tests.unit.test_raid_hostile import finishes
+from tests.hang_guard import finishes
 
 SCAN = "scrub in progress since Sun Nov  9 03:12:45 2025"
 
