@@ -1,7 +1,11 @@
 """Drives behind hardware RAID controllers, as the vendor tools report them: typed records
 shared by the parsers of storcli/perccli (readers.raid_storcli), ssacli (raid_ssacli),
-arcconf (raid_arcconf), MegaCli (raid_megacli) and smartctl (raid_smartctl), and the small
-word helpers they all need. Pure: no I/O.
+arcconf (raid_arcconf), MegaCli (raid_megacli) and smartctl (raid_smartctl), the small word
+helpers they all need, and what makes every parser total: lines cut to MAX_LINE and split
+rather than matched by patterns that could backtrack, digit runs bounded before int(), a
+Problem per field that holds what its reader cannot read (`Fields`), counts bounded
+(`Bounds`), and the fence (`fenced`) that turns any other failure into that tool's
+RaidOutputError. Pure: no I/O.
 
 In RAID mode (megaraid_sas, hpsa, smartpqi, aacraid) the kernel sees only the logical
 volumes: no sas_phy, no ata_link, no IDENTIFY of the drives. Only these tools see each
@@ -248,10 +252,9 @@ def whole_number(value, maximum: int = 10 ** MAX_DIGITS - 1) -> Optional[int]:
         return None
     if isinstance(value, int):
         return value if 0 <= value <= maximum else None
-    if not isinstance(value, str):
+    if not isinstance(value, str) or len(value.strip()) > MAX_DIGITS:
         return None
-    number = parse_int(value[:MAX_DIGITS + 8], minimum=0, maximum=maximum)
-    return number if number is not None and len(value.strip()) <= MAX_DIGITS else None
+    return parse_int(value, minimum=0, maximum=maximum)
 
 
 # Words the tools print for "nothing here", and the states a drive without a link shows in its
