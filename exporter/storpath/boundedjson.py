@@ -40,14 +40,16 @@ def depth(text: str) -> int:
     return max(accumulate(map(_STEP.__getitem__, _TOKENS.findall(text))), default=0)
 
 
-def loads(text: str, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH) -> Any:
+def loads(text: str, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH, **options: Any) -> Any:
     """json.loads of `text`, refused (JsonBoundsError, a ValueError) when it is longer
-    than `max_chars` or nested deeper than `max_depth`; other ValueErrors as json.loads."""
+    than `max_chars` or nested deeper than `max_depth`; other ValueErrors as json.loads.
+    `options` go to json.loads (parse_int, parse_constant: the RAID parsers keep an integer
+    too long to be a number as its digits, where json.loads would raise past 4300 digits)."""
     if len(text) > max_chars:
         raise JsonBoundsError(f"{len(text)} characters, more than the {max_chars} allowed")
     if depth(text) > max_depth:
         raise JsonBoundsError(f"nested deeper than {max_depth} levels")
-    return json.loads(text)
+    return json.loads(text, **options)
 
 
 __all__ = ["JsonBoundsError", "MAX_CHARS", "MAX_DEPTH", "depth", "loads"]

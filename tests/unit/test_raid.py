@@ -56,8 +56,9 @@ def test_storcli_behind_an_expander_link_speed_is_not_the_drives():
         0, "HBA 9500-8i", "28.00.00.00", (0, 1, 0, 0), "SAS-12G", bbu=None, hba_drives=drives))
     [ctrl] = inventory.controllers
     assert (ctrl.name, ctrl.pci_address, ctrl.port_rate, ctrl.battery) == ("storcli/c0", "0000:01:00.0", 12e9, None)
-    assert [(d.slot, d.negotiated_rate, d.capability, d.rate_is_expander_link, d.state) for d in inventory.drives] == \
-        [(f"23:{n}", None, 6e9, True, "jbod") for n in range(3)]
+    # The record keeps storcli's rate; the analysis says it is the expander's link.
+    assert [(d.slot, d.negotiated_rate, d.capability, analysis.rate_is_expander_link(d), analysis.own_link_rate(d),
+             d.state) for d in inventory.drives] == [(f"23:{n}", 12e9, 6e9, True, None, "jbod") for n in range(3)]
     for drive in inventory.drives:
         expectation = analysis.drive_expectation(drive, ctrl)
         assert not expectation.verifiable and expectation.reason == analysis.RATE_IS_EXPANDER_LINK
@@ -195,8 +196,8 @@ def _arcconf(battery="Optimal", mode="Enabled (write-back)", status="Optimal", r
 
 
 def test_arcconf_rebuild_with_getstatus_progress():
-    inventory = raid_arcconf.parse_config(_arcconf(status="Degraded", rebuilding=True), 1)
-    raid_arcconf.apply_status(inventory, 1, raid_arcconf.parse_status(build.arcconf_status(0, "Rebuild", 1)))
+    inventory = raid_arcconf.parse_config(_arcconf(status="Degraded", rebuilding=True), 1,
+                                          build.arcconf_status(0, "Rebuild", 1))
     [volume] = inventory.volumes
     assert (volume.level, volume.state, volume.operation, volume.progress) == ("raid10", "rebuilding", "rebuild", 0.01)
     assert [(d.slot, d.interface, d.negotiated_rate, d.state, d.volume) for d in inventory.drives] == \
@@ -214,7 +215,7 @@ def test_arcconf_transfer_speed_above_programmed_max_is_the_expander_link():
                               "         Programmed Max Speed               : SATA 6.0 Gb/s\n"
                               "         Transfer Speed                     : SATA 12.0 Gb/s")
     drive = raid_arcconf.parse_config(text, 1).drives[0]
-    assert (drive.negotiated_rate, drive.capability, drive.rate_is_expander_link) == (None, 6e9, True)
+    assert (drive.negotiated_rate, drive.capability, analysis.rate_is_expander_link(drive)) == (12e9, 6e9, True)
 
 
 # ---- smartctl -----------------------------------------------------------------------------
@@ -242,9 +243,8 @@ def test_smartctl_gives_a_sata_drives_capability_and_a_sas_drive_none():
 
 # ---- the judgement -------------------------------------------------------------------------
 
-def _drive(negotiated, capability, expander=False):
-    return RaidDrive("storcli/c0", "252:0", negotiated_rate=negotiated, capability=capability,
-                     rate_is_expander_link=expander)
+def _drive(negotiated, capability):
+    return RaidDrive("storcli/c0", "252:0", negotiated_rate=negotiated, capability=capability)
 
 
 @pytest.mark.parametrize("port,negotiated,capability,basis,expected,below,limit", [
@@ -254,6 +254,7 @@ def _drive(negotiated, capability, expander=False):
     (12 * G, 12 * G, 12 * G, BOTH_ENDS, 12 * G, False, "both"),
     (None, 3 * G, 6 * G, DEVICE_ONLY, 6 * G, False, "device"),  # controller unknown: not called slow
     (12 * G, 1.5 * G, None, NONE, None, False, ""),  # capability unknown (ssacli)
+    (12 * G, 12 * G, 6 * G, NONE, 6 * G, False, "device"),  # 12G above a 6G drive: the expander's link
 ])
 def test_expected_rate_is_the_lower_of_both_ends(port, negotiated, capability, basis, expected, below, limit):
     ctrl = RaidController("storcli/c0", "storcli", port_rate=port)

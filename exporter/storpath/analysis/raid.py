@@ -16,8 +16,11 @@ drives at 3 Gb/s by design), none (the drive's capability is unknown: ssacli's P
 at 1.5 Gbit/s is reported with its rate and "capability unknown", not as a fault).
 
 Behind an expander the tools' rate is the controller-to-expander link: storcli shows Link
-Speed 12.0Gb/s for a 6.0Gb/s SATA drive there. The drive's own link is then unknown
-(reason RATE_IS_EXPANDER_LINK): neither a fault nor used as the drive's rate.
+Speed 12.0Gb/s for a 6.0Gb/s SATA drive there (arcconf's Transfer Speed likewise). A rate above
+the drive's own capability cannot be the drive's link: it is decided here, from the records'
+measured rate and capability (whichever source gave it, smartctl included), and the drive's own
+link is then unknown (reason RATE_IS_EXPANDER_LINK): neither a fault nor used as the drive's
+rate (`own_link_rate`). The records keep the rate the tool gave.
 """
 
 from __future__ import annotations
@@ -29,8 +32,20 @@ from storpath.analysis.expectation import (BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNO
 from storpath.readers.raid_records import RaidController, RaidDrive, RaidVolume
 
 __all__ = ["BOTH_ENDS", "DEVICE_ONLY", "NONE", "FAR_END_UNKNOWN", "PORT_LIMIT_UNKNOWN", "RATE_IS_EXPANDER_LINK",
-           "drive_expectation", "below_expected", "cache_fell_back", "volume_members",
+           "rate_is_expander_link", "own_link_rate", "drive_expectation", "below_expected", "cache_fell_back", "volume_members",
            "unverifiable_reason", "judged", "controllers_by_name", "off_strip"]
+
+
+def rate_is_expander_link(drive: RaidDrive) -> bool:
+    """The tool's rate exceeds what the drive can do: it is the controller-to-expander link
+    the drive sits behind, not the drive's own."""
+    return drive.negotiated_rate is not None and drive.capability is not None \
+        and drive.negotiated_rate > drive.capability
+
+
+def own_link_rate(drive: RaidDrive) -> Optional[float]:
+    """The rate of the drive's own link: the tool's rate unless it is the expander's link."""
+    return None if rate_is_expander_link(drive) else drive.negotiated_rate
 
 
 def drive_expectation(drive: RaidDrive, controller: Optional[RaidController]) -> LinkExpectation:
@@ -38,7 +53,7 @@ def drive_expectation(drive: RaidDrive, controller: Optional[RaidController]) ->
     its own capability."""
     port = controller.port_rate if controller is not None else None
     far_end = drive.capability
-    if drive.rate_is_expander_link:
+    if rate_is_expander_link(drive):
         # Link Speed > Device Speed: the drive sits behind an expander whose own link to the
         # drive is not reported; the expected rate is still the lower of the ends known.
         expected = min(port, far_end) if port is not None and far_end is not None else far_end
@@ -48,8 +63,9 @@ def drive_expectation(drive: RaidDrive, controller: Optional[RaidController]) ->
 
 def below_expected(drive: RaidDrive, expectation: LinkExpectation) -> bool:
     """The drive's link runs below what both ends can do (verifiable only)."""
-    return (expectation.verifiable and drive.negotiated_rate is not None and expectation.expected is not None
-            and drive.negotiated_rate < expectation.expected)
+    rate = own_link_rate(drive)
+    return expectation.verifiable and rate is not None and expectation.expected is not None \
+        and rate < expectation.expected
 
 
 def unverifiable_reason(drive: RaidDrive, expectation: LinkExpectation) -> str:

@@ -16,7 +16,7 @@ import threading
 from typing import Dict, NamedTuple, Optional
 
 from storpath import log
-from storpath.analysis.raid import judged
+from storpath.analysis.raid import judged, own_link_rate
 from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
@@ -249,7 +249,7 @@ class RaidCollector(Collector):
                                         drive.volume or ""), 1)
             for state in DRIVE_STATES:
                 rows.add(DRIVE_STATE, key + (state,), 1.0 if state == drive.state else 0.0)
-            rows.add(DRIVE_NEGOTIATED, key, drive.negotiated_rate)
+            rows.add(DRIVE_NEGOTIATED, key, own_link_rate(drive))
             rows.add(DRIVE_MAX, key, drive.capability)
             rows.add(DRIVE_EXPECTED, key, expectation.expected)
             rows.add(DRIVE_VERIFIABLE, key + (expectation.basis, expectation.reason),

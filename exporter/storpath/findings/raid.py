@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 from storpath import log
 from storpath.analysis.raid import (FAR_END_UNKNOWN, PORT_LIMIT_UNKNOWN, RATE_IS_EXPANDER_LINK, below_expected,
                                     cache_fell_back,
-                                    judged, off_strip, unverifiable_reason, volume_members)
+                                    judged, off_strip, own_link_rate, unverifiable_reason, volume_members)
 from storpath.collectors.base import SourceFailed
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
 from storpath.readers.raid import RaidReader, RaidSnapshot
@@ -123,7 +123,7 @@ def check(facts: Facts, out: Outcome) -> None:
     for (controller, reason), entries in sorted(unverifiable.items()):
         by_rate: Dict[str, List[str]] = {}
         for drive, _ in entries:
-            by_rate.setdefault(_gbit(drive.negotiated_rate), []).append(drive.slot)
+            by_rate.setdefault(_gbit(own_link_rate(drive)), []).append(drive.slot)
         drive, expectation = entries[0]
         known = "; ".join(f"{_slots(slots)} at {rate}" for rate, slots in sorted(by_rate.items()))
         capability = sorted({_gbit(d.capability) for d, _ in entries if d.capability is not None})

@@ -203,6 +203,7 @@ def parse_megacli(pdlist: Optional[str], ldinfo: Optional[str], ldpdinfo: Option
     else:
         out.drives = combined.drives
     out.controllers = raid_megacli.controllers(out, raid_megacli.parse_bbu(bbu) if bbu is not None else {})
+    out.problems = combined.problems + listed.problems + volumes.problems
     return out
 
 
@@ -222,7 +223,7 @@ def apply_smartctl(inventory: RaidInventory, documents: Dict[Tuple[str, int], ra
         changes = {}
         if drive.capability is None and doc.maximum is not None:
             changes.update(capability=doc.maximum, capability_source="smartctl")
-        if drive.negotiated_rate is None and doc.current is not None and not drive.rate_is_expander_link:
+        if drive.negotiated_rate is None and doc.current is not None:
             changes["negotiated_rate"] = doc.current
         if changes:
             inventory.drives[index] = replace(drive, **changes)
@@ -297,7 +298,7 @@ def parse_outputs(read: Callable[[str, str], Optional[str]], names: Callable[[st
                                                     for n in names("arcconf")) if m}):
         texts = [t for t in (read("arcconf", f"{number}-{part}.txt") for part in ("al", "ld", "pd")) if t is not None]
         status = read("arcconf", f"{number}-status.txt")
-        _parse("arcconf", lambda: _arcconf(number, "\n".join(texts), status), tools, inventory)
+        _parse("arcconf", lambda: raid_arcconf.parse_config("\n".join(texts), number, status), tools, inventory)
     megacli = {key: read("megacli", f"{key}.txt") for key in ("pdlist", "ldinfo", "ldpdinfo", "bbu")}
     if any(megacli[key] is not None for key in ("pdlist", "ldinfo", "ldpdinfo")):
         _parse("megacli", lambda: parse_megacli(**megacli), tools, inventory)
@@ -308,9 +309,12 @@ def parse_outputs(read: Callable[[str, str], Optional[str]], names: Callable[[st
         if match is None or text is None:
             continue
         try:
-            documents[(match.group(1), int(match.group(2)))] = raid_smartctl.parse_smartctl(text)
+            document = raid_smartctl.parse_smartctl(text, f"smartctl/{name}")
         except (RaidOutputError, RecursionError) as exc:
             tools["smartctl"] = ToolStatus(False, f"{name}: {exc}")
+            continue
+        documents[(match.group(1), int(match.group(2)))] = document
+        inventory.problems.extend(document.problems)
     if documents:
         tools.setdefault("smartctl", ToolStatus(True))
         apply_smartctl(inventory, documents)
@@ -416,8 +420,7 @@ class RaidReader:
         for drive in inventory.drives:
             device = through.get(drive.controller)
             if device is None or drive.device_id is None or (drive.interface or "").upper() != "SATA" \
-                    or (drive.capability is not None and (drive.negotiated_rate is not None
-                                                          or drive.rate_is_expander_link)):
+                    or (drive.capability is not None and drive.negotiated_rate is not None):
                 continue
             own_id = drive.controller.split("/", 1)[1]
             name = f"{own_id}-{drive.device_id}.json"
@@ -438,11 +441,11 @@ class RaidReader:
         listing: Outputs = {}
         if not self._commands("arcconf", arcconf, [(["LIST"], "list.txt")], listing, failed):
             return
-        match = re.search(r"Controllers found:\s*(\d+)", listing[("arcconf", "list.txt")])
-        if match is None:
+        count = raid_arcconf.controller_count(listing[("arcconf", "list.txt")])
+        if count is None:
             failed["arcconf"] = ToolStatus(False, "arcconf LIST: no \"Controllers found\" line")
             return
-        for number in range(1, min(int(match.group(1)), 16) + 1):
+        for number in range(1, min(count, 16) + 1):
             if not self._commands("arcconf", arcconf, [(["GETCONFIG", str(number), "AL"], f"{number}-al.txt"),
                                                        (["GETSTATUS", str(number)], f"{number}-status.txt")],
                                   outputs, failed, optional=(f"{number}-status.txt",)):
@@ -454,13 +457,6 @@ def _missing(tool: str, paths: Dict[str, str]) -> str:
     if configured and configured not in ALIASES[tool]:
         return f"{configured} not found"
     return f"{', '.join(ALIASES[tool])} not found (in PATH or {SEARCH})"
-
-
-def _arcconf(number: int, config: str, status: Optional[str]) -> RaidInventory:
-    inventory = raid_arcconf.parse_config(config, number)
-    if status is not None:
-        raid_arcconf.apply_status(inventory, number, raid_arcconf.parse_status(status))
-    return inventory
 
 
 def _listing(folder: Optional[str]) -> List[str]:

@@ -16,28 +16,44 @@ text to readers.raid_records records, no I/O.
 
 As storcli behind an expander, arcconf's "Transfer Speed" there can exceed the drive's
 "Programmed Max Speed" (SATA 12.0 against 6.0): the controller-to-expander link, not the
-drive's (`rate_is_expander_link`).
+drive's. The record keeps the rate arcconf gave; storpath.analysis.raid decides.
+
+A field's key ends at the first colon after a space (keys hold colons: "Reported
+Channel,Device(T:L)"), found by a split, not a pattern over the line; lines are cut to
+MAX_LINE; a field holding what its reader cannot read is a problem naming it.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
-from storpath.readers.raid_records import (RaidController, RaidDrive, RaidInventory, RaidOutputError, RaidVolume,
-                                           clean, parse_link_rate, parse_size, parse_strip, progress_ratio,
-                                           raid_level)
+from storpath.readers.raid_records import (Bounds, Fields, RaidController, RaidDrive, RaidInventory, RaidOutputError,
+                                           RaidVolume, clean, fenced, lines, parse_link_rate, parse_size, parse_strip,
+                                           progress_ratio, raid_level, split_field, whole_number)
 
 TOOL = "arcconf"
 
 # arcconf pads its keys with spaces before the colon; keys hold colons ("Channel,Device(T:L)").
-_FIELD = re.compile(r"^\s+(\S.*?)\s+:\s*(.*?)\s*$")
-_LOGICAL = re.compile(r"^Logical [Dd](?:evice|rive) number (\d+)\s*$")
-_DEVICE = re.compile(r"^\s+Device #(\d+)\s*$")
-_LOCATION = re.compile(r"(Enclosure|Connector|Channel)\s*:?\s*(\d+)\s*,\s*(Slot|Device)\s*:?\s*(\d+)", re.I)
+_SEPARATOR = re.compile(r"\s:")
+_LOGICAL = re.compile(r"Logical [Dd](?:evice|rive) number ([0-9]{1,6})\s*")
+_DEVICE = re.compile(r"\s+Device #([0-9]{1,6})\s*")
+_SEGMENT = re.compile(r"(?:Group [0-9]{1,6}, )?Segment [0-9]{1,6}")
+_CHANNEL = re.compile(r"\s*([0-9]{1,6},[0-9]{1,6})")
+# On text whose whitespace is single spaces: each optional part a character, so a failed
+# match costs a few steps.
+_LOCATION = re.compile(r"(Enclosure|Connector|Channel) ?:? ?([0-9]{1,6}) ?, ?(Slot|Device) ?:? ?([0-9]{1,6})", re.I)
+_CONTROLLERS_FOUND = re.compile(r"Controllers found: *([0-9]+)")
 _OPERATIONS = (("rebuild", "rebuild"), ("build/verify", "verify"), ("verify", "verify"), ("build", "initialization"),
                ("clear", "initialization"), ("initializ", "initialization"), ("expand", "reconstruction"),
                ("migrat", "reconstruction"))
+
+
+def _field(line: str) -> Optional[Tuple[str, str]]:
+    """'   Controller Status        : Optimal' -> ('Controller Status', 'Optimal'); a line
+    without leading space is no field."""
+    return split_field(line, _SEPARATOR) if line[:1].isspace() else None
 
 
 def _battery(word: Optional[str]) -> Optional[str]:
@@ -89,24 +105,32 @@ def _volume_state(word: Optional[str]) -> str:
 
 def _operation(text: Optional[str]) -> Tuple[Optional[str], Optional[float]]:
     """'Rebuild' / 'Impacted ( Build/Verify with fix : 90 % )' -> (operation, progress or None)."""
-    lower = (text or "").lower()
-    inner = re.search(r"\(\s*([^:()]+?)\s*:\s*(\d{1,3})\s*%\s*\)", lower)
-    word = inner.group(1) if inner else lower
+    lower = " ".join((text or "").lower().split())
+    word, percent = lower, None
+    opened, _, inner = lower.partition("(")
+    inner, closed, _ = inner.partition(")")
+    if opened != lower and closed:
+        task, colon, amount = inner.rpartition(":")
+        number = whole_number(amount.replace("%", "").strip(), maximum=100) if colon else None
+        if number is not None:
+            word, percent = task.strip(), number
     for prefix, operation in _OPERATIONS:
         if word.strip().startswith(prefix):
-            return operation, progress_ratio(inner.group(2)) if inner else None
+            return operation, progress_ratio(percent) if percent is not None else None
     return None, None
 
 
 def _location(text: Optional[str]) -> Optional[str]:
-    match = _LOCATION.search(text or "")
+    match = _LOCATION.search(" ".join((text or "").split()))
     if not match:
         return None
     return f"{match.group(1).lower()} {match.group(2)} {match.group(3).lower()} {match.group(4)}"
 
 
-def _write_back(mode: Optional[str]) -> Optional[bool]:
-    lower = (mode or "").strip().lower()
+def write_back(mode) -> Optional[bool]:
+    """'Enabled (write-back)', 'Disabled (write-through)', 'On', 'Off' -> whether writes are
+    cached; None for anything else."""
+    lower = mode.strip().lower() if isinstance(mode, str) else ""
     if not lower or "not supported" in lower:
         return None
     if "write-back" in lower or lower.startswith(("enabled", "on")):
@@ -116,8 +140,16 @@ def _write_back(mode: Optional[str]) -> Optional[bool]:
     return None
 
 
-def parse_config(text: str, number: int) -> RaidInventory:
-    """`arcconf GETCONFIG <number> AL` (or its PD or LD part)."""
+def controller_count(text) -> Optional[int]:
+    """`arcconf LIST`'s "Controllers found: N"; None when it has none (or an absurd number)."""
+    match = _CONTROLLERS_FOUND.search(text) if isinstance(text, str) else None
+    return whole_number(match.group(1), maximum=999) if match else None
+
+
+@fenced("arcconf")
+def parse_config(text: str, number: int, status: Optional[str] = None) -> RaidInventory:
+    """`arcconf GETCONFIG <number> AL` (or its PD or LD part), with `arcconf GETSTATUS
+    <number>`'s running tasks where given."""
     if not isinstance(text, str):
         raise RaidOutputError("arcconf: no text")
     name = f"{TOOL}/{number}"
@@ -125,10 +157,12 @@ def parse_config(text: str, number: int) -> RaidInventory:
     battery: Optional[str] = None
     logical: List[Dict[str, object]] = []
     devices: List[Dict[str, object]] = []
+    bounds = Bounds(TOOL)
+    fields = Fields(TOOL)
     section = ""
     subsection = ""
     current: Optional[Dict[str, object]] = None
-    for line in text.splitlines():
+    for line in lines(text):
         stripped = line.strip()
         if not stripped or set(stripped) <= {"-"}:
             continue
@@ -142,33 +176,35 @@ def parse_config(text: str, number: int) -> RaidInventory:
         if lower.startswith("physical device information"):
             section, current = "physical", None
             continue
-        match = _LOGICAL.match(line)
+        match = _LOGICAL.fullmatch(line)
         if match:
+            bounds.volume(name)
             section = "logical"
             current = {"_id": match.group(1), "_segments": []}
             logical.append(current)
             continue
-        match = _DEVICE.match(line)
+        match = _DEVICE.fullmatch(line)
         if match:
+            bounds.drive(name)
             section = "physical"
             current = {"_id": match.group(1), "_phys": {}}
             devices.append(current)
             continue
-        field = _FIELD.match(line)
+        field = _field(line)
         if field is None:
             if section == "controller":
                 subsection = lower
             elif current is not None and section == "physical" and lower.startswith("device is"):
                 current["_kind"] = lower
             continue
-        key, value = field.group(1), field.group(2)
+        key, value = field
         if section == "controller":
             if key == "Overall Backup Unit Status" or (key == "Status" and ("battery" in subsection
                                                                             or "zmm" in subsection)):
                 battery = battery or value
             controller.setdefault(key, value)
         elif section == "logical" and current is not None:
-            if re.match(r"^(Group \d+, )?Segment \d+$", key):
+            if _SEGMENT.fullmatch(key):
                 current["_segments"].append(value)  # type: ignore[union-attr]
             else:
                 current.setdefault(key, value)
@@ -179,17 +215,19 @@ def parse_config(text: str, number: int) -> RaidInventory:
                 current.setdefault(key, value)
     if not controller and not logical and not devices:
         raise RaidOutputError("arcconf: no controller, logical device or physical device")
-    inventory = RaidInventory()
+    inventory = RaidInventory(problems=fields.problems)
     inventory.controllers.append(RaidController(
-        name=name, tool=TOOL, model=clean(controller.get("Controller Model")), firmware=_version(controller.get("Firmware")),
-        port_rate=parse_link_rate(controller.get("Global Max SAS Phy Link Rate")),
+        name=name, tool=TOOL, model=clean(controller.get("Controller Model")), firmware=clean(controller.get("Firmware")),
+        port_rate=fields.read(name, "Global Max SAS Phy Link Rate", controller.get("Global Max SAS Phy Link Rate"),
+                              parse_link_rate),
         status=clean(controller.get("Controller Status")), battery=_battery(battery), battery_detail=clean(battery)))
     member: Dict[str, str] = {}
     for ld in logical:
-        status = ld.get("Status of logical device") or ld.get("Status of Logical Device") or \
+        where = f"{name} volume {ld['_id']}"
+        status_word = ld.get("Status of logical device") or ld.get("Status of Logical Device") or \
             ld.get("Status of logical drive")
-        operation, progress = _operation(status)  # type: ignore[arg-type]
-        state = _volume_state(status)  # type: ignore[arg-type]
+        operation, progress = _operation(status_word)  # type: ignore[arg-type]
+        state = _volume_state(status_word)  # type: ignore[arg-type]
         if state == "degraded" and operation is not None:
             # "Impacted ( Build/Verify with fix : 90 % )": redundancy being established, as a rebuild does.
             state = "rebuilding"
@@ -203,29 +241,34 @@ def parse_config(text: str, number: int) -> RaidInventory:
             if place:
                 member[place] = str(ld["_id"])
         inventory.volumes.append(RaidVolume(
-            controller=name, id=str(ld["_id"]), name=clean(ld.get("Logical device name") or ld.get("Logical Device name")),  # type: ignore[arg-type]
-            level=raid_level(ld.get("RAID level") or ld.get("RAID Level")), state=state, state_word=clean(status),  # type: ignore[arg-type]
-            operation=operation, progress=progress, write_back_configured=_write_back(setting),  # type: ignore[arg-type]
-            write_back_current=_write_back(mode), strip_bytes=parse_strip(ld.get("Stripe-unit size")),  # type: ignore[arg-type]
-            size_bytes=parse_size(ld.get("Size"))))  # type: ignore[arg-type]
+            controller=name, id=str(ld["_id"]), name=clean(ld.get("Logical device name") or ld.get("Logical Device name")),
+            level=fields.read(where, "RAID level", ld.get("RAID level") or ld.get("RAID Level"), raid_level),
+            state=state, state_word=clean(status_word), operation=operation, progress=progress,
+            write_back_configured=fields.read(where, "Write-cache setting", setting, write_back),
+            write_back_current=fields.read(where, "Write-cache status" if ld.get("Write-cache status") else
+                                           "Write-cache mode", mode, write_back),
+            strip_bytes=fields.read(where, "Stripe-unit size", ld.get("Stripe-unit size"), parse_strip),
+            size_bytes=fields.read(where, "Size", ld.get("Size"), parse_size)))
     for pd in devices:
         kind = str(pd.get("_kind", ""))
         if "enclosure" in kind:
             continue
+        channel = _CHANNEL.match(str(pd.get("Reported Channel,Device(T:L)") or pd.get("Reported Channel,Device") or ""))
+        slot = channel.group(1) if channel else f"#{pd['_id']}"
+        where = f"{name} {slot}"
         transfer = pd.get("Transfer Speed")
-        phys = pd["_phys"]
-        negotiated = parse_link_rate(transfer) or max(
-            (r for r in (parse_link_rate(v) for v in phys.get("Negotiated Physical Link Rate", [])) if r), default=None)  # type: ignore[union-attr]
-        capability = parse_link_rate(pd.get("Programmed Max Speed")) or max(
-            (r for r in (parse_link_rate(v) for v in phys.get("Maximum Link Rate", [])) if r), default=None)  # type: ignore[union-attr]
-        expander_link = negotiated is not None and capability is not None and negotiated > capability
+        phys: Dict[str, List[str]] = pd["_phys"]  # type: ignore[assignment]
+        negotiated = fields.read(where, "Transfer Speed", transfer, parse_link_rate) or max(
+            (r for r in (fields.read(where, "Negotiated Physical Link Rate", v, parse_link_rate)
+                         for v in phys.get("Negotiated Physical Link Rate", [])) if r), default=None)
+        capability = fields.read(where, "Programmed Max Speed", pd.get("Programmed Max Speed"), parse_link_rate) or max(
+            (r for r in (fields.read(where, "Maximum Link Rate", v, parse_link_rate)
+                         for v in phys.get("Maximum Link Rate", [])) if r), default=None)
         interface = None
         for word in ("SATA", "SAS", "NVMe"):
             if isinstance(transfer, str) and transfer.strip().upper().startswith(word.upper()):
                 interface = word
                 break
-        channel = re.match(r"\s*(\d+,\d+)", str(pd.get("Reported Channel,Device(T:L)") or pd.get("Reported Channel,Device") or ""))
-        slot = channel.group(1) if channel else f"#{pd['_id']}"
         place = _location(str(pd.get("Reported Location") or ""))
         inventory.drives.append(RaidDrive(
             controller=name, slot=slot, interface=interface,
@@ -233,30 +276,27 @@ def parse_config(text: str, number: int) -> RaidInventory:
             model=clean(" ".join(filter(None, (clean(pd.get("Vendor")), clean(pd.get("Model")))))),  # type: ignore[arg-type]
             serial=clean(pd.get("Serial number") or pd.get("Serial Number")),  # type: ignore[arg-type]
             state=_drive_state(pd.get("State")), state_word=clean(pd.get("State")),  # type: ignore[arg-type]
-            negotiated_rate=None if expander_link else negotiated, capability=capability,
-            capability_source=TOOL if capability is not None else "", rate_is_expander_link=expander_link,
+            negotiated_rate=negotiated, capability=capability,
+            capability_source=TOOL if capability is not None else "",
             volume=member.get(place) if place else None))
-    return inventory
+    return apply_status(inventory, number, parse_status(status)) if status is not None else inventory
 
 
-def _version(text: Optional[str]) -> Optional[str]:
-    """'5.2-0 (16343)' -> '5.2-0 (16343)' trimmed."""
-    return clean(text)
-
-
+@fenced("arcconf GETSTATUS")
 def parse_status(text: str) -> Dict[str, Tuple[Optional[str], Optional[float]]]:
     """`arcconf GETSTATUS <N>`: logical device -> (operation, progress) of its running task."""
     out: Dict[str, Tuple[Optional[str], Optional[float]]] = {}
     if not isinstance(text, str):
         return out
     device = operation = None
-    for line in text.splitlines():
-        field = _FIELD.match(line)
+    for line in lines(text):
+        field = _field(line)
         if not field:
             continue
-        key, value = field.group(1).lower(), field.group(2)
+        key, value = field[0].lower(), field[1]
         if key in ("logical device", "logical drive"):
-            device, operation = value.strip(), None
+            number = whole_number(value, maximum=999999)
+            device, operation = (str(number) if number is not None else None), None
         elif key == "current operation" and device is not None:
             operation, _ = _operation(value)
             out[device] = (operation, None)
@@ -265,18 +305,19 @@ def parse_status(text: str) -> Dict[str, Tuple[Optional[str], Optional[float]]]:
     return out
 
 
-def apply_status(inventory: RaidInventory, number: int, status: Dict[str, Tuple[Optional[str], Optional[float]]]) -> None:
-    """A running task's operation and progress onto its logical device (GETCONFIG's word
-    is kept where GETSTATUS says nothing)."""
+def apply_status(inventory: RaidInventory, number: int,
+                 status: Dict[str, Tuple[Optional[str], Optional[float]]]) -> RaidInventory:
+    """The inventory with a running task's operation and progress on its logical device
+    (GETCONFIG's word kept where GETSTATUS says nothing); `inventory` is left as it was."""
     name = f"{TOOL}/{number}"
-    for index, volume in enumerate(inventory.volumes):
+    volumes = []
+    for volume in inventory.volumes:
         task = status.get(volume.id) if volume.controller == name else None
-        if task is None:
-            continue
-        operation, progress = task
-        state = volume.state
-        if operation == "rebuild" and state in ("degraded", "other"):
-            state = "rebuilding"
-        inventory.volumes[index] = RaidVolume(**{**volume.__dict__, "operation": operation or volume.operation,
-                                                 "progress": progress if progress is not None else volume.progress,
-                                                 "state": state})
+        if task is not None:
+            operation, progress = task
+            state = "rebuilding" if operation == "rebuild" and volume.state in ("degraded", "other") else volume.state
+            volume = replace(volume, operation=operation or volume.operation,
+                             progress=progress if progress is not None else volume.progress, state=state)
+        volumes.append(volume)
+    return RaidInventory(controllers=list(inventory.controllers), drives=list(inventory.drives), volumes=volumes,
+                         problems=list(inventory.problems))

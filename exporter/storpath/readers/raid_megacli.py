@@ -19,22 +19,28 @@ block per drive or volume:
 
 MegaCli's listings name no controller port rate: a drive whose link is below its own
 "Device Speed" may be held by the controller (a 3 Gb/s SAS1078) and is not called slow.
+
+Every line is split at its first colon (no pattern that could backtrack on a long line) and
+cut to MAX_LINE first; numbers are bounded digit runs; a field holding what its reader cannot
+read is a problem naming it; more drives or volumes than readers.raid_records' bounds is the
+tool's failure.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from storpath.readers.raid_records import (RaidController, RaidDrive, RaidInventory, RaidOutputError, RaidVolume,
-                                           clean, parse_link_rate, parse_size, parse_strip, raid_level)
+from storpath.readers.raid_records import (Bounds, Fields, RaidController, RaidDrive, RaidInventory, RaidOutputError,
+                                           RaidVolume, clean, fenced, lines, parse_link_rate, parse_size, parse_strip,
+                                           raid_level, split_field, whole_number)
 
 TOOL = "megacli"
 
-_ADAPTER = re.compile(r"^\s*(?:Adapter\s*#?\s*(\d+)\b|BBU status for Adapter:\s*(\d+))")
-_VD = re.compile(r"^\s*Virtual (?:Drive|Disk):\s*(\d+)")
-_FIELD = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
-_POSITION = re.compile(r"DiskGroup:\s*(\d+)")
+# Anchored, each quantifier followed by a literal it cannot match: linear on any line.
+_ADAPTER = re.compile(r"\s*(?:Adapter\s*(?:#\s*)?([0-9]+)\b|BBU status for Adapter:\s*([0-9]+))")
+_VD = re.compile(r"\s*Virtual (?:Drive|Disk):\s*([0-9]+)")
+_POSITION = re.compile(r"DiskGroup: *([0-9]{1,9})(?![0-9])")
 
 
 def _name(adapter: int) -> str:
@@ -73,8 +79,9 @@ def volume_state(word: Optional[str]) -> str:
     return "other"
 
 
-def _write_back(policy: Optional[str]) -> Optional[bool]:
-    first = (policy or "").split(",")[0].strip().lower()
+def write_back(policy) -> Optional[bool]:
+    """'WriteBack, ReadAhead, Direct, ...' -> True; 'WriteThrough, ...' -> False; else None."""
+    first = policy.split(",")[0].strip().lower() if isinstance(policy, str) else ""
     if first in ("writeback", "always writeback"):
         return True
     if first == "writethrough":
@@ -82,85 +89,119 @@ def _write_back(policy: Optional[str]) -> Optional[bool]:
     return None
 
 
-def _blocks(text: str) -> List[Dict[str, str]]:
+def _adapter(line: str, fields: Fields) -> Tuple[bool, Optional[int]]:
+    """(whether the line starts an adapter's section, its number: None when unreadable)."""
+    match = _ADAPTER.match(line)
+    if not match:
+        return False, None
+    digits = match.group(1) or match.group(2)
+    number = whole_number(digits, maximum=9999)
+    if number is None:
+        fields.unreadable("megacli", "adapter number", digits)
+    return True, number
+
+
+def _blocks(text: str, fields: Fields) -> List[Dict[str, str]]:
     """The text's key/value blocks, each started by "Adapter", "Virtual Drive" or "Enclosure
     Device ID" lines, with `_adapter`, `_kind` (vd, pd) and `_vd` (the volume a PD follows in
-    -LDPDInfo)."""
+    -LDPDInfo). An adapter whose number cannot be read is skipped, up to the next adapter."""
     blocks: List[Dict[str, str]] = []
-    adapter: Optional[str] = None
+    adapter: Optional[int] = None
     current: Optional[Dict[str, str]] = None
     last_vd: Optional[str] = None
-    for line in text.splitlines():
-        match = _ADAPTER.match(line)
-        if match:
-            adapter = match.group(1) or match.group(2)
-            current, last_vd = None, None
+    for line in lines(text):
+        starts, number = _adapter(line, fields)
+        if starts:
+            adapter, current, last_vd = number, None, None
             continue
         if adapter is None:
             continue
         match = _VD.match(line)
         if match:
-            last_vd = match.group(1)
-            current = {"_adapter": adapter, "_kind": "vd", "_id": last_vd}
+            number = whole_number(match.group(1), maximum=999999)
+            if number is None:
+                fields.unreadable(_name(adapter), "Virtual Drive", match.group(1))
+                current = last_vd = None
+                continue
+            last_vd = str(number)
+            current = {"_adapter": str(adapter), "_kind": "vd", "_id": last_vd}
             blocks.append(current)
             continue
-        field = _FIELD.match(line)
+        field = split_field(line)
         if field is None:
             continue
-        key, value = field.group(1), field.group(2)
+        key, value = field
         if key == "Enclosure Device ID":
-            current = {"_adapter": adapter, "_kind": "pd", "_vd": last_vd or ""}
+            current = {"_adapter": str(adapter), "_kind": "pd", "_vd": last_vd or ""}
             blocks.append(current)
         if current is not None:
             current.setdefault(key, value)
     return blocks
 
 
-def _drive(block: Dict[str, str]) -> RaidDrive:
+def _drive(block: Dict[str, str], fields: Fields) -> Optional[RaidDrive]:
     name = _name(int(block["_adapter"]))
-    enclosure = (block.get("Enclosure Device ID") or "").strip()
-    slot = (block.get("Slot Number") or "").strip()
+    enclosure = clean(block.get("Enclosure Device ID")) or ""
+    slot_number = whole_number(block.get("Slot Number"), maximum=999999)
+    if slot_number is None:
+        fields.unreadable(name, "Slot Number", block.get("Slot Number"))
+        return None
+    slot = str(slot_number)
     if enclosure and enclosure.upper() != "N/A":
-        slot = f"{enclosure}:{slot}"
-    negotiated = parse_link_rate(block.get("Link Speed"))
-    capability = parse_link_rate(block.get("Device Speed"))
-    expander_link = negotiated is not None and capability is not None and negotiated > capability
+        number = whole_number(enclosure, maximum=999999)
+        if number is None:
+            fields.unreadable(name, "Enclosure Device ID", enclosure)
+            return None
+        slot = f"{number}:{slot}"
+    where = f"{name} {slot}"
     position = _POSITION.search(block.get("Drive's position") or "")
-    device_id = (block.get("Device Id") or "").strip()
     media = (block.get("Media Type") or "").lower()
+    capability = fields.read(where, "Device Speed", block.get("Device Speed"), parse_link_rate)
     return RaidDrive(
         controller=name, slot=slot, interface=clean(block.get("PD Type")),
         media="ssd" if "solid state" in media else ("hdd" if "hard disk" in media else None),
         model=clean(block.get("Inquiry Data")), state=drive_state(block.get("Firmware state")),
-        state_word=clean(block.get("Firmware state")), negotiated_rate=None if expander_link else negotiated,
+        state_word=clean(block.get("Firmware state")),
+        negotiated_rate=fields.read(where, "Link Speed", block.get("Link Speed"), parse_link_rate),
         capability=capability, capability_source=TOOL if capability is not None else "",
-        rate_is_expander_link=expander_link, volume=block.get("_vd") or (position.group(1) if position else None),
-        device_id=int(device_id) if device_id.isdigit() else None)
+        volume=block.get("_vd") or (position.group(1) if position else None),
+        device_id=fields.read(where, "Device Id", block.get("Device Id"), lambda v: whole_number(v, maximum=65535)))
 
 
-def _volume(block: Dict[str, str], members: List[RaidDrive]) -> RaidVolume:
+def _volume(block: Dict[str, str], members: List[RaidDrive], fields: Fields) -> RaidVolume:
+    name = _name(int(block["_adapter"]))
+    where = f"{name} volume {block['_id']}"
     state = volume_state(block.get("State"))
     if state == "degraded" and any(d.state == "rebuilding" for d in members):
         state = "rebuilding"
     return RaidVolume(
-        controller=_name(int(block["_adapter"])), id=block["_id"], name=clean(block.get("Name")),
-        level=raid_level(block.get("RAID Level")), state=state, state_word=clean(block.get("State")),
-        operation="rebuild" if state == "rebuilding" else None,
-        write_back_configured=_write_back(block.get("Default Cache Policy")),
-        write_back_current=_write_back(block.get("Current Cache Policy")), strip_bytes=parse_strip(block.get("Strip Size")),
-        size_bytes=parse_size(block.get("Size")))
+        controller=name, id=block["_id"], name=clean(block.get("Name")),
+        level=fields.read(where, "RAID Level", block.get("RAID Level"), raid_level), state=state,
+        state_word=clean(block.get("State")), operation="rebuild" if state == "rebuilding" else None,
+        write_back_configured=fields.read(where, "Default Cache Policy", block.get("Default Cache Policy"), write_back),
+        write_back_current=fields.read(where, "Current Cache Policy", block.get("Current Cache Policy"), write_back),
+        strip_bytes=fields.read(where, "Strip Size", block.get("Strip Size"), parse_strip),
+        size_bytes=fields.read(where, "Size", block.get("Size"), parse_size))
 
 
+@fenced("MegaCli")
 def parse_listing(text: str) -> RaidInventory:
     """-PDList, -LdInfo or -LDPDInfo output: the drives and volumes it holds."""
     if not isinstance(text, str):
         raise RaidOutputError("MegaCli: no text")
-    blocks = _blocks(text)
+    fields = Fields(TOOL)
+    blocks = _blocks(text, fields)
     if not blocks:
         raise RaidOutputError("MegaCli: no adapter with drives or virtual drives")
-    inventory = RaidInventory()
-    drives = [_drive(b) for b in blocks if b["_kind"] == "pd"]
-    inventory.drives.extend(drives)
+    bounds = Bounds("MegaCli")
+    drives = []
+    for block in blocks:
+        if block["_kind"] == "pd":
+            bounds.drive(_name(int(block["_adapter"])))
+            drive = _drive(block, fields)
+            if drive is not None:
+                drives.append(drive)
+    volumes = []
     seen = set()
     for block in blocks:
         if block["_kind"] == "vd":
@@ -169,34 +210,38 @@ def parse_listing(text: str) -> RaidInventory:
                 continue
             seen.add(key)
             name = _name(int(block["_adapter"]))
+            bounds.volume(name)
             members = [d for d in drives if d.controller == name and d.volume == block["_id"]]
-            inventory.volumes.append(_volume(block, members))
-    return inventory
+            volumes.append(_volume(block, members, fields))
+    return RaidInventory(drives=drives, volumes=volumes, problems=fields.problems)
 
 
+@fenced("MegaCli -AdpBbuCmd")
 def parse_bbu(text: str) -> Dict[str, Optional[str]]:
     """-AdpBbuCmd -GetBbuStatus: controller name -> battery state (BATTERY_STATES), None
     where the adapter has none."""
     out: Dict[str, Optional[str]] = {}
     if not isinstance(text, str):
         return out
-    adapter: Optional[str] = None
-    fields: Dict[str, Dict[str, str]] = {}
-    for line in text.splitlines():
-        match = _ADAPTER.match(line)
-        if match:
-            adapter = match.group(1) or match.group(2)
-            fields.setdefault(adapter, {})
+    adapter: Optional[int] = None
+    values_of: Dict[int, Dict[str, str]] = {}
+    ignored = Fields(TOOL)  # an unreadable adapter number is the listings' problem to report
+    for line in lines(text):
+        starts, number = _adapter(line, ignored)
+        if starts:
+            adapter = number
+            if adapter is not None:
+                values_of.setdefault(adapter, {})
         if adapter is None:
             continue
         if "get bbu status failed" in line.lower() or "not present" in line.lower():
-            fields[adapter]["_absent"] = "yes"
+            values_of[adapter]["_absent"] = "yes"  # "Adapter 0: Get BBU Status Failed." on the adapter's own line
             continue
-        field = _FIELD.match(line) if not match else None
+        field = split_field(line) if not starts else None
         if field:
-            fields[adapter].setdefault(field.group(1).lower(), field.group(2).lower())
-    for adapter, values in fields.items():
-        name = _name(int(adapter))
+            values_of[adapter].setdefault(field[0].lower(), field[1].lower())
+    for adapter, values in values_of.items():
+        name = _name(adapter)
         if values.get("_absent") or values.get("battery pack missing") == "yes":
             out[name] = "missing" if values.get("battery pack missing") == "yes" else None
         elif values.get("battery replacement required") == "yes" or values.get("issohgood") == "no" \

@@ -19,9 +19,11 @@ Three commands, one captured file each (readers.raid):
   "Virtual Drives" [{"VD Info": {CurrentCache, DefaultCache: "NR,WB"}, "PDs", "VD Properties"}].
 
 Behind an expander storcli's "Link Speed" is the controller-to-expander link, not the
-drive's: a SATA drive rated 6.0Gb/s shows Link Speed 12.0Gb/s there. A negotiated rate
-above the drive's own capability cannot be the drive's link, so such a drive's record says
-`rate_is_expander_link` and its rate is left out rather than judged.
+drive's: a SATA drive rated 6.0Gb/s shows Link Speed 12.0Gb/s there. The record keeps the rate
+storcli gave; storpath.analysis.raid decides that it is not the drive's own link.
+
+A field holding what its reader cannot read is a problem naming it (the record's value None);
+more controllers, drives or volumes than readers.raid_records' bounds is the tool's failure.
 """
 
 from __future__ import annotations
@@ -29,17 +31,18 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from storpath import boundedjson
 from storpath.problems import Problem
-from storpath.readers.raid_records import (RaidController, RaidDrive, RaidInventory, RaidOutputError, RaidVolume,
-                                           block_device, clean, parse_interface_generation, parse_link_rate,
-                                           parse_size, parse_strip, pci_address, progress_ratio, raid_level, wwn)
+from storpath.readers.raid_records import (MAX_CONTROLLERS, Bounds, Fields, RaidController, RaidDrive, RaidInventory,
+                                           RaidOutputError, RaidVolume, block_device, clean, fenced, load_json,
+                                           parse_interface_generation, parse_link_rate, parse_size, parse_strip,
+                                           pci_address, progress_ratio, raid_level, whole_number, wwn)
 
 TOOL = "storcli"
 
-_DRIVE_KEY = re.compile(r"^Drive /c(\d+)/e(\d+|)/s(\d+)$")
-_DRIVE_DETAIL_KEY = re.compile(r"^Drive /c(\d+)/e(\d+|)/s(\d+) - Detailed Information$")
-_VD_KEY = re.compile(r"^/c(\d+)/v(\d+)$")
+# Keys of storcli's JSON: anchored, digit runs bounded (a longer one is no drive of a controller).
+_DRIVE_KEY = re.compile(r"Drive /c([0-9]{1,4})/e([0-9]{1,5}|)/s([0-9]{1,5})")
+_VD_KEY = re.compile(r"/c([0-9]{1,4})/v([0-9]{1,5})")
+_PROGRESS = re.compile(r"\(([0-9]{1,3}) ?%\)")
 
 _DRIVE_STATES = {"onln": "online", "online": "online", "conf": "online", "ghs": "hotspare", "dhs": "hotspare",
                  "hotspare": "hotspare", "ugood": "unconfigured", "uconf": "unconfigured",
@@ -59,36 +62,39 @@ _OPERATIONS = (("rebuild", "rebuild"), ("consistency check", "consistency_check"
                ("reconstruction", "reconstruction"))
 
 
-def _load(text: str, what: str) -> List[Tuple[int, Dict[str, Any]]]:
+def _load(text: str, what: str, fields: Fields) -> List[Tuple[int, Dict[str, Any]]]:
     """(controller number, its "Response Data") of each controller that answered."""
-    try:
-        data = boundedjson.loads(text)
-    except (ValueError, TypeError) as exc:
-        raise RaidOutputError(f"storcli {what}: not JSON ({exc})") from None
+    data = load_json(text, f"storcli {what}")
     controllers = data.get("Controllers") if isinstance(data, dict) else None
     if not isinstance(controllers, list):
         raise RaidOutputError(f"storcli {what}: no \"Controllers\" list")
+    if len(controllers) > MAX_CONTROLLERS:
+        raise RaidOutputError(f"storcli {what}: {len(controllers)} controllers, more than the {MAX_CONTROLLERS} "
+                              "storpath reads from one tool (MAX_CONTROLLERS)")
     out = []
     for entry in controllers:
         if not isinstance(entry, dict):
             continue
         status = entry.get("Command Status")
-        number = _int(status.get("Controller")) if isinstance(status, dict) else None
         response = entry.get("Response Data")
-        if number is None or not isinstance(response, dict):
-            continue
-        out.append((number, response))
+        if not isinstance(status, dict) or not isinstance(response, dict):
+            continue  # a controller that answered "not supported": nothing of it here
+        number = fields.read(f"storcli {what}", "Controller", status.get("Controller"), _controller_number)
+        if number is not None:
+            out.append((number, response))
     return out
 
 
-def _int(value) -> Optional[int]:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
+def _controller_number(value) -> Optional[int]:
+    return whole_number(value, maximum=9999)
+
+
+def _group(value) -> Optional[int]:
+    return whole_number(value, maximum=9999)
+
+
+def _device_id(value) -> Optional[int]:
+    return whole_number(value, maximum=65535)
 
 
 def _dict(value) -> Dict[str, Any]:
@@ -126,11 +132,16 @@ def write_back(policy) -> Optional[bool]:
     return None
 
 
+@fenced("storcli controllers")
 def parse_controllers(text: str) -> RaidInventory:
     """`storcli /call show all J nolog`: the controllers, and the drives an HBA lists there."""
-    inventory = RaidInventory()
-    for number, data in _load(text, "controllers"):
+    fields = Fields(TOOL)
+    bounds = Bounds(TOOL)
+    controllers: List[RaidController] = []
+    drives: List[RaidDrive] = []
+    for number, data in _load(text, "controllers", fields):
         name = f"{TOOL}/c{number}"
+        bounds.controller(name)
         basics = _dict(data.get("Basics"))
         version = _dict(data.get("Version"))
         bus = _dict(data.get("Bus")) or _dict(data.get("PCI Version"))
@@ -143,115 +154,140 @@ def parse_controllers(text: str) -> RaidInventory:
             info = _first_dict(data.get(key))
             if info.get("State") is not None:
                 battery = battery_state(info.get("State"))
-                detail = clean(f"{info.get('Model') or ''} {info.get('State')}")
+                detail = clean(f"{clean(info.get('Model')) or ''} {clean(info.get('State')) or ''}")
                 break
         if battery is None and clean(_dict(data.get("HwCfg")).get("BBU")) in ("Present",):
             battery, detail = "degraded", "BBU present, no state"
-        inventory.controllers.append(RaidController(
+        controllers.append(RaidController(
             name=name, tool=TOOL, model=clean(basics.get("Model")), firmware=clean(version.get("Firmware Version")),
-            pci_address=address, port_rate=parse_interface_generation(bus.get("Device Interface")),
+            pci_address=address, port_rate=fields.read(name, "Device Interface", bus.get("Device Interface"),
+                                                       parse_interface_generation),
             status=clean(status.get("Controller Status")), battery=battery, battery_detail=detail))
-        inventory.extend(_drives_of(number, _dict(data.get("Physical Device Information")), {}))
-    return inventory
+        drives.extend(_drives_of(number, _dict(data.get("Physical Device Information")), {}, fields, bounds))
+    return RaidInventory(controllers=controllers, drives=drives, problems=fields.problems)
 
 
+@fenced("storcli drives")
 def parse_drives(text: str, volumes_of: Optional[Dict[Tuple[str, str], str]] = None) -> RaidInventory:
     """`storcli /call/eall/sall show all J nolog` (storcli/perccli and storcli2/perccli2).
     `volumes_of`: (controller, drive group) -> volume id, from parse_volumes."""
-    inventory = RaidInventory()
-    for number, data in _load(text, "drives"):
-        inventory.extend(_drives_of(number, data, volumes_of or {}))
+    fields = Fields(TOOL)
+    bounds = Bounds(TOOL)
+    drives: List[RaidDrive] = []
+    for number, data in _load(text, "drives", fields):
+        drives.extend(_drives_of(number, data, volumes_of or {}, fields, bounds))
         listing = data.get("Drives List")
         if isinstance(listing, list):
-            inventory.extend(_drives2_of(number, listing, volumes_of or {}))
-    return inventory
+            drives.extend(_drives2_of(number, listing, volumes_of or {}, fields, bounds))
+    return RaidInventory(drives=drives, problems=fields.problems)
 
 
 def _slot(enclosure: str, slot: str) -> str:
     return f"{enclosure}:{slot}" if enclosure else slot
 
 
-def _drives_of(number: int, data: Dict[str, Any], volumes_of: Dict[Tuple[str, str], str]) -> RaidInventory:
-    inventory = RaidInventory()
+def _drives_of(number: int, data: Dict[str, Any], volumes_of: Dict[Tuple[str, str], str], fields: Fields,
+               bounds: Bounds) -> List[RaidDrive]:
+    out = []
     name = f"{TOOL}/c{number}"
     for key, value in data.items():
-        match = _DRIVE_KEY.match(key)
+        match = _DRIVE_KEY.fullmatch(key)
         if not match:
             continue
+        bounds.drive(name)
         row = _first_dict(value)
         detail = _dict(data.get(f"{key} - Detailed Information"))
         attributes = _dict(detail.get(f"{key} Device attributes"))
         slot = _slot(match.group(2), match.group(3))
-        inventory.drives.append(_drive(name, slot, row, clean(attributes.get("SN")),
-                                       attributes.get("Link Speed"), attributes.get("Device Speed"), volumes_of))
-    return inventory
+        out.append(_drive(name, slot, row, clean(attributes.get("SN")), ("Link Speed", attributes.get("Link Speed")),
+                          ("Device Speed", attributes.get("Device Speed")), volumes_of, fields))
+    return out
 
 
-def _drives2_of(number: int, listing: List[Any], volumes_of: Dict[Tuple[str, str], str]) -> RaidInventory:
-    inventory = RaidInventory()
+def _drives2_of(number: int, listing: List[Any], volumes_of: Dict[Tuple[str, str], str], fields: Fields,
+                bounds: Bounds) -> List[RaidDrive]:
+    out = []
     name = f"{TOOL}/c{number}"
     for entry in listing:
         entry = _dict(entry)
         row = _dict(entry.get("Drive Information"))
         detail = _dict(entry.get("Drive Detailed Information"))
+        bounds.drive(name)
         slot = clean(row.get("EID:Slt"))
-        if not slot:
-            inventory.problems.append(Problem("storcli drive without EID:Slt", (("source", "raid"),
-                                                                               ("controller", name))))
+        if not slot or len(slot) > 16:
+            fields.problems.append(Problem("storcli drive without EID:Slt", (("source", "raid"),
+                                                                              ("controller", name))))
             continue
-        paths = [p for p in detail.get("Path Information") or [] if isinstance(p, dict)]
+        paths = detail.get("Path Information")
+        paths = [p for p in paths if isinstance(p, dict)] if isinstance(paths, list) else []
         negotiated = next((p.get("Negotiated Speed") for p in paths if clean(p.get("Path")) == "Primary"),
                           paths[0].get("Negotiated Speed") if paths else None)
         state = row.get("Status") if row.get("State") in ("Conf", "UConf", None) else row.get("State")
         if row.get("State") == "UConf" and clean(row.get("Status")) in (None, "Online", "Good"):
             state = "UConf"
-        inventory.drives.append(_drive(name, slot, {**row, "State": state}, clean(detail.get("Serial Number")),
-                                       negotiated, detail.get("Capable Speed"), volumes_of))
-    return inventory
+        out.append(_drive(name, slot, {**row, "State": state}, clean(detail.get("Serial Number")),
+                          ("Negotiated Speed", negotiated), ("Capable Speed", detail.get("Capable Speed")),
+                          volumes_of, fields))
+    return out
 
 
-def _drive(controller: str, slot: str, row: Dict[str, Any], serial: Optional[str], link, device,
-           volumes_of: Dict[Tuple[str, str], str]) -> RaidDrive:
-    negotiated = parse_link_rate(link)
-    capability = parse_link_rate(device)
-    expander_link = negotiated is not None and capability is not None and negotiated > capability
-    group = row.get("DG")
-    volume = volumes_of.get((controller, str(group))) if _int(group) is not None else None
+def _drive(controller: str, slot: str, row: Dict[str, Any], serial: Optional[str], link: Tuple[str, Any],
+           device: Tuple[str, Any], volumes_of: Dict[Tuple[str, str], str], fields: Fields) -> RaidDrive:
+    """One drive; `link` and `device`: (the field's name, what it holds) of the negotiated rate
+    and the drive's capability."""
+    where = f"{controller} {slot}"
+    capability = fields.read(where, device[0], device[1], parse_link_rate)
+    group = fields.read(where, "DG", row.get("DG"), _group)
     media = clean(row.get("Med"))
     return RaidDrive(
         controller=controller, slot=slot, interface=clean(row.get("Intf")),
         media=media.lower() if media in ("HDD", "SSD") else None, model=clean(row.get("Model")), serial=serial,
         state=drive_state(row.get("State")), state_word=clean(row.get("State")),
-        negotiated_rate=None if expander_link else negotiated, capability=capability,
-        capability_source=TOOL if capability is not None else "", rate_is_expander_link=expander_link,
-        volume=volume, device_id=_int(row.get("DID", row.get("PID"))))
+        negotiated_rate=fields.read(where, link[0], link[1], parse_link_rate), capability=capability,
+        capability_source=TOOL if capability is not None else "",
+        volume=volumes_of.get((controller, str(group))) if group is not None else None,
+        device_id=fields.read(where, "DID", row.get("DID", row.get("PID")), _device_id))
 
 
+@fenced("storcli volumes")
 def parse_volumes(text: str) -> RaidInventory:
     """`storcli /call/vall show all J nolog` (storcli/perccli and storcli2/perccli2)."""
-    inventory = RaidInventory()
-    for number, data in _load(text, "volumes"):
+    fields = Fields(TOOL)
+    bounds = Bounds(TOOL)
+    volumes: List[RaidVolume] = []
+    for number, data in _load(text, "volumes", fields):
         name = f"{TOOL}/c{number}"
         for key, value in data.items():
-            match = _VD_KEY.match(key)
+            match = _VD_KEY.fullmatch(key)
             if not match:
                 continue
+            bounds.volume(name)
             vd = match.group(2)
-            inventory.volumes.append(_volume(name, _first_dict(value), _dict(data.get(f"VD{vd} Properties")),
-                                             data.get(f"PDs for VD {vd}"), storcli2=False))
+            volumes.append(_volume(name, _first_dict(value), _dict(data.get(f"VD{vd} Properties")),
+                                   data.get(f"PDs for VD {vd}"), False, fields))
         listing = data.get("Virtual Drives")
         if isinstance(listing, list):
             for entry in listing:
                 entry = _dict(entry)
                 info = _dict(entry.get("VD Info"))
                 if info:
-                    inventory.volumes.append(_volume(name, info, _dict(entry.get("VD Properties")),
-                                                     entry.get("PDs"), storcli2=True))
-    return inventory
+                    bounds.volume(name)
+                    volumes.append(_volume(name, info, _dict(entry.get("VD Properties")), entry.get("PDs"), True,
+                                           fields))
+    return RaidInventory(volumes=volumes, problems=fields.problems)
 
 
-def _volume(controller: str, row: Dict[str, Any], props: Dict[str, Any], drives, storcli2: bool) -> RaidVolume:
-    volume_id = clean(row.get("DG/VD")) or "?"
+def _volume_id(value) -> Optional[str]:
+    """'0/0' (drive group/virtual drive), '0/239' -> itself; anything else None."""
+    parts = value.strip().split("/") if isinstance(value, str) else []
+    numbers = [whole_number(p, maximum=9999) for p in parts]
+    return "/".join(map(str, numbers)) if len(numbers) == 2 and None not in numbers else None
+
+
+def _volume(controller: str, row: Dict[str, Any], props: Dict[str, Any], drives, storcli2: bool,
+            fields: Fields) -> RaidVolume:
+    volume_id = fields.read(controller, "DG/VD", row.get("DG/VD"), _volume_id) or "?"
+    where = f"{controller} volume {volume_id}"
     word = clean(row.get("State"))
     state = _VOLUME_STATES.get((word or "").lower(), "other")
     members = [_first_dict(d) for d in drives] if isinstance(drives, list) else []
@@ -259,18 +295,21 @@ def _volume(controller: str, row: Dict[str, Any], props: Dict[str, Any], drives,
                                    for d in members):
         state = "rebuilding"
     operation, progress = _operation(props.get("Active Operations"))
-    if storcli2:
-        current = write_back(row.get("CurrentCache"))
-        configured = write_back(row.get("DefaultCache"))
+    current_key, configured_key = ("CurrentCache", "DefaultCache") if storcli2 else ("Cache", None)
+    current = fields.read(where, current_key, row.get(current_key), write_back)
+    if configured_key:
+        configured = fields.read(where, configured_key, row.get(configured_key), write_back)
     else:
-        current = write_back(row.get("Cache"))
-        configured = write_back(props.get("Write Cache(initial setting)"))
+        configured = fields.read(where, "Write Cache(initial setting)", props.get("Write Cache(initial setting)"),
+                                 write_back)
     return RaidVolume(
-        controller=controller, id=volume_id, name=clean(row.get("Name")), level=raid_level(row.get("TYPE")),
-        state=state, state_word=word, operation=operation, progress=progress, write_back_configured=configured,
-        write_back_current=current, strip_bytes=parse_strip(props.get("Strip Size")),
-        size_bytes=parse_size(row.get("Size")), device=block_device(props.get("OS Drive Name")),
-        wwn=wwn(props.get("SCSI NAA Id")))
+        controller=controller, id=volume_id, name=clean(row.get("Name")),
+        level=fields.read(where, "TYPE", row.get("TYPE"), raid_level), state=state, state_word=word,
+        operation=operation, progress=progress, write_back_configured=configured, write_back_current=current,
+        strip_bytes=fields.read(where, "Strip Size", props.get("Strip Size"), parse_strip),
+        size_bytes=fields.read(where, "Size", row.get("Size"), parse_size),
+        device=fields.read(where, "OS Drive Name", props.get("OS Drive Name"), block_device),
+        wwn=fields.read(where, "SCSI NAA Id", props.get("SCSI NAA Id"), wwn))
 
 
 def _operation(text) -> Tuple[Optional[str], Optional[float]]:
@@ -280,7 +319,7 @@ def _operation(text) -> Tuple[Optional[str], Optional[float]]:
     word = text.strip().lower()
     for prefix, operation in _OPERATIONS:
         if word.startswith(prefix):
-            match = re.search(r"\((\d{1,3})\s*%\)", word)
+            match = _PROGRESS.search(word)
             return operation, progress_ratio(match.group(1)) if match else None
     return None, None
 

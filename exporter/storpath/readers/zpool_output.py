@@ -264,15 +264,17 @@ def parse_scan_line(lines: List[str]) -> Optional[ScanStatus]:
             scan.start_time = when
             # A paused scan's first line holds the pause time; OpenZFS 2.1 prints the
             # start on the next line ("scrub started on <ctime>").
-            started = re.search(r"started on\s+(.+?\d{4})", rest) if state == "paused" else None
+            # At most a ctime's length before its year: linear in `rest` however many "started on" it holds.
+            started = re.search(r"started on\s+(.{1,60}?[0-9]{4})", rest) if state == "paused" else None
             if started and parse_ctime(started.group(1)) is not None:
                 scan.start_time = parse_ctime(started.group(1))
-            done = re.search(r"(\d+(?:\.\d+)?)%\s+done", rest)
+            # Up to three digits not inside a longer run: a run of thousands was quadratic.
+            done = re.search(r"(?<![0-9.])([0-9]{1,3}(?:\.[0-9]{1,9})?)%\s+done", rest)
             if done:
                 scan.progress = min(1.0, float(done.group(1)) / 100)
         return scan
     match = re.match(r"^(scrub repaired|resilvered|error scrub repaired)\s+\S+(?:\s+\([^)]*\))?\s+in\s+.+?\s+with\s+"
-                     r"(\d+)\s+errors\s+on\s+(.*)$", first)
+                     r"([0-9]{1,18})\s+errors\s+on\s+(.*)$", first)
     if match:
         function = {"scrub repaired": "scrub", "resilvered": "resilver",
                     "error scrub repaired": "error_scrub"}[match.group(1)]
@@ -292,7 +294,7 @@ def parse_status_text(text: str) -> List[ZfsPool]:
             return []
         raise ZpoolOutputError("zpool status text has no 'pool:' line")
     pools: List[ZfsPool] = []
-    for block in re.split(r"(?m)^(?=\s*pool: )", text):
+    for block in re.split(r"(?m)^(?=[ \t]*pool: )", text):  # not \s: it crossed every blank line below
         if "pool:" not in block:
             continue
         pools.append(_parse_text_pool(block))
@@ -324,7 +326,7 @@ def _parse_text_pool(block: str) -> ZfsPool:
             if words.startswith("No known data errors"):
                 pool.data_errors = 0
             else:
-                count = re.match(r"^(\d+)\s+data errors", words)
+                count = re.match(r"^([0-9]{1,18})\s+data errors", words)
                 if count:
                     pool.data_errors = int(count.group(1))
         i += 1

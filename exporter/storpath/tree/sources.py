@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from storpath.analysis.raid import judged
+from storpath.analysis.raid import judged, own_link_rate
 from storpath.findings import CheckResult, Facts, run_checks
 from storpath.snapshot import Snapshot
 from storpath.tree.model import MD, RAID, ZPOOL, Array, Node, TreeInput, disk_link_texts
@@ -54,7 +54,8 @@ def raid_nodes(raid, blocks) -> Dict[str, tuple]:
     names = {b.name for b in blocks}
     drive_nodes: Dict[tuple, List[Node]] = {}
     for drive, _, expectation in judged(inventory.drives, inventory.controllers):
-        rate = "?" if drive.negotiated_rate is None else f"{drive.negotiated_rate / 1e9:g}"
+        own = own_link_rate(drive)
+        rate = "?" if own is None else f"{own / 1e9:g}"
         expected = f" (expected {expectation.expected / 1e9:g})" if expectation.verifiable and expectation.expected \
             else " (unverifiable)"
         what = f"{drive.interface or 'drive'} {rate} Gbit/s{expected} · {drive.state_word or drive.state}"
