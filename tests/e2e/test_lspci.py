@@ -116,7 +116,7 @@ def test_lab_boot_same_verdicts_from_lspci_and_sysfs(topology, tmp_path):
         pytest.skip(f"no lab capture {capture}: run `python3 tests/lab/lab.py lspci {topology}`")
     with tarfile.open(capture) as archive:
         archive.extractall(tmp_path, filter="data")
-    root = next(os.path.join(tmp_path, d) for d in os.listdir(tmp_path))
+    root = str(tmp_path)
     replay = json.loads(storpath("check", "--json", "--collector.disable-defaults", "--collector.pcie",
                                  f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc").stdout)
     from_dump = check_json(dump)
@@ -124,3 +124,31 @@ def test_lab_boot_same_verdicts_from_lspci_and_sysfs(topology, tmp_path):
     assert _verdicts(from_dump) == _verdicts(replay)
     assert [c for c in from_dump["checked"] if c["what"] == "PCIe links"] == \
         [c for c in replay["checked"] if c["what"] == "PCIe links"]
+
+
+def test_lab_boot_same_links_from_lspci_and_sysfs(tmp_path):
+    """Link by link, the lab boot's dump and its sysfs give the same records and expectations:
+    port types, both ends' capabilities, the link as trained, what the verdict rests on."""
+    from storpath.readers.lspci import read_dump
+    from storpath.roots import Roots
+    from storpath.snapshot import from_lspci, take_once
+
+    capture = os.path.join(LAB, "nvme.tar.gz")
+    if not os.path.exists(capture):
+        pytest.skip(f"no lab capture {capture}: run `python3 tests/lab/lab.py lspci nvme`")
+    with tarfile.open(capture) as archive:
+        archive.extractall(tmp_path, filter="data")
+    replay = take_once(Roots(sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"), dev=""),
+                       ["pci", "pcie_expected", "host"])
+    record, _ = read_dump(os.path.join(LAB, "nvme.lspci-vvnn.txt"))
+    dump = from_lspci(record)
+
+    def records(snapshot):
+        return {d.address: (d.port_type, d.static.parent, d.static.class_code, d.static.vendor_id,
+                            d.static.device_id, d.static.numa_node, d.static.has_link, d.static.max_link_speed,
+                            d.static.max_link_width, d.current_link_speed, d.current_link_width)
+                for d in snapshot.pci if d.static.has_link or d.static.parent}
+
+    assert records(dump) == records(replay)
+    assert dump.pcie_expected == replay.pcie_expected
+    assert len([e for e in dump.pcie_expected.values() if e.partner]) >= 8

@@ -267,6 +267,11 @@ def parse_lspci(text: str) -> Tuple[LspciDump, List[Problem]]:
     # A function's bridge is the one whose secondary bus is the function's bus (in its domain);
     # a bus no bridge leads to hangs below a host bridge.
     bridges = {(f.domain, f.secondary): f.address for f in functions if f.secondary is not None}
+    # lspci prints a NUMA node only where sysfs' numa_node is not -1: once it printed one, a
+    # function without the line is one the firmware placed on no node (-1, as sysfs says).
+    if any(f.numa_node is not None for f in functions):
+        for found in functions:
+            found.numa_node = -1 if found.numa_node is None else found.numa_node
     for found in functions:
         parent = bridges.get((found.domain, found.bus))
         dump.devices.append(_device(found, parent if parent != found.address else None))
