@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List
 
 from storpath import log, sysfs
 from storpath.analysis.nvme import Identified, identified
+from storpath.analysis.observed import Observed
 from storpath.analysis.pcie import InstanceExpectations, PcieLink, expectations
 from storpath.problems import Problem
 from storpath.readers.alignment import AlignmentReader, BlockAlignment
@@ -92,6 +93,7 @@ class Snapshot:
     zpool: Optional["ZpoolPass"] = None
     raid: Optional["RaidPass"] = None
     probes: Optional["ProbeResults"] = None
+    pcie_observed: Optional[Dict[str, Observed]] = None  # GPU/accelerator address -> its link's maxima over the window
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read
     seconds: Mapping[str, float] = field(default_factory=dict)  # source -> how long it took
