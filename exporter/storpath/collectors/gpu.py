@@ -104,9 +104,17 @@ class GpuCollector(Collector):
         return (Source("pcie_observed", no_problems(self.latest), needs=("pci",)),)
 
     def latest(self, devices: Optional[List[PciDevice]]) -> Dict[str, Observed]:
-        """The window's maxima; the functions to sample follow the snapshot's PCI tree."""
+        """The window's maxima; the functions to sample follow the snapshot's PCI tree. A
+        function new to it is read once now (two small reads, on the snapshot's reading
+        thread), so that its first scrape already has its link."""
+        paths = sampled(devices or [])
         with self._lock:
-            self._paths = sampled(devices or [])
+            new = {a: p for a, p in paths.items() if a not in self._paths}
+        first = read_samples(new) if new else {}
+        with self._lock:
+            self._paths = paths
+            if first:
+                self._window.add(time.monotonic(), first, paths)
             return self._window.observed()
 
     def values(self, snapshot) -> Optional[Rows]:
