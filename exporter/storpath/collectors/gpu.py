@@ -118,9 +118,12 @@ class GpuCollector(Collector):
             return self._window.observed()
 
     def values(self, snapshot) -> Optional[Rows]:
+        gpus = sampled(snapshot.pci)
+        if not gpus:
+            return None  # no GPU here: no family headers either
         rows = Rows()
         observed = snapshot.pcie_observed or {}
-        for address in sorted(sampled(snapshot.pci)):
+        for address in sorted(gpus):
             rows.add(GPU_INFO, (address, nvml_bus_id(address)), 1)
             seen = observed.get(address)
             if seen is None:
