@@ -245,13 +245,14 @@ def from_lspci(record: DumpRecord, problems: Sequence[Problem] = ()) -> Snapshot
     """A snapshot of the machine an lspci dump describes (readers.lspci): its PCI tree and the
     links' expectations, judged by the same analysis as a machine read through sysfs. The
     dump holds no block device, so the block sources are empty (the report says a dump
-    cannot show them); every other source is left unread. Logs each problem once."""
+    cannot show them); md arrays where the archive kept /proc/mdstat; every other source is
+    left unread. Logs each problem once."""
     devices = record.dump.devices
     for problem in problems:
         Snapshotter._log_once(problem)
     return Snapshot(taken_at=time.time(), host=record.host, pci=devices,
                     pcie_expected=expectations(devices, record.host.virtual), blocks=[], block_listing=[],
-                    problems=tuple(problems))
+                    md=record.md, problems=tuple(problems))
 
 
 class _Lane:

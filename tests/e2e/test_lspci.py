@@ -152,3 +152,23 @@ def test_lab_boot_same_links_from_lspci_and_sysfs(tmp_path):
     assert records(dump) == records(replay)
     assert dump.pcie_expected == replay.pcie_expected
     assert len([e for e in dump.pcie_expected.values() if e.partner]) >= 8
+
+
+def test_sosreport_md_arrays_judged_from_its_mdstat(tmp_path):
+    """A sosreport keeps /proc/mdstat: its md arrays are judged by the md reader and findings
+    (the text is the lab kernel's, tests/unit/data/md_lab_6.1.txt phase 1: md1 raid1 with one
+    member failed)."""
+    os.makedirs(tmp_path / "sos_commands" / "pci")
+    shutil.copy(os.path.join(FIXTURES, "quad-nic-x4.txt"), tmp_path / "sos_commands" / "pci" / "lspci_-nnvv")
+    os.makedirs(tmp_path / "proc")
+    (tmp_path / "proc" / "mdstat").write_text(
+        "Personalities : [raid0] [raid1] [raid10] \n"
+        "md1 : active raid1 vdd[1](F) vdc[0]\n      64512 blocks super 1.2 [2/1] [U_]\n      \n"
+        "md0 : active raid0 vdb[1] vda[0]\n      126976 blocks super 1.2 512k chunks\n      \n"
+        "unused devices: <none>\n")
+    data = check_json(tmp_path)
+    assert ("md1", "md.degraded") in loud(data) and data["status"] == "critical"
+    assert "md" not in data["skipped"]
+    assert not any("md arrays" in line for line in data["lspci"]["cannot_show"])
+    assert any("md arrays" in line for line in check_json(os.path.join(FIXTURES, "quad-nic-x4.txt"))["lspci"]
+               ["cannot_show"])

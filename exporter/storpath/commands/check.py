@@ -69,7 +69,8 @@ def add_lspci_argument(parser) -> None:
                              "links) is listed, not guessed.")
 
 
-# What an lspci dump lets storpath judge: the PCIe links (storpath.findings.pcie).
+# What an lspci dump lets storpath judge: the PCIe links (storpath.findings.pcie); md arrays
+# too where a sosreport kept /proc/mdstat beside it.
 LSPCI_SUBSYSTEMS = ("pcie",)
 
 
@@ -124,13 +125,14 @@ def _run_lspci(args, config, collector: Optional[_NoteCollector]) -> int:
         print(f"storpath check: {record.origin} holds no PCI function: is it `lspci -vv` output?", file=sys.stderr)
         return EXIT_UNREADABLE
     facts = Facts(None, config, snapshot=from_lspci(record, problems))
-    result = run_checks(facts, only=LSPCI_SUBSYSTEMS)
+    subsystems = LSPCI_SUBSYSTEMS + (("md",) if record.md is not None else ())
+    result = run_checks(facts, only=subsystems)
     for name in load_findings():
-        if name not in LSPCI_SUBSYSTEMS:
+        if name not in subsystems:
             result.skipped[name] = "not in an lspci dump"
+    missing = record.dump.cannot_show() + ([] if record.md is not None else ["md arrays (no proc/mdstat beside it)"])
     notes = collector.notes if collector else []
-    notes.append({"message": f"judged from the lspci dump {record.origin}; it cannot show: "
-                             + "; ".join(record.dump.cannot_show())})
+    notes.append({"message": f"judged from the lspci dump {record.origin}; it cannot show: " + "; ".join(missing)})
     return _report(args, facts, result, notes, None, None, dump=record)
 
 
@@ -147,7 +149,8 @@ def _report(args, facts: Facts, result: CheckResult, notes: List[Dict[str, Any]]
         if args.json:
             data = as_json(result, subjects, groups, notes, probes, roots)
             if dump is not None:
-                data["lspci"] = {"origin": dump.origin, "cannot_show": dump.dump.cannot_show()}
+                data["lspci"] = {"origin": dump.origin, "cannot_show": dump.dump.cannot_show()
+                                 + ([] if dump.md is not None else ["md arrays (no proc/mdstat beside it)"])}
             identity = facts.host()
             data["host"] = dict(identity.dmi, hypervisor=identity.hypervisor, virtualization=identity.virtualization)
             # Names with bytes that are not UTF-8 as labels show them (`sdh\xff`), not as lone

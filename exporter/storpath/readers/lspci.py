@@ -42,7 +42,9 @@ from typing import Dict, List, Optional, Tuple
 from storpath.parse import PCIE_SPEEDS
 from storpath.problems import INFO, WARNING, Problem
 from storpath.readers.host import DMI_FIELDS, HostIdentity, identify, parse_cpuinfo_hypervisor
+from storpath.readers.md import MdArray, read_md_arrays
 from storpath.readers.pci import PciDevice, PciStatic, resolve_port_types
+from storpath.roots import Roots
 
 # ls-caps.c's names of the PCI Express capability's Device/Port Type, in readers.pci's words.
 EXPRESS_TYPES = (
@@ -85,7 +87,7 @@ _NUMA = re.compile(r"^NUMA node: ([0-9]{1,4})\s*$")
 # What no lspci dump shows, whatever the options.
 ALWAYS_MISSING = (
     "AER error counters (lspci shows the status bits of now, not counts since boot)",
-    "the drives and block devices behind the links (NVMe namespaces, SAS/SATA links, md arrays, pools)",
+    "the drives and block devices behind the links (NVMe namespaces, SAS/SATA links, pools)",
 )
 
 
@@ -338,6 +340,7 @@ class DumpFiles:
     lspci: str
     origin: str
     cpuinfo: Optional[str] = None
+    folder: Optional[str] = None  # the archive's folder, where it was one
 
 
 def find_dump(path: str) -> DumpFiles:
@@ -353,7 +356,7 @@ def find_dump(path: str) -> DumpFiles:
     for name in SOS_LSPCI:
         candidate = os.path.join(path, name)
         if os.path.isfile(candidate):
-            return DumpFiles(_read_text(candidate), candidate, cpuinfo)
+            return DumpFiles(_read_text(candidate), candidate, cpuinfo, path)
     hardware = os.path.join(path, SUPPORTCONFIG_HARDWARE)
     if os.path.isfile(hardware):
         text = _read_text(hardware)
@@ -361,7 +364,7 @@ def find_dump(path: str) -> DumpFiles:
         if section is not None:
             if cpuinfo is None:
                 cpuinfo = supportconfig_section(text, lambda line: line.strip().endswith("/proc/cpuinfo"))
-            return DumpFiles(section, f"{hardware} (its lspci -vv section)", cpuinfo)
+            return DumpFiles(section, f"{hardware} (its lspci -vv section)", cpuinfo, path)
     raise FileNotFoundError(f"no lspci -vv output in {path}: looked for {', '.join(SOS_LSPCI)} and an "
                             f"lspci -vv section of {SUPPORTCONFIG_HARDWARE}")
 
@@ -373,6 +376,7 @@ class DumpRecord:
     dump: LspciDump
     host: HostIdentity
     origin: str
+    md: Optional[List[MdArray]] = None  # from the archive's proc/mdstat (and sys/block/md*/md), where it kept them
 
 
 def read_dump(path: str) -> Tuple[DumpRecord, List[Problem]]:
@@ -391,4 +395,12 @@ def read_dump(path: str) -> Tuple[DumpRecord, List[Problem]]:
     else:
         host = HostIdentity({k: "" for k in DMI_FIELDS}, "", "none",
                             "the lspci dump lists no hypervisor's emulated device")
-    return DumpRecord(dump, host, files.origin), problems
+    md = None
+    if files.folder is not None and os.path.isfile(os.path.join(files.folder, "proc", "mdstat")):
+        # A sosreport keeps /proc/mdstat and (its md plugin) /sys/block/md*/md: the md reader reads
+        # them as it reads a machine's.
+        sysfs = os.path.join(files.folder, "sys")
+        md, md_problems = read_md_arrays(Roots(sysfs=sysfs if os.path.isdir(sysfs) else files.folder,
+                                               procfs=os.path.join(files.folder, "proc"), dev=""))
+        problems = problems + list(md_problems)
+    return DumpRecord(dump, host, files.origin, md), problems
