@@ -172,3 +172,11 @@ def test_sosreport_md_arrays_judged_from_its_mdstat(tmp_path):
     assert not any("md arrays" in line for line in data["lspci"]["cannot_show"])
     assert any("md arrays" in line for line in check_json(os.path.join(FIXTURES, "quad-nic-x4.txt"))["lspci"]
                ["cannot_show"])
+
+
+def test_docs_show_the_report_as_it_prints():
+    done = subprocess.run([sys.executable, "-m", "storpath", "check", "--lspci=tests/fixtures/lspci/chipset-switch.txt"],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, **ENV, "COLUMNS": "80"},
+                          timeout=120)
+    with open(os.path.join(ROOT, "docs", "check.md"), encoding="utf-8") as handle:
+        assert "```\n" + done.stdout + "```" in handle.read(), "docs/check.md: the --lspci example is stale"
