@@ -44,9 +44,15 @@
 
     // ---- pcie ----------------------------------------------------------------------------
     // PCI classes whose links are watched (regex on storpath_pcie_device_info's `class`, 0xCCSSPP).
-    // Storage (0x01: NVMe, SATA AHCI, SAS/RAID HBAs) and network (0x02) controllers by default:
-    // GPUs and other devices legitimately retrain to 2.5 GT/s when idle (power saving) and must not page.
-    pcieWatchedClasses: '0x01.*|0x02.*',
+    // Storage (0x01: NVMe, SATA AHCI, SAS/RAID HBAs), network (0x02) controllers, GPUs (0x03) and
+    // processing accelerators (0x12) by default. Other devices (USB, audio...) retrain as they please.
+    pcieWatchedClasses: '0x01.*|0x02.*|0x03.*|0x12.*',
+    // Watched classes whose link follows the load: GPUs and accelerators train down to save power
+    // when idle (NVIDIA: the current link generation and width "may be reduced when the GPU is not
+    // in use"; amdgpu's power levels carry a PCIe speed and width each). Their speed and width are
+    // judged on the highest link sampled while busy (the gpu section, rules/gpu.yml), never on one
+    // reading; placement and a link that is down are judged as for any device.
+    pcieLoadDependentClasses: '0x03.*|0x12.*',
     // Also watch the link of a switch's upstream port (a PCIe switch card or a chipset uplink):
     // a downgraded uplink slows every drive behind it at once.
     pcieWatchSwitchUplinks: true,
@@ -76,6 +82,25 @@
     // this long after the last error with `keep_firing_for` (needs Prometheus 2.42 or later): a
     // working shift, so it is still there when someone looks, and quiet the same day once fixed.
     pcieCounterAlertsKeepFiringFor: '6h',
+
+    // ---- gpu -----------------------------------------------------------------------------
+    // The highest link sampled over this window (of the exporter's 5-minute maxima,
+    // storpath_pcie_max_observed_link_*) is what the link reaches when the device works. An hour
+    // holds some work on any GPU in use; one idle all the hour is not judged.
+    gpuWindow: '1h',
+    // Below expected though busy for this long: a training job of half an hour has seen it.
+    gpuBelowExpectedFor: '30m',
+    // Busy, without a utilization metric: the link left the speed GPUs idle at (2.5 GT/s, the
+    // lowest PCIe rate): the device worked in the window. A link held at exactly this speed
+    // is caught only with dcgm-exporter's utilization (below).
+    gpuIdleLinkSpeed: '2.5e9',
+    // dcgm-exporter's utilization (percent) and the labels that find this host's GPU in it:
+    // `pci_bus_id` (joined with storpath_pcie_gpu_info) and the host's name, matched to storpath's
+    // `instance` without its port (the chart's monitors set instance to the node's name, which is
+    // dcgm-exporter's Hostname on Kubernetes). Busy: above busy_utilization_percent in the window.
+    gpuDcgmUtilizationMetric: 'DCGM_FI_DEV_GPU_UTIL',
+    gpuDcgmHostLabel: 'Hostname',
+    gpuBusyUtilizationPercent: 50,
 
     // ---- nvme ----------------------------------------------------------------------------
     // The namespace's LBA format is static; one hour keeps a reformat in progress from alerting.

@@ -34,13 +34,15 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List
 
 from storpath import log, sysfs
 from storpath.analysis.nvme import Identified, identified
-from storpath.analysis.pcie import InstanceExpectations, PcieLink
+from storpath.analysis.observed import Observed
+from storpath.analysis.pcie import InstanceExpectations, PcieLink, expectations
 from storpath.problems import Problem
 from storpath.readers.alignment import AlignmentReader, BlockAlignment
 from storpath.readers.ata import AtaLink, AtaReader
 from storpath.readers.block import BlockDevice, BlockReader
 from storpath.readers.host import HostIdentity, read_host
 from storpath.readers.inventory import InventoryDevice, InventoryReader
+from storpath.readers.lspci import DumpRecord
 from storpath.readers.md import MdArray, read_md_arrays
 from storpath.readers.numa import NumaTopology, read_numa
 from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader, identify_namespace
@@ -91,6 +93,7 @@ class Snapshot:
     zpool: Optional["ZpoolPass"] = None
     raid: Optional["RaidPass"] = None
     probes: Optional["ProbeResults"] = None
+    pcie_observed: Optional[Dict[str, Observed]] = None  # GPU/accelerator address -> its link's maxima over the window
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read
     seconds: Mapping[str, float] = field(default_factory=dict)  # source -> how long it took
@@ -236,6 +239,20 @@ def take_once(roots: Roots, names: Optional[Iterable[str]] = None, extra: Iterab
         return snapshotter.take(timeout)
     finally:
         snapshotter.close()
+
+
+def from_lspci(record: DumpRecord, problems: Sequence[Problem] = ()) -> Snapshot:
+    """A snapshot of the machine an lspci dump describes (readers.lspci): its PCI tree and the
+    links' expectations, judged by the same analysis as a machine read through sysfs. The
+    dump holds no block device, so the block sources are empty (the report says a dump
+    cannot show them); md arrays where the archive kept /proc/mdstat; every other source is
+    left unread. Logs each problem once."""
+    devices = record.dump.devices
+    for problem in problems:
+        Snapshotter._log_once(problem)
+    return Snapshot(taken_at=time.time(), host=record.host, pci=devices,
+                    pcie_expected=expectations(devices, record.host.virtual), blocks=[], block_listing=[],
+                    md=record.md, problems=tuple(problems))
 
 
 class _Lane:

@@ -13,6 +13,7 @@ local format = import '../lib/format.libsonnet';
       targetLabelsTemplateArgs: std.join(' $labels.', c.targetLabels),
       pcieAerCorrectableThreshold: format.number(c.pcieAerCorrectableThreshold),
       pcieFlappingThreshold: format.number(c.pcieFlappingThreshold),
+      gpuBusyUtilizationPercent: format.number(c.gpuBusyUtilizationPercent),
       nvmeHealthThrottleMinSeconds: format.number(c.nvmeHealthThrottleMinSeconds),
       sasSataPhyErrorThreshold: format.number(c.sasSataPhyErrorThreshold),
       mdMismatchThreshold: format.number(c.mdMismatchThreshold),
@@ -149,9 +150,11 @@ local format = import '../lib/format.libsonnet';
                     (
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
@@ -167,9 +170,11 @@ local format = import '../lib/format.libsonnet';
                     (
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
@@ -183,9 +188,11 @@ local format = import '../lib/format.libsonnet';
                     (
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
@@ -201,9 +208,11 @@ local format = import '../lib/format.libsonnet';
                     (
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
@@ -296,6 +305,7 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -308,6 +318,7 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -318,6 +329,7 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -330,6 +342,7 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -353,6 +366,7 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -365,6 +379,7 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -375,6 +390,7 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -387,6 +403,7 @@ local format = import '../lib/format.libsonnet';
                   (
                     storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -567,8 +584,11 @@ local format = import '../lib/format.libsonnet';
                 alert: 'PcieLinkFlapping',
                 expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
-                    changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
-                    + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                    (
+                      changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                      + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
@@ -578,8 +598,11 @@ local format = import '../lib/format.libsonnet';
                   ) >= %(pcieFlappingThreshold)s
                 ||| % v else |||
                   (
-                    changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
-                    + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                    (
+                      changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                      + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
@@ -587,8 +610,11 @@ local format = import '../lib/format.libsonnet';
                   ) >= %(pcieFlappingThreshold)s
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
-                    changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
-                    + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                    (
+                      changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                      + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
@@ -598,8 +624,11 @@ local format = import '../lib/format.libsonnet';
                   ) >= %(pcieFlappingThreshold)s
                 ||| % v else |||
                   (
-                    changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
-                    + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                    (
+                      changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                      + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                    )
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
@@ -614,6 +643,85 @@ local format = import '../lib/format.libsonnet';
                   summary: 'A PCIe link keeps changing its speed or width.',
                   description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} changed link speed or width {{ printf "%%.0f" $value }} times in the last %(pcieFlappingWindow)s; it is now at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}. A storage or network link trains once: this one keeps retraining (marginal signal, failing device or riser).' % v,
                   runbook_url: '%(runbookUrlBase)sPcieLinkFlapping.md' % v,
+                },
+              },
+            ],
+          },
+        ],
+      },
+      'gpu.yml': {
+        groups: [
+          {
+            name: 'storpath-gpu',
+            rules: [
+              {
+                alert: 'PcieGpuLinkSpeedBelowExpected',
+                expr: |||
+                  (
+                    (
+                      max_over_time(storpath_pcie_max_observed_link_speed_transfers_per_second[%(gpuWindow)s]) < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      max_over_time(storpath_pcie_max_observed_link_speed_transfers_per_second[%(gpuWindow)s]) > %(gpuIdleLinkSpeed)s
+                      or on(%(targetLabelsJoined)s, address)
+                      (
+                        label_replace(storpath_pcie_gpu_info, "host", "$1", "instance", "(.+?)(?::[0-9]+)?")
+                        and on(host, pci_bus_id)
+                        label_replace(
+                          max by (%(gpuDcgmHostLabel)s, pci_bus_id) (max_over_time(%(gpuDcgmUtilizationMetric)s[%(gpuWindow)s])) > %(gpuBusyUtilizationPercent)s,
+                          "host", "$1", "%(gpuDcgmHostLabel)s", "(.+)"
+                        )
+                      )
+                    )
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieLoadDependentClasses)s"}
+                ||| % v,
+                [if format.seconds(c.gpuBelowExpectedFor) > 0 then 'for']: c.gpuBelowExpectedFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A busy GPU\'s or accelerator\'s PCIe link never reached the speed both of its ends support.',
+                  description: 'GPU {{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} worked in the last %(gpuWindow)s but its link reached at most {{ $value | humanize }}T/s though both ends support {{ range query (printf "storpath_pcie_expected_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }}: its host transfers run at a fraction of the link\'s speed. Usually a riser, cable or signal problem, or a BIOS setting forcing a lower generation.' % v,
+                  runbook_url: '%(runbookUrlBase)sPcieGpuLinkSpeedBelowExpected.md' % v,
+                },
+              },
+              {
+                alert: 'PcieGpuLinkWidthBelowExpected',
+                expr: |||
+                  (
+                    (
+                      max_over_time(storpath_pcie_max_observed_link_width[%(gpuWindow)s]) < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
+                    )
+                    and on(%(targetLabelsJoined)s, address)
+                    (
+                      max_over_time(storpath_pcie_max_observed_link_speed_transfers_per_second[%(gpuWindow)s]) > %(gpuIdleLinkSpeed)s
+                      or on(%(targetLabelsJoined)s, address)
+                      (
+                        label_replace(storpath_pcie_gpu_info, "host", "$1", "instance", "(.+?)(?::[0-9]+)?")
+                        and on(host, pci_bus_id)
+                        label_replace(
+                          max by (%(gpuDcgmHostLabel)s, pci_bus_id) (max_over_time(%(gpuDcgmUtilizationMetric)s[%(gpuWindow)s])) > %(gpuBusyUtilizationPercent)s,
+                          "host", "$1", "%(gpuDcgmHostLabel)s", "(.+)"
+                        )
+                      )
+                    )
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieLoadDependentClasses)s"}
+                ||| % v,
+                [if format.seconds(c.gpuBelowExpectedFor) > 0 then 'for']: c.gpuBelowExpectedFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A busy GPU\'s or accelerator\'s PCIe link never reached the width both of its ends support.',
+                  description: 'GPU {{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} worked in the last %(gpuWindow)s but its link had at most {{ printf "x%%.0f" $value }} though both ends support {{ range query (printf "storpath_pcie_expected_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}: its host transfers get a fraction of the lanes. Usually slot bifurcation, a card not fully seated, or a damaged riser or cable.' % v,
+                  runbook_url: '%(runbookUrlBase)sPcieGpuLinkWidthBelowExpected.md' % v,
                 },
               },
             ],

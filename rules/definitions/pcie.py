@@ -40,8 +40,13 @@ def rules(c):
              cur_speed=CUR_SPEED, exp_speed=EXP_SPEED, max_speed=MAX_SPEED,
              cur_width=CUR_WIDTH, exp_width=EXP_WIDTH, max_width=MAX_WIDTH,
              nothing_verifiable=f'{VERIFIABLE}{{basis="none"}}', verifiable=VERIFIABLE)
-    speed_low = c.expr("${cur_speed} < ${on} ${exp_speed}\nunless ${on} ${nothing_verifiable}", **v)
-    width_low = c.expr("${cur_width} < ${on} ${exp_width}\nunless ${on} ${nothing_verifiable}", **v)
+    # GPUs and accelerators train down when idle: their speed and width are judged on the highest
+    # link sampled while busy (rules/definitions/gpu.py), never on one reading.
+    v["follows_load"] = f'{INFO}{{class=~"{cfg.load_dependent_classes}"}}'
+    speed_low = c.expr("${cur_speed} < ${on} ${exp_speed}\nunless ${on} ${nothing_verifiable}\n"
+                       "unless ${on} ${follows_load}", **v)
+    width_low = c.expr("${cur_width} < ${on} ${exp_width}\nunless ${on} ${nothing_verifiable}\n"
+                       "unless ${on} ${follows_load}", **v)
     limited = c.expr("""
         (
           ${exp_speed} < ${on} ${max_speed}
@@ -175,7 +180,8 @@ def rules(c):
             c.expr("""
                 ${changes} >= ${threshold}
             """, changes=on_watched(c.expr(
-                "changes(${cur_speed}[${w}])\n+ changes(${cur_width}[${w}])", w=cfg.flapping_window, **v)),
+                "(\n  changes(${cur_speed}[${w}])\n  + changes(${cur_width}[${w}])\n)\nunless ${on} ${follows_load}",
+                w=cfg.flapping_window, **v)),
                 threshold=str(cfg.flapping_threshold)),
             "0s", "warning",
             "A PCIe link keeps changing its speed or width.",

@@ -64,6 +64,16 @@ def capture(guest: Guest, name: str, dest_dir: Path = CAPTURES_DIR) -> Path:
     return dest
 
 
+def capture_lspci(guest: Guest, name: str, dest_dir: Path = CAPTURES_DIR / "lspci") -> List[Path]:
+    """`lspci -vvnn` and the sysfs snapshot of one boot, for tests/e2e/test_lspci_lab.py (the
+    same machine judged from either)."""
+    guest.sh(f"lspci -vvnn > /mnt/out/{name}.lspci-vvnn.txt", timeout=120)
+    written = [capture(guest, name, dest_dir)]
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(guest.out_dir / f"{name}.lspci-vvnn.txt", dest_dir / f"{name}.lspci-vvnn.txt")
+    return written + [dest_dir / f"{name}.lspci-vvnn.txt"]
+
+
 class Scrape:
     """One parsed /metrics exposition (needs prometheus_client on the host)."""
 
@@ -110,6 +120,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name, helptext in (("boot", "boot, show the kernel's view of the storage, power off"),
                            ("shell", "boot and run shell commands read from stdin"),
                            ("capture", "boot and snapshot sysfs into tests/lab/captures"),
+                           ("lspci", "boot and write `lspci -vvnn` and a sysfs snapshot of the same boot into "
+                                     "tests/lab/captures/lspci"),
                            ("metrics", "boot, run the exporter, print /metrics")):
         s = sub.add_parser(name, help=helptext)
         s.add_argument("topology", choices=sorted(ALL_TOPOLOGIES))
@@ -159,6 +171,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 if res.rc:
                     print(f"[rc={res.rc}]")
                 sys.stdout.flush()
+        elif args.cmd == "lspci":
+            for dest in capture_lspci(g, args.topology):
+                _print(f"wrote {dest} ({dest.stat().st_size} bytes)")
         elif args.cmd == "capture":
             if args.topology == "md":
                 g.sh(MD_SETUP, timeout=300)

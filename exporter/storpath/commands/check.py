@@ -24,6 +24,9 @@ from storpath.options import roots_from, say_no_devices
 from storpath.findings import _probes
 from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
                                run_checks, severity_rank, worst)
+from storpath.findings import load_all as load_findings
+from storpath.readers.lspci import read_dump
+from storpath.snapshot import from_lspci
 from storpath.tree import model, sources
 from storpath.tree import text as tree_text
 
@@ -40,6 +43,7 @@ def add_parser(sub, common):
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="Colour the report: auto (default) colours only on a terminal and honours NO_COLOR.")
     add_tree_arguments(parser, flag=True)
+    add_lspci_argument(parser)
     parser.add_argument("--probe", action="store_true",
                         help="Also run the configured read-only fio probes now and include their results "
                              "(takes the probes' runtime; progress goes to stderr).")
@@ -54,6 +58,20 @@ def add_tree_arguments(parser, flag: bool) -> None:
                                  "devices, md arrays and ZFS pools) with the findings on their devices, instead of "
                                  "the report.")
     parser.add_argument("--ascii", action="store_true", help="Draw the tree with plain ASCII instead of box drawing.")
+
+
+def add_lspci_argument(parser) -> None:
+    """--lspci, shared with `storpath tree`."""
+    parser.add_argument("--lspci", metavar="PATH",
+                        help="Judge the machine an `lspci -vv` dump describes (-vvnn best) instead of this one: a "
+                             "file, or a sosreport, supportconfig or hw-probe folder holding one. The same "
+                             "analysis as for sysfs; what a dump cannot show (AER counters, the drives behind the "
+                             "links) is listed, not guessed.")
+
+
+# What an lspci dump lets storpath judge: the PCIe links (storpath.findings.pcie); md arrays
+# too where a sosreport kept /proc/mdstat beside it.
+LSPCI_SUBSYSTEMS = ("pcie",)
 
 
 class _NoteCollector(logging.Handler):
@@ -77,6 +95,8 @@ def run(args, config) -> int:
         logger = logging.getLogger("storpath")
         logger.handlers[:] = [collector]
         logger.setLevel(logging.WARNING)
+    if getattr(args, "lspci", None):
+        return _run_lspci(args, config, collector)
     if not os.path.isdir(roots.sysfs):
         print(f"storpath check: {roots.sysfs} is not a folder: nothing to check (see --path.sysfs)", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -90,13 +110,47 @@ def run(args, config) -> int:
     if getattr(args, "probe", False):
         probes = _probes.run_probes(facts, config, result, progress=sys.stderr)
         result.findings.sort(key=lambda f: (severity_rank(f.severity), natural_key(f.subject), f.kind))
+    return _report(args, facts, result, collector.notes if collector else [], probes, roots)
+
+
+def _run_lspci(args, config, collector: Optional[_NoteCollector]) -> int:
+    """`--lspci PATH`: the snapshot of the dump's machine (storpath.snapshot.from_lspci), the
+    findings its data allows (LSPCI_SUBSYSTEMS), what it cannot show."""
+    try:
+        record, problems = read_dump(args.lspci)
+    except OSError as exc:
+        print(f"storpath check: cannot read the lspci dump: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if not record.dump.devices:
+        print(f"storpath check: {record.origin} holds no PCI function: is it `lspci -vv` output?", file=sys.stderr)
+        return EXIT_UNREADABLE
+    facts = Facts(None, config, snapshot=from_lspci(record, problems))
+    subsystems = LSPCI_SUBSYSTEMS + (("md",) if record.md is not None else ())
+    result = run_checks(facts, only=subsystems)
+    for name in load_findings():
+        if name not in subsystems:
+            result.skipped[name] = "not in an lspci dump"
+    missing = record.dump.cannot_show() + ([] if record.md is not None else ["md arrays (no proc/mdstat beside it)"])
     notes = collector.notes if collector else []
+    notes.append({"message": f"judged from the lspci dump {record.origin}; it cannot show: " + "; ".join(missing)})
+    return _report(args, facts, result, notes, None, None, dump=record)
+
+
+def _report(args, facts: Facts, result: CheckResult, notes: List[Dict[str, Any]],
+            probes: Optional[List[Dict[str, Any]]], roots, dump=None) -> int:
+    """Print the report (text, tree or JSON) and return the exit status."""
     groups = {f.subject: facts.group_of(f.subject) for f in result.findings}
     subjects = {key: facts.describe(key) for key in set(groups) | set(groups.values())}
     host = host_line(facts)
+    if dump is not None:
+        host = host.replace("host: unknown machine", f"host: the machine of {dump.origin}", 1) + \
+            f" ({facts.host().evidence})"
     try:
         if args.json:
             data = as_json(result, subjects, groups, notes, probes, roots)
+            if dump is not None:
+                data["lspci"] = {"origin": dump.origin, "cannot_show": dump.dump.cannot_show()
+                                 + ([] if dump.md is not None else ["md arrays (no proc/mdstat beside it)"])}
             identity = facts.host()
             data["host"] = dict(identity.dmi, hypervisor=identity.hypervisor, virtualization=identity.virtualization)
             # Names with bytes that are not UTF-8 as labels show them (`sdh\xff`), not as lone
@@ -252,7 +306,10 @@ def render(result: CheckResult, subjects: Dict[str, str], notes: List[Dict[str, 
             fields = ", ".join(f"{k}={v}" for k, v in note.items() if k != "message")
             out.extend(_wrap(f"{note['message']}" + (f" ({fields})" if fields else ""), width, "  - ", "    "))
         out.append("")
-    skipped = [f"{name} ({reason})" for name, reason in sorted(result.skipped.items())]
+    by_reason: Dict[str, List[str]] = {}  # one reason said once: "md, nvme, sas (not in an lspci dump)"
+    for name, reason in sorted(result.skipped.items()):
+        by_reason.setdefault(reason, []).append(name)
+    skipped = [f"{', '.join(names)} ({reason})" for reason, names in by_reason.items()]
     if skipped:
         out.extend(_wrap("not checked: " + "; ".join(skipped), width, "", "  "))
     out.extend(_summary(result, width, colour))
@@ -308,7 +365,8 @@ def as_json(result: CheckResult, subjects: Dict[str, str], groups: Dict[str, str
         "findings": [dict(f.as_dict(), subject_description=subjects.get(f.subject, ""),
                           group=groups.get(f.subject, f.subject)) for f in result.findings],
         "notes": notes,
-        "paths": {"sysfs": roots.sysfs, "procfs": roots.procfs, "captured": roots.captured},
+        "paths": ({"sysfs": roots.sysfs, "procfs": roots.procfs, "captured": roots.captured} if roots is not None
+                  else {}),
     }
     if probes is not None:
         data["probes"] = probes

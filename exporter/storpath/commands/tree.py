@@ -17,4 +17,5 @@ def add_parser(sub, common):
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="Colour the tree: auto (default) colours only on a terminal and honours NO_COLOR.")
     check.add_tree_arguments(parser, flag=False)
+    check.add_lspci_argument(parser)
     parser.set_defaults(run=check.run, config_error_status=3, tree=True, json=False)

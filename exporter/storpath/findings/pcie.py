@@ -7,13 +7,16 @@ function the `pcie` collector exports (`storpath_pcie_expected_link_*`,
 A link is reported once, on its device end (the endpoint or a switch's upstream port),
 naming the port above it. Links on a storage path (a storage controller, a device with
 block devices behind it, or a bridge above one) are judged strictly; the same fault on
-a NIC or a GPU is reported as info only (GPUs lower their link speed when idle).
+a device outside the watched classes is reported as info only. A GPU's or accelerator's
+link trained low is info too: one reading cannot tell an idle GPU's power saving from a
+fault (the exporter samples it while busy, collectors/gpu.py and rules/gpu.yml).
 """
 
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Set
 
+from storpath.analysis.observed import follows_load
 from storpath.analysis.pcie import LinkAnalysis
 from storpath.analysis.throughput import path_hops, shared_tree_bandwidth
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
@@ -21,6 +24,8 @@ from storpath.analysis.virtual import REASON_TEXT
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, pci_kind, register
 from storpath.units import human_bytes_per_second, human_transfers
 
+# Base classes judged strictly (rules/config/thresholds.yml pcie.watched_classes).
+WATCHED_BASE_CLASSES = (0x01, 0x02, 0x03, 0x12)
 _GENERATIONS = {2.5e9: 1, 5e9: 2, 8e9: 3, 16e9: 4, 32e9: 5, 64e9: 6}
 
 
@@ -57,12 +62,12 @@ def _for(blocks: List[str]) -> str:
 def watched(facts: Facts) -> Set[str]:
     """Device ends judged strictly, as the alerting rules select them
     (rules/config/thresholds.yml `pcie.watched_classes`, `watch_switch_uplinks`): storage
-    (class 0x01) and network (0x02) controllers, switch upstream ports, and every device
-    end with block devices behind it."""
+    (class 0x01) and network (0x02) controllers, GPUs (0x03) and accelerators (0x12), switch
+    upstream ports, and every device end with block devices behind it."""
     chosen: Set[str] = set()
     for device in facts.pci_devices():
         code = device.static.class_code
-        if (code is not None and code >> 16 in (0x01, 0x02)) or device.port_type == "upstream_port":
+        if (code is not None and code >> 16 in WATCHED_BASE_CLASSES) or device.port_type == "upstream_port":
             chosen.add(device.address)
     chosen |= {b.pci_address for b in facts.block_devices() if b.pci_address}
     return chosen
@@ -144,8 +149,11 @@ def check(facts: Facts, out: Outcome) -> None:
                                 f"{link_text(link.speed.expected, None)}), reseat the device, riser or cable, or "
                                 "try another slot.")
             aer = _aer_text(device, port)
+            if follows_load(device.static.class_code):
+                remedies.append("A GPU or accelerator trains its link down when idle: judge it while it works "
+                                "(the exporter samples it between scrapes: rules/gpu.yml).")
             out.add(Finding(
-                subject=address, severity=s(CRITICAL),
+                subject=address, severity=INFO if follows_load(device.static.class_code) else s(CRITICAL),
                 kind="pcie.link_trained_low" if (low_speed and low_width) else
                      ("pcie.link_speed_below_expected" if low_speed else "pcie.link_width_below_expected"),
                 title=title,

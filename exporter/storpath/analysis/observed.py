@@ -1,0 +1,60 @@
+"""The highest link a function reached over a window of samples: what a GPU's or
+accelerator's link does when it is busy (it trains down when idle). Pure; the samples come
+from `collectors.gpu`'s background task (readers.link_samples)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Deque, Dict, Iterable, Mapping, Optional, Tuple
+
+from storpath.readers.link_samples import Sample
+
+# PCI base classes whose link follows the load: display controllers (0x03: VGA, 3D) and
+# processing accelerators (0x12). The rules' pcie.load_dependent_classes says the same.
+LOAD_DEPENDENT_BASE_CLASSES = frozenset({0x03, 0x12})
+
+
+def follows_load(class_code: Optional[int]) -> bool:
+    return class_code is not None and class_code >> 16 in LOAD_DEPENDENT_BASE_CLASSES
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One function's link over the window: the highest speed and width sampled (each on
+    its own: a width fault shows while the speed is at its top), how many samples."""
+
+    max_speed: Optional[float]
+    max_width: Optional[int]
+    samples: int
+
+
+class Window:
+    """Samples of the last `seconds`, per address; `add` at each sampling, `observed` for the
+    maxima. Not thread-safe: its owner locks."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._samples: Dict[str, Deque[Tuple[float, Sample]]] = {}
+
+    def add(self, now: float, samples: Mapping[str, Sample], present: Iterable[str]) -> None:
+        """The samples taken at `now`; addresses not in `present` (gone) are forgotten."""
+        keep = set(present)
+        for address in list(self._samples):
+            if address not in keep:
+                del self._samples[address]
+        for address, sample in samples.items():
+            if address in keep:
+                self._samples.setdefault(address, deque()).append((now, sample))
+        horizon = now - self.seconds
+        for queue in self._samples.values():
+            while queue and queue[0][0] < horizon:
+                queue.popleft()
+
+    def observed(self) -> Dict[str, Observed]:
+        out: Dict[str, Observed] = {}
+        for address, queue in self._samples.items():
+            speeds = [s for _, (s, _) in queue if s is not None]
+            widths = [w for _, (_, w) in queue if w is not None]
+            out[address] = Observed(max(speeds) if speeds else None, max(widths) if widths else None, len(queue))
+        return out
