@@ -4,3 +4,8 @@
 .PHONY: examples
 examples:
 	$(PY) -m tests.fixtures.examples
+
+# The README's pictures (docs/images/), from an example machine and docs/performance.md's figures.
+.PHONY: images
+images:
+	scripts/make-images
