@@ -23,6 +23,14 @@
 
     // ---- node_exporter -------------------------------------------------------------------
     nodeExporterJoinViaNodename: true,
+    // Which jobs are node_exporter, for every rule and panel that reads its series (node_disk_*,
+    // node_uname_info). Without it, a second job exporting the same disk for the instance (a second
+    // node_exporter, an agent's node integration, a federation) is counted again: the capacity rules'
+    // read rate of a disk doubles. `node` is deploy/compose's job and node-mixin's default
+    // (nodeExporterSelector 'job="node"'); `node-exporter` is what kube-prometheus and
+    // kube-prometheus-stack give (the node-exporter Service's jobLabel). Set your own job here (a
+    // site file); '' selects every job, as before.
+    nodeExporterSelector: 'job=~"node|node-exporter"',
 
     // ---- storpath ------------------------------------------------------------------------
     // A collector failing on every scrape for this long: its subsystem's alerts have gone blind.

@@ -82,14 +82,23 @@ def node_exporter_series(series, config: dict, host: str = "") -> str:
     """
     # `host` is a dashboard's variable: matched as a regex (Prometheus anchors it), as the
     # linters want of every query and as a multi-value variable needs.
+    # Only node_exporter's own jobs (`node_exporter.selector`): a second job that exports the
+    # same node_disk_* series for the instance (an agent, a federation) would count a disk twice.
+    selector = config["node_exporter"]["selector"]
+
+    def matchers(*extra: str) -> str:
+        return ", ".join(m for m in (selector, *extra) if m)
+
+    uname = f"node_uname_info{{{matchers()}}}" if selector else "node_uname_info"
     if not config["node_exporter"]["join_via_nodename"]:
-        return series(f'instance=~"{host}"' if host else "")
+        return series(matchers(f'instance=~"{host}"' if host else ""))
     if host:
         # One host: node_exporter's series keep their own labels (a board's legend shows `device`).
-        return (f'{series(f"instance=~{chr(34)}{host}{chr(34)}")}\nor\n'
-                f'{series("")}\n* on(job, instance) group_left() node_uname_info{{nodename=~"{host}"}}')
-    return (f'{series("")}\nor ignoring(nodename)\nlabel_replace(\n  {series("")}\n'
-            f'  * on(job, instance) group_left(nodename) node_uname_info,\n  "instance", "$1", "nodename", "(.+)"\n)')
+        named = "nodename=~\"%s\"" % host
+        return (f'{series(matchers(f"instance=~{chr(34)}{host}{chr(34)}"))}\nor\n'
+                f'{series(matchers())}\n* on(job, instance) group_left() node_uname_info{{{matchers(named)}}}')
+    return (f'{series(matchers())}\nor ignoring(nodename)\nlabel_replace(\n  {series(matchers())}\n'
+            f'  * on(job, instance) group_left(nodename) {uname},\n  "instance", "$1", "nodename", "(.+)"\n)')
 
 
 class Section:

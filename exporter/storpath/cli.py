@@ -14,7 +14,7 @@ import pkgutil
 import sys
 from typing import List, Optional
 
-from storpath import __version__, commands, log
+from storpath import __version__, commands, examples, log
 from storpath.config import DEFAULT_PORT, ConfigError
 from storpath.options import common_parser, resolve_config
 
@@ -63,6 +63,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
+    if getattr(args, "example", None) == examples.LIST:
+        sys.stdout.write(examples.listing())
+        return 0
     try:
         config = resolve_config(args)
     except ConfigError as exc:

@@ -11,7 +11,8 @@ from typing import Dict
 
 from storpath import log
 from storpath.collectors import load_all
-from storpath.config import check_web, validate
+from storpath import examples
+from storpath.config import ConfigError, check_web, validate
 from storpath.roots import NO_DEVICES, Roots
 
 
@@ -26,6 +27,10 @@ def common_parser() -> argparse.ArgumentParser:
     group.add_argument("--path.captured", dest="path_captured", metavar="DIR",
                        help="Folder of captured command outputs (NVMe Identify, zpool) to read instead of running "
                             "the commands; `storpath capture` writes one.")
+    group.add_argument("--example", dest="example", metavar="NAME",
+                       help="Read one of the example machines shipped with storpath instead of this host (a "
+                            "healthy server, a Gen4 drive at Gen3, a degraded md array, a RAID shelf at 1.5 Gbit/s, "
+                            "a VM); `--example list` lists them.")
     group.add_argument("--log.level", dest="log_level", choices=list(log.LEVELS), help="Log level (default info).")
     group.add_argument("--log.format", dest="log_format", choices=list(log.FORMATS),
                        help="Log format (default logfmt).")
@@ -54,6 +59,8 @@ def resolve_config(args: argparse.Namespace) -> Dict:
                       ("path_captured", "captured")):
         if getattr(args, flag, None):
             config["paths"][key] = getattr(args, flag)
+    if getattr(args, "example", None):
+        example_paths(args, config["paths"])
     paths = config["paths"]
     dev_given = bool(getattr(args, "path_dev", None)) or "dev" in ((raw or {}).get("paths") or {})
     if not dev_given and os.path.normpath(paths["sysfs"]) != "/sys":
@@ -71,6 +78,19 @@ def resolve_config(args: argparse.Namespace) -> Dict:
                 "enabled" not in config["collectors"].get(name, {}):
             config["collectors"].setdefault(name, {})["enabled"] = False
     return config
+
+
+def example_paths(args: argparse.Namespace, paths: Dict) -> None:
+    """--example NAME: the example machine's folders instead of this host's (no device node)."""
+    given = [f"--path.{key}" for key in ("sysfs", "procfs", "dev", "captured") if getattr(args, f"path_{key}", None)]
+    if given:
+        raise ConfigError(f"--example reads its own machine: leave out {', '.join(given)}")
+    try:
+        root = examples.unpack(args.example)
+    except KeyError as exc:
+        raise ConfigError(exc.args[0]) from None
+    paths.update(sysfs=os.path.join(root, "sys"), procfs=os.path.join(root, "proc"), dev="",
+                 captured=os.path.join(root, "captured"))
 
 
 # serve's --web.* flags -> the config's web section.

@@ -1536,13 +1536,13 @@ local format = import '../lib/format.libsonnet';
               {
                 record: 'instance_device:storpath_block_device_read_bytes:rate5m',
                 expr: (if c.nodeExporterJoinViaNodename then |||
-                  sum by (%(capacityHostLabelsJoined)s, device) (
+                  max by (%(capacityHostLabelsJoined)s, device) (
                     (
-                      rate(node_disk_read_bytes_total[5m])
+                      rate(node_disk_read_bytes_total{%(nodeExporterSelector)s}[5m])
                       or ignoring(nodename)
                       label_replace(
-                        rate(node_disk_read_bytes_total[5m])
-                        * on(job, instance) group_left(nodename) node_uname_info,
+                        rate(node_disk_read_bytes_total{%(nodeExporterSelector)s}[5m])
+                        * on(job, instance) group_left(nodename) node_uname_info{%(nodeExporterSelector)s},
                         "instance", "$1", "nodename", "(.+)"
                       )
                     )
@@ -1554,9 +1554,9 @@ local format = import '../lib/format.libsonnet';
                     )
                   )
                 ||| % v else |||
-                  sum by (%(capacityHostLabelsJoined)s, device) (
+                  max by (%(capacityHostLabelsJoined)s, device) (
                     (
-                      rate(node_disk_read_bytes_total[5m])
+                      rate(node_disk_read_bytes_total{%(nodeExporterSelector)s}[5m])
                     )
                     and on(%(capacityHostLabelsJoined)s, device)
                     (
@@ -1570,13 +1570,13 @@ local format = import '../lib/format.libsonnet';
               {
                 record: 'instance_device:storpath_block_device_written_bytes:rate5m',
                 expr: (if c.nodeExporterJoinViaNodename then |||
-                  sum by (%(capacityHostLabelsJoined)s, device) (
+                  max by (%(capacityHostLabelsJoined)s, device) (
                     (
-                      rate(node_disk_written_bytes_total[5m])
+                      rate(node_disk_written_bytes_total{%(nodeExporterSelector)s}[5m])
                       or ignoring(nodename)
                       label_replace(
-                        rate(node_disk_written_bytes_total[5m])
-                        * on(job, instance) group_left(nodename) node_uname_info,
+                        rate(node_disk_written_bytes_total{%(nodeExporterSelector)s}[5m])
+                        * on(job, instance) group_left(nodename) node_uname_info{%(nodeExporterSelector)s},
                         "instance", "$1", "nodename", "(.+)"
                       )
                     )
@@ -1588,9 +1588,9 @@ local format = import '../lib/format.libsonnet';
                     )
                   )
                 ||| % v else |||
-                  sum by (%(capacityHostLabelsJoined)s, device) (
+                  max by (%(capacityHostLabelsJoined)s, device) (
                     (
-                      rate(node_disk_written_bytes_total[5m])
+                      rate(node_disk_written_bytes_total{%(nodeExporterSelector)s}[5m])
                     )
                     and on(%(capacityHostLabelsJoined)s, device)
                     (

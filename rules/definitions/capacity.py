@@ -19,8 +19,9 @@ Pools (P per fleet, a handful per host): the fill level is recorded again every 
 
 The rules aggregate node_exporter's and storpath's series, whose `job` labels differ: they
 keep `capacity.host_labels` (the target labels without `job`), plus `device`. node_exporter's
-series of a host are found as `node_exporter` in rules/config/thresholds.yml says (its instance,
-or its node_uname_info's nodename where its instance is an address, as on kube-prometheus-stack).
+series of a host are found as `node_exporter` in rules/config/thresholds.yml says (its jobs by
+`node_exporter.selector`; its instance, or its node_uname_info's nodename where its instance is
+an address, as on kube-prometheus-stack).
 """
 
 NODE_READ = "node_disk_read_bytes_total"
@@ -56,8 +57,10 @@ def rules(c):
     def rate(counter):
         # node_exporter's series found by storpath's instance (rules/generate.py node_exporter_series).
         node = c.node_exporter(lambda matcher: f"rate({counter}{{{matcher}}}[5m])" if matcher else f"rate({counter}[5m])")
+        # max, not sum: the series left for one disk are the same disk seen twice at most (by its
+        # instance and by its nodename, or by two node_exporter jobs the selector lets through).
         return c.expr("""
-            sum ${by} (
+            max ${by} (
               (
                 ${node}
               )

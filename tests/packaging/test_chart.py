@@ -40,6 +40,9 @@ FULL = ["--set", "privileged=true", "--set", "podMonitor.enabled=true", *TLS_AUT
 RAID_TOOLS = ["--set", "raidTools.enabled=true",
               "--set-json", 'raidTools.hostPaths=["/opt/MegaRAID/storcli","/opt/smartstorageadmin/ssacli/bin"]']
 MONITORS = ("ServiceMonitor", "PodMonitor")
+# A cluster with prometheus-operator's CRDs, as `helm template` cannot ask one (templates/_operator.tpl;
+# tests/packaging/test_chart_operator.py renders without them).
+OPERATOR = ("--api-versions", "monitoring.coreos.com/v1")
 
 
 def run(*argv: str, input: str | None = None, cwd: Path | None = None) -> str:
@@ -70,7 +73,7 @@ def clone(tmp_path_factory) -> Path:
 
 
 def render(helm: str, *values: str, release: str = "storpath", chart: Path = CHART) -> list:
-    text = run(helm, "template", release, str(chart), "--namespace", "storpath", *values)
+    text = run(helm, "template", *OPERATOR, release, str(chart), "--namespace", "storpath", *values)
     return [d for d in yaml.safe_load_all(text) if d]
 
 
@@ -104,7 +107,7 @@ def test_readme_command_from_a_clean_clone_gives_kube_prometheus_stack_everythin
     selected = {m.group(1): m.group(2) for v in values if (m := re.fullmatch(r"prometheusSelectorLabels\.([^=]+)=(.*)", v))}
     assert selected == {"release": "kube-prometheus-stack"}
     for extra in ([], ["--set", "podMonitor.enabled=true"]):
-        text = run(helm, "template", release, chart, *values, *extra, cwd=clone)
+        text = run(helm, "template", *OPERATOR, release, chart, *values, *extra, cwd=clone)
         objects = [d for d in yaml.safe_load_all(text) if d]
         kinds = [o["kind"] for o in objects]
         rules = [o for o in objects if o["kind"] == "PrometheusRule"]
@@ -264,7 +267,7 @@ def test_target_health_alerts_fire_for_a_release_not_named_storpath(helm, tmp_pa
                          ids=["defaults", "privileged-tls-basic-auth-podmonitor-probes", "raid-tools"])
 def test_chart_lints_renders_and_validates(helm, validate, values):
     run(helm, "lint", "--strict", str(CHART), *values)
-    text = run(helm, "template", "storpath", str(CHART), "--namespace", "storpath", *values)
+    text = run(helm, "template", *OPERATOR, "storpath", str(CHART), "--namespace", "storpath", *values)
     result = subprocess.run([validate, "check", "-"], input=text, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "ok: " in result.stderr, result.stdout + result.stderr
 
@@ -278,7 +281,7 @@ def kubeconform_schemas() -> str:
                          ids=["defaults", "privileged-tls-basic-auth-podmonitor-probes", "raid-tools"])
 def test_kubeconform_strict(helm, kubeconform_schemas, values):
     kubeconform = go_tool("kubeconform")
-    text = run(helm, "template", "storpath", str(CHART), "--namespace", "storpath", *values)
+    text = run(helm, "template", *OPERATOR, "storpath", str(CHART), "--namespace", "storpath", *values)
     out = run(kubeconform, "-strict", "-summary", "-output", "json", "-kubernetes-version", "1.35.4",
               "-schema-location", kubeconform_schemas + "/{{ .ResourceKind }}{{ .KindSuffix }}.json", "-",
               input=text)
@@ -354,7 +357,7 @@ def test_notes_say_what_is_selected(helm, tmp_path):
     (chart / "templates" / "notes.yaml").write_text('notes: {{ include "storpath.notes" . | toJson }}\n')
 
     def notes(*values):
-        text = run(helm, "template", "storpath", str(chart), "--namespace", "storpath",
+        text = run(helm, "template", *OPERATOR, "storpath", str(chart), "--namespace", "storpath",
                    "--show-only", "templates/notes.yaml", *values)
         return yaml.safe_load(text)["notes"]
     text = notes()

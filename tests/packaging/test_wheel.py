@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from storpath.examples import EXAMPLES
 from tests.conftest import require_tool
 
 from .conftest import NVME_SPEED, VERSION, make_dist, scrape, serving
@@ -37,8 +38,11 @@ def test_wheel_and_sdist_carry_version_and_license(python_dist):
     assert "License-Expression: Apache-2.0\n" in metadata and "Project-URL: Source, " in metadata
     assert any(n.startswith(f"storpath-{VERSION}.dist-info/") and n.endswith("LICENSE") for n in names), names
     assert "storpath/cli.py" in names
+    shipped = [f"storpath/examples/{example.name}.tar.gz" for example in EXAMPLES]
+    assert set(shipped) <= set(names), sorted(set(shipped) - set(names))
     with tarfile.open(python_dist / f"storpath-{VERSION}.tar.gz") as sdist:
         assert f"storpath-{VERSION}/LICENSE" in sdist.getnames()
+        assert {f"storpath-{VERSION}/exporter/{name}" for name in shipped} <= set(sdist.getnames())
 
 
 def check_installed(storpath: Path, sysfs_tree: Path, log: Path) -> None:
@@ -47,6 +51,10 @@ def check_installed(storpath: Path, sysfs_tree: Path, log: Path) -> None:
     with serving([str(storpath), "serve", f"--path.sysfs={sysfs_tree}"], log) as url:
         text = scrape(url)
         assert NVME_SPEED.search(text)
+    # The example machines come with the package: a demonstration needs no clone.
+    result = subprocess.run([str(storpath), "check", "--example", "gen4-at-gen3"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and "PCIe link trained at 8 GT/s (Gen3)" in result.stdout, result.stdout + result.stderr
     # Installed, storpath has no .git beside it: the build wrote the revision it was made from.
     revision = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert f'revision="{revision}"' in text, [line for line in text.splitlines() if "build_info{" in line]
