@@ -44,7 +44,8 @@ SECRET_JSON_KEYS = frozenset({"sn", "serial", "serial_number", "eui64", "nguid",
 # `SCSI NAA Id`), arcconf's `World-wide name`. The key may carry spaces before the colon
 # (arcconf pads it to a column).
 RAID_TEXT_FIELD = re.compile(
-    r"(?mi)^[ \t]*(?:(?:controller|adapter|drive|disk|battery|cache|board|backplane|enclosure)[ _])?(?:serial[ _]?(?:number|no\.?)?|sas[ _]address(?:\(\d{1,3}\))?|wwn|wwid|world[ -]wide[ _]name|"
+    r"(?mi)^[ \t]*(?:(?:controller|adapter|drive|disk|battery|cache|board|backplane|enclosure)[ _])?"
+    r"(?:serial[ _]?(?:number|no\.?)?|sas[ _]address(?:\(\d{1,3}\))?|wwn|wwid|world[ -]wide[ _]name|"
     r"scsi[ _]naa[ _]id|naa[ _]id|unique[ _]identifier)[ \t]*[:=][ \t]*(\S[^\r\n]{0,127}?)[ \t]*$")
 # MegaCli's `Inquiry Data:` runs the drive's INQUIRY strings together, as the drive gives them:
 # a SATA drive's IDENTIFY serial (20 characters, right-aligned), model (40) and firmware (8);

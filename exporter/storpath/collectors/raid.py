@@ -9,7 +9,7 @@ tool that is missing, hangs or prints garbage is `storpath_raid_tool_up{tool} 0`
 reason in the log, and the rest of the scrape is unaffected. Its drives, volumes, controllers
 and batteries stay those of its last successful pass, with
 `storpath_raid_tool_last_success_timestamp_seconds{tool}` saying how old they are, until a
-pass of that tool succeeds or the exporter restarts (docs/raid.md).
+pass of that tool succeeds or the exporter restarts (docs/metrics.md, "Last known state").
 """
 
 from __future__ import annotations
@@ -147,7 +147,8 @@ VOLUME_SIZE = Family(
     "The volume's size as the tool reports it.", ("controller", "volume"), "bytes",
     doc="size as the tool prints it (powers of two, rounded as the tool rounds)")
 
-FAMILIES = (TOOL_UP, LAST_SUCCESS, TOOL_LAST_SUCCESS, CONTROLLER_INFO, CONTROLLER_PORT_RATE, BATTERY_STATE, VOLUME_INFO, VOLUME_STATE,
+FAMILIES = (TOOL_UP, LAST_SUCCESS, TOOL_LAST_SUCCESS, CONTROLLER_INFO, CONTROLLER_PORT_RATE, BATTERY_STATE,
+            VOLUME_INFO, VOLUME_STATE,
             VOLUME_PROGRESS, VOLUME_WRITE_BACK, VOLUME_STRIP, VOLUME_SIZE, DRIVE_INFO, DRIVE_STATE, DRIVE_NEGOTIATED,
             DRIVE_MAX, DRIVE_EXPECTED, DRIVE_VERIFIABLE)
 

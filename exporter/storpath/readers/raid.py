@@ -18,7 +18,7 @@ words 76/77 passed through by the firmware. ssacli's drives have no number smart
 
 A failed tool's last successful inventory is kept (`RaidSnapshot.succeeded` says when that
 pass ended) until a pass of that tool succeeds or the exporter restarts: a hung storcli never
-turns a degraded volume into no volume (docs/raid.md).
+turns a degraded volume into no volume (docs/metrics.md, "Last known state").
 """
 
 from __future__ import annotations
