@@ -6,6 +6,7 @@ pass, with no gap, and fire RaidToolResultsStale and RaidVolumeDegraded together
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -81,5 +82,31 @@ def test_a_hung_storcli_keeps_the_degraded_volume_in_prometheus_and_its_age_aler
         alerts = {a["labels"]["alertname"]: a for a in prom.alerts() if a.get("state") == "firing"}
         assert "RaidToolResultsStale" in alerts and alerts["RaidToolResultsStale"]["labels"]["tool"] == "storcli"
         assert "RaidVolumeDegraded" in alerts
+    finally:
+        backend.close()
+
+
+def test_a_controller_listed_twice_optimal_then_degraded_is_stored_degraded(process_binaries, require_exporter,
+                                                                           tmp_path):
+    """storcli's JSON with controller 0 twice, volume 0/0 Optl then Dgrd: one series each, and the
+    one Prometheus stores says degraded (with duplicate series it stored the first: optimal)."""
+    backend = harness.ProcessBackend(tmp_path / "processes")
+    try:
+        one = json.loads(build.storcli_volumes(0, [build.StorcliVolume(0, 0, state="Optl")]))
+        two = json.loads(build.storcli_volumes(0, [build.StorcliVolume(0, 0, state="Dgrd")]))
+        ctrl = json.loads(build.storcli_controllers(0, "PERC H730P Mini", "4.300", (0, 3, 0, 0), "SAS-12G"))
+        captured = tmp_path / "captured/storcli"
+        captured.mkdir(parents=True)
+        (captured / "volumes.json").write_text(json.dumps({"Controllers": one["Controllers"] + two["Controllers"]}))
+        (captured / "controllers.json").write_text(json.dumps({"Controllers": ctrl["Controllers"] * 2}))
+        sysfs = tmp_path / "sys"
+        sysfs.mkdir()
+        exporter = backend.host_exporter(sysfs, extra_args=[f"--path.captured={tmp_path / 'captured'}"])
+        prom = backend.prometheus(harness.prometheus_config({"storpath": [exporter.address]}))
+        volume = 'storpath_raid_volume_state{controller="storcli/c0",volume="0/0",state="%s"}'
+        harness.wait_until(lambda: _value(prom, volume % "degraded") is not None, 60, "the volume in Prometheus")
+        assert _value(prom, volume % "degraded") == 1
+        assert _value(prom, volume % "optimal") == 0
+        assert _value(prom, 'count(storpath_raid_controller_info{controller="storcli/c0"})') == 1
     finally:
         backend.close()
