@@ -210,6 +210,7 @@ class ToolRunner:
             self._run(needed, bound, outputs, failed)
         finally:
             _ONE_AT_A_TIME.release()
+            self._mine.intersection_update(live_groups())  # what ended is forgotten: no growth over months
         return outputs, failed
 
     def _end_finished_groups(self) -> None:
