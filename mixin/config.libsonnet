@@ -164,8 +164,14 @@
     // the short ones and still fires on a battery that never recovers.
     raidWriteThroughFor: '2h',
     raidBatteryFailedFor: '15m',
-    // The tools run every 5 minutes: a few failed runs are a busy controller, an hour is not.
-    raidToolFailingFor: '1h',
+    // The tools run every 5 minutes (collectors.raid.interval): three failed passes in a row are
+    // not a busy controller any more. A failed tool's volumes and drives stay exported as its
+    // last successful pass saw them, so this no longer hides a failure; it says nothing newer can show.
+    raidToolFailingFor: '15m',
+    // A tool's last success older than about three intervals (5m each, plus jitter and a pass's
+    // own run time): its exported states are that old. Short `for`: the age itself rode out the blips.
+    raidResultsStaleAfter: '16m',
+    raidResultsStaleFor: '1m',
 
     // ---- numa ----------------------------------------------------------------------------
     // numa_node -1 on a machine with several nodes: the firmware did not describe locality,

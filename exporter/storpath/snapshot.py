@@ -53,10 +53,10 @@ from storpath.readers.sas_pcd import DrivePhysResult, read_all as read_drive_phy
 from storpath.readers.zfs import read_kstat_states
 from storpath.roots import Roots
 
-if TYPE_CHECKING:  # the background tasks' results, defined by the collectors that run them
+if TYPE_CHECKING:  # the background tasks' results
     from storpath.collectors.probes import ProbeResults
-    from storpath.collectors.raid import RaidPass
-    from storpath.collectors.zfs import ZpoolPass
+    from storpath.readers.raid import RaidPass
+    from storpath.readers.zfs import ZpoolPass
 
 LOG = log.get("snapshot")
 

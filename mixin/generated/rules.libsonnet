@@ -17,6 +17,7 @@ local format = import '../lib/format.libsonnet';
       nvmeHealthThrottleMinSeconds: format.number(c.nvmeHealthThrottleMinSeconds),
       sasSataPhyErrorThreshold: format.number(c.sasSataPhyErrorThreshold),
       mdMismatchThreshold: format.number(c.mdMismatchThreshold),
+      raidResultsStaleAfterSeconds: format.seconds(c.raidResultsStaleAfter),
       zfsCapacityWarningRatio: format.number(c.zfsCapacityWarningRatio),
       zfsCapacityCriticalRatio: format.number(c.zfsCapacityCriticalRatio),
       zfsCapacityWarningRatioPercent: std.format('%.0f', c.zfsCapacityWarningRatio * 100),
@@ -1217,9 +1218,22 @@ local format = import '../lib/format.libsonnet';
                   severity: 'warning',
                 },
                 annotations: {
-                  summary: 'A hardware RAID tool keeps failing: the drives behind that controller are not judged.',
-                  description: '{{ $labels.tool }} keeps failing on {{ $labels.instance }}: the drives, volumes, cache and battery behind its controllers are not exported, so their alerts cannot fire. The exporter\'s log line "RAID tool failed" gives the reason (not installed, not root, hung, unreadable output).',
+                  summary: 'A hardware RAID tool keeps failing: the drives behind that controller are not judged afresh.',
+                  description: '{{ $labels.tool }} keeps failing on {{ $labels.instance }}: the drives, volumes, cache and battery behind its controllers are those of its last successful pass (if it ever had one), so a change since cannot show. The exporter\'s log line "RAID tool failed" gives the reason (not installed, not root, hung, unreadable output).',
                   runbook_url: '%(runbookUrlBase)sRaidToolFailing.md' % v,
+                },
+              },
+              {
+                alert: 'RaidToolResultsStale',
+                expr: 'time() - storpath_raid_tool_last_success_timestamp_seconds > %(raidResultsStaleAfterSeconds)s' % v,
+                [if format.seconds(c.raidResultsStaleFor) > 0 then 'for']: c.raidResultsStaleFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A hardware RAID tool\'s last successful pass is old: its volumes and drives are shown as they were then.',
+                  description: '{{ $labels.tool }} on {{ $labels.instance }} last succeeded {{ $value | humanizeDuration }} ago: the volume, drive and battery states exported for its controllers are from then (a degraded volume stays degraded until a pass says otherwise, but nothing newer can show). The exporter\'s log line "RAID tool failed" gives the reason.',
+                  runbook_url: '%(runbookUrlBase)sRaidToolResultsStale.md' % v,
                 },
               },
             ],

@@ -90,9 +90,20 @@ def rules(c):
             "RaidToolFailing",
             f"{R}tool_up == 0",
             cfg.tool_failing_for, "warning",
-            "A hardware RAID tool keeps failing: the drives behind that controller are not judged.",
+            "A hardware RAID tool keeps failing: the drives behind that controller are not judged afresh.",
             """{{ $labels.tool }} keeps failing on {{ $labels.instance }}: the drives, volumes, cache and battery
-            behind its controllers are not exported, so their alerts cannot fire. The exporter's log line "RAID
-            tool failed" gives the reason (not installed, not root, hung, unreadable output).""",
+            behind its controllers are those of its last successful pass (if it ever had one), so a change since
+            cannot show. The exporter's log line "RAID tool failed" gives the reason (not installed, not root,
+            hung, unreadable output).""",
+        ),
+        c.alert(
+            "RaidToolResultsStale",
+            f"time() - {R}tool_last_success_timestamp_seconds > {c.seconds(cfg.results_stale_after)}",
+            cfg.results_stale_for, "warning",
+            "A hardware RAID tool's last successful pass is old: its volumes and drives are shown as they were then.",
+            """{{ $labels.tool }} on {{ $labels.instance }} last succeeded {{ $value | humanizeDuration }} ago:
+            the volume, drive and battery states exported for its controllers are from then (a degraded volume
+            stays degraded until a pass says otherwise, but nothing newer can show). The exporter's log line "RAID
+            tool failed" gives the reason.""",
         ),
     ]

@@ -6,6 +6,7 @@ garbage."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import textwrap
 
@@ -360,12 +361,34 @@ def test_a_working_storcli_is_run_with_the_three_commands(tmp_path):
     assert snapshot.inventory.controllers[0].pci_address == "0000:03:00.0"
 
 
+def _block_node(path):
+    try:
+        os.mknod(path, stat.S_IFBLK | 0o600, os.makedev(8, 0))
+    except PermissionError:
+        pytest.skip("creating a block device node needs CAP_MKNOD")
+
+
+def _controller_with_disk(tmp_path, disk="sda", node=True):
+    """megaraid_sas bound at 0000:03:00.0 with SCSI disk `disk` below it (volume 0 at 0:2:0:0, as
+    the driver places it), /sys/class/block/<disk> pointing there, and a block node for it under
+    --path.dev (the layout of /sys/devices on a PERC H730P host)."""
+    sysfs = tmp_path / "sys"
+    function = sysfs / "devices/pci0000:00/0000:00:02.0/0000:03:00.0"
+    (function / f"host0/target0:2:0/0:2:0:0/block/{disk}").mkdir(parents=True)
+    (sysfs / "bus/pci/drivers/megaraid_sas").mkdir(parents=True)
+    (sysfs / "bus/pci/drivers/megaraid_sas/0000:03:00.0").symlink_to(function)
+    (sysfs / "class/block").mkdir(parents=True)
+    (sysfs / "class/block" / disk).symlink_to(function / f"host0/target0:2:0/0:2:0:0/block/{disk}")
+    (tmp_path / "dev").mkdir()
+    if node:
+        _block_node(str(tmp_path / "dev" / disk))
+    return Roots(sysfs=str(sysfs), dev=str(tmp_path / "dev"))
+
+
 def test_smartctl_through_the_controller_gives_what_old_storcli_firmware_hides(tmp_path):
     """storcli on a SAS1078 says "Unknown" for every rate; smartctl -d sat+megaraid,N through the
     volume's block device gives the SATA drive's IDENTIFY words 76/77."""
-    roots = Roots(sysfs=_sysfs_with(tmp_path, "megaraid_sas"), dev=str(tmp_path / "dev"))
-    (tmp_path / "dev").mkdir()
-    (tmp_path / "dev/sda").write_text("")
+    roots = _controller_with_disk(tmp_path)
     folder = tmp_path / "out"
     folder.mkdir()
     drive = build.StorcliDrive(8, 3, did=44, device_speed="Unknown", link_speed="Unknown", model="HDS723020BLA642")
@@ -429,7 +452,7 @@ def test_storcli_drives_json_wins_over_the_hbas_own_listing():
 def test_capture_takes_the_tools_outputs_into_the_replay_layout(tmp_path, monkeypatch):
     """`storpath capture` runs what the reader runs and writes captured/<tool>/..., which a replay
     then reads whole."""
-    from storpath.readers.raid import capture_commands
+    from storpath.readers.raid_capture import capture_commands
 
     sysfs = _sysfs_with(tmp_path, "hpsa")
     bin_dir = tmp_path / "bin"

@@ -122,5 +122,6 @@ def write_archive(output: str, top: str, trees: Dict[str, Tree], manifest: Dict,
         with tarfile.open(fileobj=handle, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
             add_all(tar)
 
-    # 0666 less the umask, as any file a command writes: the operator chooses who reads it.
-    atomicfile.replace_file(output, write, mode=0o666)
+    # 0600: an archive carries serial numbers, WWNs and SAS addresses unless redacted, and the
+    # host's layout even then; its owner chooses whom to give it to.
+    atomicfile.replace_file(output, write, mode=0o600)

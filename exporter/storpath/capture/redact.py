@@ -33,7 +33,27 @@ SECRET_ATTRIBUTES = frozenset({"serial", "wwid", "wwn", "eui", "nguid", "uuid",
 NQN_ATTRIBUTES = frozenset({"subsysnqn", "hostnqn"})
 # Keys of JSON command outputs (nvme-cli, zpool -j) with the same kind of values.
 SECRET_JSON_KEYS = frozenset({"sn", "serial", "serial_number", "eui64", "nguid", "uuid", "subnqn", "wwn", "wwid",
-                              "guid", "pool_guid", "vdev_guid", "devid", "phys_path", "load_guid"})
+                              "guid", "pool_guid", "vdev_guid", "devid", "phys_path", "load_guid",
+                              # storcli's keys (spaces read as `_`): the fields its parser reads
+                              # (readers.raid_storcli) and those beside them that name hardware
+                              "sas_address", "scsi_naa_id", "naa_id", "unique_identifier", "world_wide_name",
+                              "serial_no", "serialnumber", "wwn_id"})
+# `Key: value` lines of the RAID tools' text outputs (ssacli, arcconf, MegaCli; storcli's text)
+# whose value identifies hardware: serial numbers (controllers', drives', batteries'), SAS
+# addresses (MegaCli's `SAS Address(0)`), WWNs/WWIDs, volume NAA ids (`Unique Identifier`,
+# `SCSI NAA Id`), arcconf's `World-wide name`. The key may carry spaces before the colon
+# (arcconf pads it to a column).
+RAID_TEXT_FIELD = re.compile(
+    r"(?mi)^[ \t]*(?:(?:controller|adapter|drive|disk|battery|cache|board|backplane|enclosure)[ _])?"
+    r"(?:serial[ _]?(?:number|no\.?)?|sas[ _]address(?:\(\d{1,3}\))?|wwn|wwid|world[ -]wide[ _]name|"
+    r"scsi[ _]naa[ _]id|naa[ _]id|unique[ _]identifier)[ \t]*[:=][ \t]*(\S[^\r\n]{0,127}?)[ \t]*$")
+# MegaCli's `Inquiry Data:` runs the drive's INQUIRY strings together, as the drive gives them:
+# a SATA drive's IDENTIFY serial (20 characters, right-aligned), model (40) and firmware (8);
+# a SAS drive's vendor (8), product (16), revision (4) and serial (the rest).
+MEGACLI_INQUIRY = re.compile(r"(?m)^[ \t]*Inquiry Data: ([^\r\n]{1,128})$")
+# storcli's `"Inquiry Data"`: the same bytes as hex pairs (a SAS drive's INQUIRY page, a SATA
+# drive's IDENTIFY words, whose strings have the bytes of each 16-bit word swapped).
+STORCLI_INQUIRY = re.compile(r'("Inquiry Data"\s*:\s*")((?:[0-9a-fA-F]{2} ?){8,1024})(")')
 # Shorter secrets are only replaced where they are a whole value: replacing "12" in
 # every file would garble numbers.
 MIN_SUBSTRING_SECRET = 6
@@ -135,8 +155,12 @@ class Redactor:
     def learn_json(self, value) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
-                if key.lower() in SECRET_JSON_KEYS and isinstance(item, (str, int)) and str(item).strip():
+                if re.sub(r"[\s-]+", "_", key.strip().lower()) in SECRET_JSON_KEYS and isinstance(item, (str, int)) \
+                        and str(item).strip() and str(item).strip().upper() not in _NOT_SET:
                     self.token(str(item).strip())
+                elif key.lower() == "wwn" and isinstance(item, dict) and isinstance(item.get("id"), int):
+                    # smartctl's {"naa": 5, "oui": 9528, "id": 61107309629}: the id is the drive's own
+                    self.token(str(item["id"]))
                 else:
                     self.learn_json(item)
         elif isinstance(value, list):
@@ -161,6 +185,22 @@ class Redactor:
             self.token(value)
         for _, value in NVME_CLI_FIELD.findall(text):
             self.token(value)
+        self.learn_raid_text(text)
+
+    def learn_raid_text(self, text: str) -> None:
+        """The RAID tools' identifiers: `Serial Number:`-style fields, MegaCli's and storcli's
+        Inquiry Data."""
+        for value in RAID_TEXT_FIELD.findall(text):
+            value = value.strip()
+            if value and value.upper() not in _NOT_SET:
+                self.token(value)
+        for value in MEGACLI_INQUIRY.findall(text):
+            serial = value[:20].strip() if len(value.rstrip()) > 56 else value[28:].strip()
+            if len(serial) >= 4 and " " not in serial:
+                self.token(serial)
+        for match in STORCLI_INQUIRY.finditer(text):
+            for serial in inquiry_serials(bytes.fromhex(match.group(2).replace(" ", ""))):
+                self.token(serial)
 
     def apply(self, rel: str, data: bytes) -> bytes:
         name = os.path.basename(rel)
@@ -176,11 +216,23 @@ class Redactor:
         if name in SECRET_ATTRIBUTES - NQN_ATTRIBUTES:
             value = text.strip()
             return text.replace(value, self.token(value)).encode() if value else data
+        if "Inquiry Data" in text:
+            text = STORCLI_INQUIRY.sub(self._inquiry_hex, text)
         replaced = self._substrings(text)
         if name in NQN_ATTRIBUTES and replaced == text and text.strip():
             value = text.strip()
             return text.replace(value, self.token(value)).encode()
         return replaced.encode()
+
+    def _inquiry_hex(self, match) -> str:
+        """storcli's hex Inquiry Data with every learned serial in it replaced (in a SATA drive's
+        IDENTIFY words, in their swapped byte order)."""
+        raw = bytearray(bytes.fromhex(match.group(2).replace(" ", "")))
+        if _is_ata_identify(raw) and len(raw) >= 40:
+            raw[20:40] = swap_pairs(self._apply_bytes(swap_pairs(bytes(raw[20:40]))))
+        raw = bytearray(self._apply_bytes(bytes(raw)))
+        trailing = " " if match.group(2).endswith(" ") else ""
+        return match.group(1) + " ".join(f"{b:02x}" for b in raw) + trailing + match.group(3)
 
     def _substrings(self, text: str) -> str:
         for secret in sorted(self.mapping, key=len, reverse=True):
@@ -244,6 +296,27 @@ class Redactor:
                 old, new = bytes.fromhex(secret), bytes.fromhex(stand_in)
                 yield old, new
                 yield swap_pairs(old), swap_pairs(new)
+
+
+# Values that say a field is not set: nothing to hide, and replacing them would garble text.
+_NOT_SET = frozenset({"N/A", "NA", "NONE", "UNKNOWN", "NOT AVAILABLE", "-", "0", "0X0"})
+
+
+def _is_ata_identify(raw: bytes) -> bool:
+    """A SATA drive's IDENTIFY data rather than a SCSI INQUIRY page: the INQUIRY's vendor
+    (bytes 8-15) is printable ASCII."""
+    return len(raw) < 16 or not all(32 <= b < 127 for b in raw[8:16])
+
+
+def inquiry_serials(raw: bytes) -> List[str]:
+    """The serial number in an INQUIRY page (bytes 36 on: the vendor-specific part, where
+    drives put their serial) or IDENTIFY data (words 10-19, each word's bytes swapped)."""
+    if _is_ata_identify(raw):
+        field = swap_pairs(raw[20:40]) if len(raw) >= 40 else b""
+    else:
+        field = raw[36:56].split(b"\0", 1)[0]
+    serial = field.decode("latin-1").strip()
+    return [serial] if len(serial) >= 4 and serial.isprintable() and " " not in serial else []
 
 
 def numbered(count: int, length: int, digest: str) -> str:

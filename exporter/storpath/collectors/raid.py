@@ -6,14 +6,17 @@ tools (storcli/perccli, ssacli, arcconf, MegaCli), which a background task runs 
 interval with a timeout, and only where a controller they speak to is bound
 (readers.raid); a replay reads their captured outputs. A scrape never waits for a tool: a
 tool that is missing, hangs or prints garbage is `storpath_raid_tool_up{tool} 0` with the
-reason in the log, and the rest of the scrape is unaffected.
+reason in the log, and the rest of the scrape is unaffected. Its drives, volumes, controllers
+and batteries stay those of its last successful pass, with
+`storpath_raid_tool_last_success_timestamp_seconds{tool}` saying how old they are, until a
+pass of that tool succeeds or the exporter restarts (docs/metrics.md, "Last known state").
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Dict, NamedTuple, Optional
+from typing import Optional
 
 from storpath import log
 from storpath.analysis.raid import judged, own_link_rate
@@ -21,7 +24,7 @@ from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
-from storpath.readers.raid import RaidReader, RaidSnapshot, ToolStatus
+from storpath.readers.raid import RaidPass, RaidReader, RaidSnapshot, ToolStatus
 from storpath.readers.raid_records import BATTERY_STATES, DRIVE_STATES, VOLUME_STATES, RaidInventory
 from storpath.snapshot import Source, no_problems
 
@@ -39,6 +42,15 @@ LAST_SUCCESS = Family(
     "When the RAID tools last ran successfully; the details below are that old. Absent when replaying captured "
     "output.", (), "seconds",
     doc="when the tools last all succeeded (the age of the details); absent when replaying captured output")
+TOOL_LAST_SUCCESS = Family(
+    "storpath_raid_tool_last_success_timestamp_seconds", GAUGE,
+    "When the RAID tool's last successful pass ended: while the tool fails, its drives, volumes, controllers and "
+    "batteries are that pass's. Absent until it first succeeds, and when replaying captured output.", ("tool",),
+    "seconds",
+    doc="when the tool's last successful pass ended; while `storpath_raid_tool_up` is 0 its drives, volumes, "
+        "controllers and batteries are still exported as that pass saw them (kept until the tool succeeds "
+        "again or the exporter restarts), so `time() - this` is their age (RaidToolResultsStale); absent before "
+        "the tool's first success and when replaying captured output")
 CONTROLLER_INFO = Family(
     "storpath_raid_controller_info", GAUGE,
     "A RAID controller as its tool names it, its model, firmware and PCI function (join `address` with "
@@ -135,16 +147,10 @@ VOLUME_SIZE = Family(
     "The volume's size as the tool reports it.", ("controller", "volume"), "bytes",
     doc="size as the tool prints it (powers of two, rounded as the tool rounds)")
 
-FAMILIES = (TOOL_UP, LAST_SUCCESS, CONTROLLER_INFO, CONTROLLER_PORT_RATE, BATTERY_STATE, VOLUME_INFO, VOLUME_STATE,
+FAMILIES = (TOOL_UP, LAST_SUCCESS, TOOL_LAST_SUCCESS, CONTROLLER_INFO, CONTROLLER_PORT_RATE, BATTERY_STATE,
+            VOLUME_INFO, VOLUME_STATE,
             VOLUME_PROGRESS, VOLUME_WRITE_BACK, VOLUME_STRIP, VOLUME_SIZE, DRIVE_INFO, DRIVE_STATE, DRIVE_NEGOTIATED,
             DRIVE_MAX, DRIVE_EXPECTED, DRIVE_VERIFIABLE)
-
-
-class RaidPass(NamedTuple):
-    """The background task's last pass."""
-
-    snapshot: Optional[RaidSnapshot]  # None: no RAID controller here, nothing captured
-    last_success: Optional[float]
 
 
 @register("raid", default=True)
@@ -192,12 +198,16 @@ class RaidCollector(Collector):
             if snapshot.tools and all(s.ok for s in snapshot.tools.values()) and not self.roots.captured:
                 self._last_success = snapshot.finished_at
 
+    def close(self) -> None:
+        """Kill the tools running now and start none again (stop, or a reload's old collectors)."""
+        self.reader.close()
+
     def sources(self):
         return (Source("raid", no_problems(self.latest)),)
 
     def latest(self, _=None) -> RaidPass:
-        """The task's last pass. One that raised is every tool failed (`tool_up 0`), not the
-        pass before it served as current."""
+        """The task's last pass. One that raised is every tool failed (`tool_up 0`), with the
+        last pass's records and their age kept, as for a tool that failed."""
         self.task.wait_first_run(self.startup_wait)
         try:
             self.task.raise_if_failed()
@@ -205,8 +215,10 @@ class RaidCollector(Collector):
             with self._lock:
                 previous = self._snapshot
                 tools = {t: ToolStatus(False, str(exc)) for t in (previous.tools if previous else {"storcli": None})}
-                return RaidPass(RaidSnapshot(RaidInventory(), tools, self.task.last_run_end or 0.0, "none"),
-                                self._last_success)
+                failed = RaidSnapshot(previous.inventory, tools, self.task.last_run_end or 0.0, previous.source,
+                                      succeeded=previous.succeeded) if previous is not None else \
+                    RaidSnapshot(RaidInventory(), tools, self.task.last_run_end or 0.0, "none")
+                return RaidPass(failed, self._last_success)
         with self._lock:
             return RaidPass(self._snapshot, self._last_success)
 
@@ -218,6 +230,8 @@ class RaidCollector(Collector):
         for tool, status in sorted(snapshot.tools.items()):
             rows.add(TOOL_UP, (tool,), 1.0 if status.ok else 0.0)
         rows.add(LAST_SUCCESS, (), last_success)
+        for tool, when in sorted(snapshot.succeeded.items()):
+            rows.add(TOOL_LAST_SUCCESS, (tool,), when)
         inventory = snapshot.inventory
         for ctrl in inventory.controllers:
             rows.add(CONTROLLER_INFO, (ctrl.name, ctrl.tool, ctrl.model or "", ctrl.firmware or "",
@@ -239,12 +253,8 @@ class RaidCollector(Collector):
                     rows.add(VOLUME_WRITE_BACK, key + (policy,), 1.0 if value else 0.0)
             rows.add(VOLUME_STRIP, key, volume.strip_bytes)
             rows.add(VOLUME_SIZE, key, volume.size_bytes)
-        seen: Dict[tuple, bool] = {}
-        for drive, _, expectation in judged(inventory.drives, inventory.controllers):
+        for drive, _, expectation in judged(inventory.drives, inventory.controllers):  # one each (readers.raid_merge)
             key = (drive.controller, drive.slot)
-            if key in seen:  # two tools (or a tool twice) naming one slot: the first
-                continue
-            seen[key] = True
             rows.add(DRIVE_INFO, key + (drive.interface or "", drive.media or "", drive.model or "",
                                         drive.volume or ""), 1)
             for state in DRIVE_STATES:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, Optional
 
 from storpath import log
 from storpath.analysis.zfs import data_leaves, expected_ashift
@@ -19,7 +19,8 @@ from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.block import device_physical_block_size
-from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolReader, ZpoolSnapshot,
+from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolPass, ZpoolReader,
+                                  ZpoolSnapshot,
                                   find_zfs, find_zpool, zfs_present)
 from storpath.snapshot import Source, no_problems
 
@@ -122,14 +123,6 @@ SCAN_ERRORS = Family(
 FAMILIES = (ZPOOL_UP, ZPOOL_LAST_SUCCESS, POOL_STATE, POOL_SIZE, POOL_ALLOCATED, POOL_FREE, POOL_FRAGMENTATION,
             POOL_ASHIFT, POOL_EXPECTED_ASHIFT, POOL_DEVICE_PHYSICAL_BLOCK, POOL_CREATION, POOL_DATA_ERRORS, VDEV_STATE, VDEV_INFO,
             VDEV_ERRORS, SCAN_STATE, SCAN_START, SCAN_END, SCAN_PROGRESS, SCAN_ERRORS)
-
-
-class ZpoolPass(NamedTuple):
-    """The background task's last zpool run."""
-
-    snapshot: Optional[ZpoolSnapshot]  # None: no ZFS here
-    block_sizes: Dict[str, Dict[str, Optional[int]]]  # pool -> leaf -> physical block bytes
-    last_success: Optional[float]  # Unix seconds
 
 
 @register("zfs", default=True)

@@ -41,7 +41,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from storpath import atomicfile
 from storpath.subprocesses import run_command
@@ -164,6 +164,14 @@ class ZpoolSnapshot:
     # What the operator should hear of once (ZpoolReader runs outside the snapshot step: in
     # the zfs collector's background task and in `storpath check`, which log them).
     problems: Tuple[Problem, ...] = ()
+
+
+class ZpoolPass(NamedTuple):
+    """The zfs collector's background task's last zpool run, as the snapshot carries it."""
+
+    snapshot: Optional[ZpoolSnapshot]  # None: no ZFS here
+    block_sizes: Dict[str, Dict[str, Optional[int]]]  # pool -> leaf -> physical block bytes
+    last_success: Optional[float]  # Unix seconds
 
 
 REPLAY_WITHOUT_CAPTURE = Problem(
