@@ -66,6 +66,12 @@ class JudgedPath:
     group_state: Optional[str] = None  # A in use, E enabled, D disabled
 
 
+def multipathed(subsystem: NvmeSubsystem) -> bool:
+    """A subsystem worth showing as one: more than one path, a fabrics path, or a path down.
+    A local single-port drive is a subsystem of one PCIe controller, already in the PCI tree."""
+    return len(subsystem.paths) > 1 or any(p.transport != "pcie" or not p.live for p in subsystem.paths)
+
+
 def subsystem_count(subsystem: NvmeSubsystem) -> PathCount:
     return PathCount(len(subsystem.paths), subsystem.live_paths)
 

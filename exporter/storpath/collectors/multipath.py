@@ -141,7 +141,9 @@ class MultipathCollector(Collector):
             status = None  # no dm-multipath here: dmsetup is not run
         else:
             status = read_dmsetup_status(self.roots, self.dmsetup, float(self.config["timeout"]))
-            if not status.ok:
+            if status.ok and status.source == "none":
+                status = None  # a replay without a captured dmsetup status: nothing was run or read
+            elif not status.ok:
                 log.once(self.log, logging.WARNING, ("dmsetup",), "dmsetup status failed", reason=status.reason)
         with self._lock:
             self._status = status
@@ -157,10 +159,14 @@ class MultipathCollector(Collector):
         with self._lock:
             return self._status
 
-    def values(self, snapshot) -> Rows:
+    def values(self, snapshot) -> Optional[Rows]:
         rows = Rows()
         status = snapshot.dmsetup
-        if status is not None and (snapshot.multipath_maps or status.source != "none"):
+        drives = [d for d in drive_paths((d.name, d.wwid, " ".join(filter(None, (d.vendor, d.model))))
+                                         for d in snapshot.scsi_disks or ()) if d.peers_paths > 1]
+        if not snapshot.multipath_maps and not drives and status is None:
+            return None  # no dm-multipath and no dual-ported drive here: no family headers either
+        if status is not None:
             rows.add(DMSETUP_UP, (), 1.0 if status.ok else 0.0)
         device_node: Dict[str, Optional[int]] = {}
         if snapshot.blocks is not None and snapshot.pci is not None:
@@ -192,10 +198,7 @@ class MultipathCollector(Collector):
             rates = map_link_rates(judged, device_rate)
             if rates:
                 rows.add(LINK_RATES, dev, len(rates))
-        if snapshot.scsi_disks:
-            disks = ((d.name, d.wwid, " ".join(filter(None, (d.vendor, d.model)))) for d in snapshot.scsi_disks)
-            for drive in drive_paths(disks):
-                if drive.peers_paths > 1:
-                    rows.add(DRIVE_PATHS, (drive.wwid, drive.model), len(drive.devices))
-                    rows.add(DRIVE_PATHS_EXPECTED, (drive.wwid, drive.model), drive.peers_paths)
+        for drive in drives:
+            rows.add(DRIVE_PATHS, (drive.wwid, drive.model), len(drive.devices))
+            rows.add(DRIVE_PATHS_EXPECTED, (drive.wwid, drive.model), drive.peers_paths)
         return rows

@@ -3,7 +3,9 @@ NUMA node, each namespace path's ANA state, and the verdicts of analysis.paths."
 
 from __future__ import annotations
 
-from storpath.analysis.paths import crosses_numa, optimized_paths, subsystem_count
+from typing import Optional
+
+from storpath.analysis.paths import crosses_numa, multipathed, optimized_paths, subsystem_count
 from storpath.collectors import Collector, register
 from storpath.families import GAUGE, Family, Rows
 from storpath.readers.nvme_subsystem import ANA_STATES, PATH_STATES
@@ -73,14 +75,22 @@ FAMILIES = (SUBSYSTEM_INFO, NAMESPACE_INFO, PATHS, PATHS_LIVE, PATH_STATE, PATH_
 
 @register("nvme_subsystem", default=True)
 class NvmeSubsystemCollector(Collector):
-    """NVMe native multipath: each subsystem's controller paths, their states, ANA states and NUMA nodes."""
+    """NVMe native multipath: each subsystem's controller paths, their states, ANA states and NUMA nodes.
+
+    Only subsystems of more than one path, or with a fabrics path or a path down
+    (analysis.paths.multipathed); none of them: nothing exported, no family headers."""
 
     families = FAMILIES
     reads = ("nvme_subsystems",)
 
-    def values(self, snapshot) -> Rows:
+    def values(self, snapshot) -> Optional[Rows]:
+        # A local single-port drive is a subsystem of one live PCIe controller: the nvme
+        # collector has it, and 13 series of one path each would cost a 2048-drive host 26000.
+        subsystems = [sub for sub in snapshot.nvme_subsystems if multipathed(sub)]
+        if not subsystems:
+            return None
         rows = Rows()
-        for sub in snapshot.nvme_subsystems:
+        for sub in subsystems:
             name = sub.name
             rows.add(SUBSYSTEM_INFO, (name, sub.nqn or "", sub.model or "", sub.serial or "", sub.iopolicy or ""), 1)
             for device in sub.namespaces:

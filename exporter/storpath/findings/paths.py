@@ -7,7 +7,7 @@ storpath.analysis.paths, as in rules/paths.yml."""
 from __future__ import annotations
 
 from storpath.analysis.paths import (crosses_numa, drive_paths, judge_map, live_numa_nodes, map_count,
-                                     map_link_rates, optimized_paths, subsystem_count)
+                                     map_link_rates, multipathed, optimized_paths, subsystem_count)
 from storpath.collectors.base import SourceFailed
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, register
 from storpath.units import human_bits_per_second
@@ -60,7 +60,7 @@ def check_subsystems(facts: Facts, out: Outcome) -> None:
                 impact="part of every CPU's I/O crosses the inter-socket link though a near path exists",
                 remedy=f"`echo numa > /sys/class/nvme-subsystem/{sub.name}/iopolicy` (or the nvme_core.iopolicy "
                        "module parameter) picks the nearest path per node."))
-    out.count(len(subsystems), "NVMe subsystems")
+    out.count(sum(1 for sub in subsystems if multipathed(sub)), "multipath NVMe subsystems")
 
 
 def _nvme_remedy(down) -> str:

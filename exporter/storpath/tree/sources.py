@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from storpath.analysis.paths import judge_map, map_count, subsystem_count
+from storpath.analysis.paths import judge_map, map_count, multipathed, subsystem_count
 from storpath.analysis.raid import judged
 from storpath.findings import CheckResult, Facts, run_checks
 from storpath.snapshot import Snapshot
@@ -40,6 +40,8 @@ def path_arrays(subsystems, maps, dmsetup, blocks) -> List[Array]:
     as the tree's arrays: each path a member, under its controller or HBA, with its state."""
     result = []
     for sub in subsystems or ():
+        if not multipathed(sub):
+            continue
         count = subsystem_count(sub)
         notes = []
         for path in sub.paths:
