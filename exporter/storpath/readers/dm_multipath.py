@@ -47,7 +47,8 @@ from storpath.parse import natural_key, parse_int
 from storpath.problems import Problem
 from storpath.roots import Roots
 from storpath.subprocesses import run_command
-from storpath.sysfs import list_dir, read_attr_why
+from storpath.readers.instances import InstanceCache
+from storpath.sysfs import list_dir, list_entries, read_attr_why
 
 CAPTURE_SYSFS = (
     "block/dm-*/{size,dev}",
@@ -176,28 +177,38 @@ def _attr(path: str, name: str, problems: List[Problem], device: str) -> Optiona
 
 
 class MultipathReader:
-    """Reads the multipath maps of /sys/block on each call."""
+    """Reads the multipath maps of /sys/block on each call. A map's uuid and name cannot
+    change while its dm device exists (a rename makes a new uevent but keeps the uuid; the
+    name is read again only for a new instance, so `dmsetup rename` shows after the map is
+    reloaded): read once per instance (readers.instances.InstanceCache), with which devices
+    are no multipath map at all; size, suspension, slaves and their states every call."""
 
     def __init__(self, roots: Roots):
         self.roots = roots
+        self._instances = InstanceCache()
 
     def read(self) -> Tuple[List[MultipathMap], List[Problem]]:
         problems: List[Problem] = []
-        maps = []
-        for name in sorted(list_dir(self.roots.sys("block"), self.roots.sysfs), key=natural_key):
-            if not _DM_NAME.match(name):
-                continue
-            uuid, _ = read_attr_why(self.roots.sys("block", name, "dm", "uuid"))
-            if uuid is None or not uuid.startswith(UUID_PREFIX):
-                continue  # LVM, crypt, a partition map (part1-mpath-...): not a multipath map
-            maps.append(self._map(name, uuid, problems))
-        return maps, problems
+        base = self.roots.sys("block")
 
-    def _map(self, device: str, uuid: str, problems: List[Problem]) -> MultipathMap:
+        def derive(name: str, path: str) -> Optional[Tuple[str, Optional[str]]]:
+            if not _DM_NAME.match(name):
+                return None
+            uuid, _ = read_attr_why(os.path.join(path, "dm", "uuid"))
+            if uuid is None or not uuid.startswith(UUID_PREFIX):
+                return None  # LVM, crypt, a partition map (part1-mpath-...): not a multipath map
+            return uuid, _attr(os.path.join(path, "dm", "name"), "dm/name", problems, name)
+
+        maps = []
+        for name, _, found in self._instances.refresh(base, list_entries(base, self.roots.sysfs), derive):
+            if found is not None:
+                maps.append(self._map(name, *found, problems))
+        return sorted(maps, key=lambda m: natural_key(m.device)), problems
+
+    def _map(self, device: str, uuid: str, name: Optional[str], problems: List[Problem]) -> MultipathMap:
         base = self.roots.sys("block", device)
         size = parse_int(_attr(os.path.join(base, "size"), "size", problems, device))
         suspended = _attr(os.path.join(base, "dm", "suspended"), "dm/suspended", problems, device)
-        name = _attr(os.path.join(base, "dm", "name"), "dm/name", problems, device)
         paths = tuple(self._path(slave, problems) for slave in sorted(list_dir(os.path.join(base, "slaves")),
                                                                       key=natural_key))
         return MultipathMap(device=device, name=name or None, uuid=uuid,

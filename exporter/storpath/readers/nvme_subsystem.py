@@ -30,12 +30,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from storpath.parse import natural_key, parse_int
 from storpath.problems import INFO, Problem
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr_why
+from storpath.readers.instances import InstanceCache
+from storpath.sysfs import list_dir, list_entries, read_attr_why
 
 CAPTURE_SYSFS = (
     "class/nvme-subsystem/*",
@@ -135,49 +136,65 @@ def _text(value: Optional[str]) -> Optional[str]:
 # ---- reading -----------------------------------------------------------------
 
 class NvmeSubsystemReader:
-    """Reads /sys/class/nvme-subsystem on each call."""
+    """Reads /sys/class/nvme-subsystem on each call. What cannot change while a subsystem or
+    controller exists (NQN, model, serial; transport, address, NUMA node) is read once per
+    instance (readers.instances.InstanceCache); states, the I/O policy and ANA states every call."""
 
     def __init__(self, roots: Roots):
         self.roots = roots
+        self._subsystems = InstanceCache()
+        self._controllers: Dict[str, InstanceCache] = {}  # subsystem -> its controllers' statics
 
     def read(self) -> Tuple[List[NvmeSubsystem], List[Problem]]:
         base = self.roots.sys("class", "nvme-subsystem")
         problems: List[Problem] = []
-        subsystems = []
-        for name in sorted(list_dir(base, self.roots.sysfs), key=natural_key):
-            subsystems.append(self._subsystem(os.path.join(base, name), name, problems))
+
+        def derive(name: str, folder: str) -> Dict[str, Optional[str]]:
+            return {attr: _text(self._attr(folder, name, attr, problems)) for attr in ("subsysnqn", "model", "serial")}
+
+        listed = sorted(list_entries(base, self.roots.sysfs), key=lambda entry: natural_key(entry[0]))
+        subsystems = [self._subsystem(folder, name, statics, problems)
+                      for name, folder, statics in self._subsystems.refresh(base, listed, derive)]
+        for gone in set(self._controllers) - {s.name for s in subsystems}:
+            del self._controllers[gone]
         return subsystems, problems
 
-    def _subsystem(self, folder: str, name: str, problems: List[Problem]) -> NvmeSubsystem:
-        attrs = {}
-        for attr in ("subsysnqn", "model", "serial", "iopolicy"):
-            value, why = read_attr_why(os.path.join(folder, attr))
-            if why is not None:
-                problems.append(Problem("NVMe subsystem attribute unreadable",
-                                        (("device", name), ("attribute", attr), ("err", why))))
-            attrs[attr] = _text(value)
-        entries = list_dir(folder)
-        paths = tuple(self._path(os.path.join(folder, entry), name, entry, problems)
-                      for entry in sorted(entries, key=natural_key) if _CONTROLLER.match(entry))
-        namespaces = tuple(entry for entry in sorted(entries, key=natural_key) if _HEAD_DISK.match(entry))
-        return NvmeSubsystem(name=name, nqn=attrs["subsysnqn"], model=attrs["model"], serial=attrs["serial"],
-                             iopolicy=attrs["iopolicy"], paths=paths, namespaces=namespaces)
+    @staticmethod
+    def _attr(folder: str, device: str, attr: str, problems: List[Problem]) -> Optional[str]:
+        value, why = read_attr_why(os.path.join(folder, attr))
+        if why is not None:
+            problems.append(Problem("NVMe subsystem attribute unreadable",
+                                    (("device", device), ("attribute", attr), ("err", why))))
+        return value
 
-    def _path(self, folder: str, subsystem: str, controller: str, problems: List[Problem]) -> SubsystemPath:
-        values = {}
-        for attr in ("state", "transport", "address", "numa_node"):
-            value, why = read_attr_why(os.path.join(folder, attr))
-            if why is not None:
-                problems.append(Problem("NVMe path attribute unreadable",
-                                        (("device", controller), ("attribute", attr), ("err", why))))
-            values[attr] = value
-        state = parse_controller_state(values["state"])
-        if values["state"] is not None and state == UNKNOWN_STATE:
-            problems.append(Problem("NVMe controller state not known", (("device", controller),
-                                                                        ("value", values["state"])), INFO))
-        return SubsystemPath(controller=controller, state=state, raw_state=values["state"],
-                             transport=values["transport"] or None, address=values["address"] or None,
-                             numa_node=parse_numa_node(values["numa_node"]),
+    def _subsystem(self, folder: str, name: str, statics: Dict[str, Optional[str]],
+                   problems: List[Problem]) -> NvmeSubsystem:
+        iopolicy = _text(self._attr(folder, name, "iopolicy", problems))
+        entries = sorted(list_entries(folder), key=lambda entry: natural_key(entry[0]))
+        cache = self._controllers.setdefault(name, InstanceCache())
+
+        def derive(controller: str, path: str) -> Tuple[Optional[str], Optional[str], Optional[int]]:
+            transport, address, node = (self._attr(path, controller, attr, problems)
+                                        for attr in ("transport", "address", "numa_node"))
+            return transport or None, address or None, parse_numa_node(node)
+
+        controllers = [entry for entry in entries if _CONTROLLER.match(entry[0])]
+        paths = tuple(self._path(path, controller, known, problems)
+                      for controller, path, known in cache.refresh(folder, controllers, derive))
+        namespaces = tuple(entry for entry, _ in entries if _HEAD_DISK.match(entry))
+        return NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"], serial=statics["serial"],
+                             iopolicy=iopolicy, paths=paths, namespaces=namespaces)
+
+    def _path(self, folder: str, controller: str, known: Tuple[Optional[str], Optional[str], Optional[int]],
+              problems: List[Problem]) -> SubsystemPath:
+        text = self._attr(folder, controller, "state", problems)
+        state = parse_controller_state(text)
+        if text is not None and state == UNKNOWN_STATE:
+            problems.append(Problem("NVMe controller state not known", (("device", controller), ("value", text)),
+                                    INFO))
+        transport, address, node = known
+        return SubsystemPath(controller=controller, state=state, raw_state=text, transport=transport,
+                             address=address, numa_node=node,
                              namespace_paths=self._namespace_paths(folder, controller, problems))
 
     @staticmethod
