@@ -54,6 +54,7 @@ CAPTURE_SYSFS = (
     "block/dm-*/{size,dev}",
     "block/dm-*/dm/{name,uuid,suspended}",
     "block/dm-*/slaves/*",
+    "block/dm-*/slaves/*/{dev,device/state}",
 )
 CAPTURED_STATUS = ("dmsetup", "status.txt")  # below Roots.captured
 STATUS_ARGS = ("status", "--target", "multipath")
@@ -209,16 +210,18 @@ class MultipathReader:
         base = self.roots.sys("block", device)
         size = parse_int(_attr(os.path.join(base, "size"), "size", problems, device))
         suspended = _attr(os.path.join(base, "dm", "suspended"), "dm/suspended", problems, device)
-        paths = tuple(self._path(slave, problems) for slave in sorted(list_dir(os.path.join(base, "slaves")),
+        paths = tuple(self._path(device, slave, problems) for slave in sorted(list_dir(os.path.join(base, "slaves")),
                                                                       key=natural_key))
         return MultipathMap(device=device, name=name or None, uuid=uuid,
                             size_bytes=None if size is None else size * 512,
                             suspended=None if suspended not in ("0", "1") else suspended == "1", paths=paths)
 
-    def _path(self, slave: str, problems: List[Problem]) -> MapPath:
-        folder = self.roots.sys("block", slave)
-        if not os.path.isdir(folder):
-            folder = self.roots.sys("class", "block", slave)  # a partition as a path
+    def _path(self, device: str, slave: str, problems: List[Problem]) -> MapPath:
+        # slaves/<slave> links to the path device's folder (a disk or a partition); a tree
+        # that keeps it as a plain folder (node_exporter's fixtures) has the device in /sys/block.
+        folder = os.path.join(self.roots.sys("block", device), "slaves", slave)
+        if not os.path.exists(os.path.join(folder, "dev")) and not os.path.isdir(os.path.join(folder, "device")):
+            folder = self.roots.sys("block", slave)
         devno, _ = read_attr_why(os.path.join(folder, "dev"))
         state, why = read_attr_why(os.path.join(folder, "device", "state"))
         if why is not None:
