@@ -14,6 +14,7 @@ from storpath.collectors.nvme_subsystem import NvmeSubsystemCollector
 from storpath.findings import Facts, run_checks
 from storpath.readers.dm_multipath import DmsetupStatus, MapPath, MultipathMap, StatusPath
 from storpath.readers.nvme_subsystem import NamespacePath, NvmeSubsystem, SubsystemPath
+from storpath.readers.scsi_paths import ScsiDisk
 from storpath.roots import Roots
 from storpath.snapshot import read_now_sources, take_once
 from tests.fixtures import machines
@@ -77,10 +78,12 @@ def test_link_rates_of_working_paths():
 
 
 def test_drive_paths_against_same_model_peers():
-    drives = drive_paths([("sda", "naa.1", "HGST X"), ("sde", "naa.1", "HGST X"), ("sdb", "naa.2", "HGST X"),
-                          ("sdc", "naa.3", "SEAGATE Y"), ("sdd", None, "HGST X")])
+    drives = drive_paths([ScsiDisk(name, wwid, vendor, "X", None) for name, wwid, vendor in (
+        ("sda", "naa.1", "HGST"), ("sde", "naa.1", "HGST"), ("sdb", "naa.2", "HGST"), ("sdc", "naa.3", "SEAGATE"),
+        ("sdd", None, "HGST"))])
     assert [(d.wwid, d.devices, d.peers_paths, d.missing) for d in drives] == [
         ("naa.1", ("sda", "sde"), 2, 0), ("naa.2", ("sdb",), 2, 1), ("naa.3", ("sdc",), 1, 0)]
+    assert drives[0].model == "HGST X"
 
 
 def build(tmp_path, name, variant):

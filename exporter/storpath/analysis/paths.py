@@ -31,6 +31,8 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from storpath.readers.dm_multipath import SERVING_STATES, DmsetupStatus, MapPath, MultipathMap, StatusPath
 from storpath.readers.nvme_subsystem import NvmeSubsystem
+from storpath.readers.sas import SasPhy
+from storpath.readers.scsi_paths import ScsiDisk
 
 # iopolicies that send I/O down every live path whatever the submitting CPU's node.
 SPREADING_POLICIES = frozenset({"round-robin", "queue-depth"})
@@ -143,17 +145,27 @@ class DrivePaths:
         return max(self.peers_paths - len(self.devices), 0)
 
 
-def drive_paths(disks: Iterable[Tuple[str, Optional[str], str]]) -> List[DrivePaths]:
-    """Group (device, wwid, model) by wwid: a dual-ported drive reached through two HBAs or
-    expanders shows as two sd devices with one WWID. A drive reached through fewer paths
-    than its same-model peers on the host has lost one (a cable, an expander, an HBA port)."""
+def device_link_rates(sas_phys: Iterable[SasPhy]) -> Dict[str, float]:
+    """Block device -> the negotiated rate (bits/s) of the SAS PHY facing its end device."""
+    rates: Dict[str, float] = {}
+    for phy in sas_phys:
+        if phy.attached is not None and phy.negotiated_rate is not None:
+            rates.update({disk: phy.negotiated_rate for disk in phy.attached.block_devices})
+    return rates
+
+
+def drive_paths(disks: Iterable[ScsiDisk]) -> List[DrivePaths]:
+    """Group sd devices by WWID: a dual-ported drive reached through two HBAs or expanders
+    shows as two sd devices with one WWID. A drive reached through fewer paths than its
+    same-model (vendor and model) peers on the host has lost one (a cable, an expander, an
+    HBA port)."""
     by_wwid: Dict[str, List[str]] = {}
     model_of: Dict[str, str] = {}
-    for device, wwid, model in disks:
-        if not wwid:
+    for disk in disks:
+        if not disk.wwid:
             continue
-        by_wwid.setdefault(wwid, []).append(device)
-        model_of[wwid] = model
+        by_wwid.setdefault(disk.wwid, []).append(disk.name)
+        model_of[disk.wwid] = " ".join(filter(None, (disk.vendor, disk.model)))
     most: Dict[str, int] = {}
     for wwid, devices in by_wwid.items():
         most[model_of[wwid]] = max(most.get(model_of[wwid], 0), len(devices))

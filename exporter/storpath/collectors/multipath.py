@@ -17,7 +17,8 @@ import threading
 from typing import Dict, Optional
 
 from storpath import log
-from storpath.analysis.paths import drive_paths, judge_map, map_count, map_link_rates, map_numa_nodes
+from storpath.analysis.paths import (device_link_rates, drive_paths, judge_map, map_count, map_link_rates,
+                                     map_numa_nodes)
 from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
@@ -162,8 +163,7 @@ class MultipathCollector(Collector):
     def values(self, snapshot) -> Optional[Rows]:
         rows = Rows()
         status = snapshot.dmsetup
-        drives = [d for d in drive_paths((d.name, d.wwid, " ".join(filter(None, (d.vendor, d.model))))
-                                         for d in snapshot.scsi_disks or ()) if d.peers_paths > 1]
+        drives = [d for d in drive_paths(snapshot.scsi_disks or ()) if d.peers_paths > 1]
         if not snapshot.multipath_maps and not drives and status is None:
             return None  # no dm-multipath and no dual-ported drive here: no family headers either
         if status is not None:
@@ -172,11 +172,7 @@ class MultipathCollector(Collector):
         if snapshot.blocks is not None and snapshot.pci is not None:
             node_of = {d.address: d.static.numa_node for d in snapshot.pci}
             device_node = {b.name: node_of.get(b.pci_address) for b in snapshot.blocks if b.pci_address}
-        device_rate: Dict[str, float] = {}
-        for phy in snapshot.sas_phys or ():
-            if phy.attached is not None and phy.negotiated_rate is not None:
-                for disk in phy.attached.block_devices:
-                    device_rate[disk] = phy.negotiated_rate
+        device_rate = device_link_rates(snapshot.sas_phys or ())
         for found in snapshot.multipath_maps:
             dev = (found.device,)
             rows.add(DEVICE_INFO, (found.device, found.name or "", found.uuid), 1)

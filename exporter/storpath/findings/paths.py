@@ -6,7 +6,7 @@ storpath.analysis.paths, as in rules/paths.yml."""
 
 from __future__ import annotations
 
-from storpath.analysis.paths import (crosses_numa, drive_paths, judge_map, live_numa_nodes, map_count,
+from storpath.analysis.paths import (crosses_numa, device_link_rates, drive_paths, judge_map, live_numa_nodes, map_count,
                                      map_link_rates, multipathed, optimized_paths, subsystem_count)
 from storpath.collectors.base import SourceFailed
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, register
@@ -80,13 +80,10 @@ def check_maps(facts: Facts, out: Outcome) -> None:
         status = facts.part("dmsetup")
     except SourceFailed:
         status = None
-    rates = {}
     try:
-        for phy in facts.part("sas_phys") or ():
-            if phy.attached is not None and phy.negotiated_rate is not None:
-                rates.update({disk: phy.negotiated_rate for disk in phy.attached.block_devices})
+        rates = device_link_rates(facts.part("sas_phys"))
     except SourceFailed:
-        pass
+        rates = {}
     for found in maps:
         judged = judge_map(found, status)
         count = map_count(judged)
@@ -126,8 +123,7 @@ def check_maps(facts: Facts, out: Outcome) -> None:
         disks = facts.part("scsi_disks")
     except SourceFailed:
         return
-    named = ((d.name, d.wwid, " ".join(filter(None, (d.vendor, d.model)))) for d in disks)
-    for drive in drive_paths(named):
+    for drive in drive_paths(disks):
         if drive.missing:
             out.add(Finding(
                 subject=drive.devices[0], severity=WARNING, kind="paths.drive_path_missing",
