@@ -179,15 +179,21 @@ class NvmeSubsystemReader:
             return transport or None, address or None, parse_numa_node(node)
 
         controllers = [entry for entry in entries if _CONTROLLER.match(entry[0])]
-        paths = tuple(self._path(path, controller, known, problems)
+        paths = tuple(self._path(path, controller, known, cache, problems)
                       for controller, path, known in cache.refresh(folder, controllers, derive))
         namespaces = tuple(entry for entry, _ in entries if _HEAD_DISK.match(entry))
         return NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"], serial=statics["serial"],
                              iopolicy=iopolicy, paths=paths, namespaces=namespaces)
 
     def _path(self, folder: str, controller: str, known: Tuple[Optional[str], Optional[str], Optional[int]],
-              problems: List[Problem]) -> SubsystemPath:
+              cache: InstanceCache, problems: List[Problem]) -> SubsystemPath:
         text = self._attr(folder, controller, "state", problems)
+        if text is None:
+            # A controller going away: its link may outlive its folder for a moment. What was
+            # kept of it is no reading of now (a fresh read finds nothing either); forgotten,
+            # so it is read again if the folder is still there next time.
+            cache.forget(controller)
+            known = (None, None, None)
         state = parse_controller_state(text)
         if text is not None and state == UNKNOWN_STATE:
             problems.append(Problem("NVMe controller state not known", (("device", controller), ("value", text)),
