@@ -308,6 +308,26 @@
     inventoryBelowExpectedFor: '5m',
     inventoryBelowExpectedSeverity: 'warning',
 
+    // ---- paths ---------------------------------------------------------------------------
+    // Every path to the data (NVMe native multipath, dm-multipath, dual-ported drives). A path
+    // that flaps (an NVMe/TCP controller reconnecting, a SCSI device briefly blocked during a
+    // fabric RSCN) is back within a minute or two; one still down after this is lost.
+    pathsDegradedFor: '5m',
+    // No live path at all: I/O queues or fails. Long enough to ride out a controller reset
+    // (ready timeout) or an ANA transition, short enough to page before queue_if_no_path runs out.
+    pathsLostFor: '1m',
+    // A path gone from sysfs altogether (controller deleted after ctrl_loss_tmo, sd device removed):
+    // the rules compare paths now with their maximum over this window.
+    pathsMissingWindow: '1d',
+    pathsMissingFor: '5m',
+    pathsNoOptimizedFor: '5m',
+    // Live paths on several NUMA nodes under a policy that spreads I/O over all of them (info:
+    // a configuration choice, not a fault).
+    pathsNumaCrossingFor: '1h',
+    pathsMixedLinkRatesFor: '15m',
+    // A dual-ported drive seen through fewer paths than its same-model peers: static until fixed.
+    pathsDrivePathMissingFor: '15m',
+
     // ---- dashboards ----------------------------------------------------------------------
     // The Grafana boards (dashboards/generate.py, the mixin's grafanaDashboards) read this file too:
     // the thresholds above are drawn on their panels. Which exporters the boards' `job` variable

@@ -40,6 +40,7 @@ from storpath.problems import Problem
 from storpath.readers.alignment import AlignmentReader, BlockAlignment
 from storpath.readers.ata import AtaLink, AtaReader
 from storpath.readers.block import BlockDevice, BlockReader
+from storpath.readers.dm_multipath import DmsetupStatus, MultipathMap, MultipathReader, read_dmsetup_status
 from storpath.readers.host import HostIdentity, read_host
 from storpath.readers.inventory import InventoryDevice, InventoryReader
 from storpath.readers.lspci import DumpRecord
@@ -47,8 +48,10 @@ from storpath.readers.md import MdArray, read_md_arrays
 from storpath.readers.numa import NumaTopology, read_numa
 from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader, identify_namespace
 from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor, read_health
+from storpath.readers.nvme_subsystem import NvmeSubsystem, NvmeSubsystemReader
 from storpath.readers.pci import PciDevice, PciReader
 from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
+from storpath.readers.scsi_paths import ScsiDisk, ScsiPathReader
 from storpath.readers.sas_pcd import DrivePhysResult, read_all as read_drive_phys
 from storpath.readers.zfs import read_kstat_states
 from storpath.roots import Roots
@@ -82,6 +85,9 @@ class Snapshot:
     alignment: Optional[BlockAlignment] = None
     inventory: Optional[List[InventoryDevice]] = None
     md: Optional[List[MdArray]] = None
+    nvme_subsystems: Optional[List[NvmeSubsystem]] = None  # native multipath: each subsystem's controller paths
+    multipath_maps: Optional[List[MultipathMap]] = None  # dm-multipath maps and their path devices
+    scsi_disks: Optional[List[ScsiDisk]] = None  # sd devices' WWIDs: a dual-ported drive seen twice
     numa: Optional[NumaTopology] = None  # with the PCI functions' nodes
     zfs_kstat: Optional[Dict[str, str]] = None  # pool -> state, from /proc/spl/kstat/zfs
     # The latest results of background tasks (slow or privileged work on its own schedule),
@@ -91,6 +97,7 @@ class Snapshot:
     sas_errors: Optional[Tuple[Dict[str, SasPhyErrors], Optional[float]]] = None  # (PHY -> counters, when read)
     sas_drive_phys: Optional[Dict[str, DrivePhysResult]] = None  # end device -> its SAS drive's PHYs
     zpool: Optional["ZpoolPass"] = None
+    dmsetup: Optional[DmsetupStatus] = None  # which paths each dm-multipath map counts failed
     raid: Optional["RaidPass"] = None
     probes: Optional["ProbeResults"] = None
     pcie_observed: Optional[Dict[str, Observed]] = None  # GPU/accelerator address -> its link's maxima over the window
@@ -169,6 +176,9 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
         Source("alignment", no_problems(alignment.read), needs=("block_listing",)),
         Source("inventory", no_problems(inventory.read), needs=("pci", "blocks", "block_listing")),
         Source("md", partial(read_md_arrays, roots)),
+        Source("nvme_subsystems", NvmeSubsystemReader(roots).read),
+        Source("multipath_maps", MultipathReader(roots).read),
+        Source("scsi_disks", ScsiPathReader(roots).read),
         Source("numa", partial(read_numa, roots), needs=("pci",)),
         Source("zfs_kstat", partial(read_kstat_states, roots)),
     )
@@ -214,6 +224,14 @@ def read_now_sources(roots: Roots, settings: Mapping[str, Mapping[str, Any]]) ->
             return {c.name: read_health(roots, c.name, nvme_cli, smart_timeout) for c in controllers}
 
         out["nvme_smart"] = Source("nvme_smart", no_problems(smart), needs=("nvme_controllers",))
+    multipath = settings.get("multipath")
+    if multipath is not None:
+        dmsetup, dmsetup_timeout = str(multipath["dmsetup_path"]), float(multipath["timeout"])
+
+        def status(maps: List[MultipathMap]) -> Optional[DmsetupStatus]:
+            return read_dmsetup_status(roots, dmsetup, dmsetup_timeout) if maps else None
+
+        out["dmsetup"] = Source("dmsetup", no_problems(status), needs=("multipath_maps",))
     return out
 
 

@@ -1793,5 +1793,124 @@ local format = import '../lib/format.libsonnet';
           },
         ],
       },
+      'paths.yml': {
+        groups: [
+          {
+            name: 'storpath-paths',
+            rules: [
+              {
+                alert: 'StoragePathLost',
+                expr: |||
+                  (storpath_nvme_subsystem_paths_live == 0 and on(%(targetLabelsJoined)s, subsystem) storpath_nvme_subsystem_paths > 0)
+                  or
+                  (storpath_multipath_paths_active == 0 and on(%(targetLabelsJoined)s, device) storpath_multipath_paths > 0)
+                ||| % v,
+                [if format.seconds(c.pathsLostFor) > 0 then 'for']: c.pathsLostFor,
+                labels: {
+                  severity: 'critical',
+                },
+                annotations: {
+                  summary: 'A multipath device has no working path left.',
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else }}multipath map {{ $labels.device }}{{ end }} has no working path of the {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} the kernel lists: I/O to it queues or fails.' % v,
+                  runbook_url: '%(runbookUrlBase)sStoragePathLost.md' % v,
+                },
+              },
+              {
+                alert: 'StoragePathsDegraded',
+                expr: |||
+                  (storpath_nvme_subsystem_paths_live < on(%(targetLabelsJoined)s, subsystem) storpath_nvme_subsystem_paths and storpath_nvme_subsystem_paths_live > 0)
+                  or
+                  (storpath_multipath_paths_active < on(%(targetLabelsJoined)s, device) storpath_multipath_paths and storpath_multipath_paths_active > 0)
+                ||| % v,
+                [if format.seconds(c.pathsDegradedFor) > 0 then 'for']: c.pathsDegradedFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A multipath device runs on fewer paths than it has.',
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else }}multipath map {{ $labels.device }}{{ end }} runs on {{ printf "%%.0f" $value }} of its {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} paths: less throughput on active/active paths and less redundancy.' % v,
+                  runbook_url: '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+                },
+              },
+              {
+                alert: 'StoragePathsMissing',
+                expr: |||
+                  max_over_time(storpath_nvme_subsystem_paths[%(pathsMissingWindow)s]) > storpath_nvme_subsystem_paths
+                  or
+                  max_over_time(storpath_multipath_paths[%(pathsMissingWindow)s]) > storpath_multipath_paths
+                ||| % v,
+                [if format.seconds(c.pathsMissingFor) > 0 then 'for']: c.pathsMissingFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A multipath device has fewer paths than it had.',
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else }}multipath map {{ $labels.device }}{{ end }} had {{ printf "%%.0f" $value }} paths in the last %(pathsMissingWindow)s and has fewer now: a path was removed altogether (a controller deleted after ctrl_loss_tmo, a SCSI device gone).' % v,
+                  runbook_url: '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+                },
+              },
+              {
+                alert: 'StorageNoOptimizedPath',
+                expr: 'storpath_nvme_namespace_optimized_paths == 0',
+                [if format.seconds(c.pathsNoOptimizedFor) > 0 then 'for']: c.pathsNoOptimizedFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'An NVMe namespace has no live path in ANA state optimized.',
+                  description: 'Namespace {{ $labels.device }} of {{ $labels.subsystem }} has no live optimized path: its I/O goes through a non-optimized controller or waits for an ANA transition.',
+                  runbook_url: '%(runbookUrlBase)sStorageNoOptimizedPath.md' % v,
+                },
+              },
+              {
+                alert: 'StoragePathsCrossNuma',
+                expr: |||
+                  storpath_nvme_subsystem_numa_crossing == 1
+                  or
+                  storpath_multipath_numa_nodes > 1
+                |||,
+                [if format.seconds(c.pathsNumaCrossingFor) > 0 then 'for']: c.pathsNumaCrossingFor,
+                labels: {
+                  severity: 'info',
+                },
+                annotations: {
+                  summary: 'A multipath device spreads I/O over paths on several NUMA nodes.',
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else }}multipath map {{ $labels.device }}{{ end }} sends I/O over paths on several NUMA nodes whatever CPU submits it: part of it crosses the interconnect though a near path exists.',
+                  runbook_url: '%(runbookUrlBase)sStoragePathsCrossNuma.md' % v,
+                },
+              },
+              {
+                alert: 'StorageMultipathMixedLinkRates',
+                expr: 'storpath_multipath_link_rates > 1',
+                [if format.seconds(c.pathsMixedLinkRatesFor) > 0 then 'for']: c.pathsMixedLinkRatesFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A multipath map runs over paths of different link rates.',
+                  description: 'The working paths of multipath map {{ $labels.device }} negotiated {{ printf "%.0f" $value }} different SAS link rates: the selector spreads I/O evenly, so the fast paths wait for the slow one.',
+                  runbook_url: '%(runbookUrlBase)sStorageMultipathMixedLinkRates.md' % v,
+                },
+              },
+              {
+                alert: 'StorageDrivePathMissing',
+                expr: |||
+                  storpath_scsi_drive_paths
+                  < on(%(targetLabelsJoined)s, wwid, model) storpath_scsi_drive_paths_expected
+                ||| % v,
+                [if format.seconds(c.pathsDrivePathMissingFor) > 0 then 'for']: c.pathsDrivePathMissingFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A dual-ported drive is reached through fewer paths than its peers.',
+                  description: 'Drive {{ $labels.wwid }} ({{ $labels.model }}) is reached through {{ printf "%%.0f" $value }} path(s) where drives of the same model on this host have {{ range query (printf "storpath_scsi_drive_paths_expected{%(targetLabelsMatchers)s=%%q,wwid=%%q,model=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.wwid $labels.model) }}{{ printf "%%.0f" .Value }}{{ end }}: its other port\'s cable, expander or HBA port is gone.' % v,
+                  runbook_url: '%(runbookUrlBase)sStorageDrivePathMissing.md' % v,
+                },
+              },
+            ],
+          },
+        ],
+      },
     },
 }

@@ -96,6 +96,16 @@ EXPECTED = {
     # 12 Gb/s SAS drives at 6.0 on a SAS-6G controller: the controller is the limit, not a fault.
     ("ibm-x3650m3-serveraid-m5015", "healthy"): (0, set(), set()),
     ("ibm-x3650m3-serveraid-m5015", "degraded"): (2, {("storcli/c0 volume 0/0", "raid.volume_degraded")}, set()),
+    # Every path to the data: NVMe over Fabrics native multipath, and a dual-ported SAS shelf in dm-multipath.
+    ("dell-r750-nvmeof", "healthy"): (0, set(), set()),
+    ("dell-r750-nvmeof", "tcp-path-dead"): (1, {("nvme-subsys0", "paths.nvme_degraded"),
+                                                ("nvme0n1", "paths.no_optimized_path")}, set()),
+    ("dell-r750-nvmeof", "fc-path-dead"): (1, {("nvme-subsys1", "paths.nvme_degraded")}, set()),
+    ("dell-r750-nvmeof", "fc-round-robin"): (0, set(), {("nvme-subsys1", "paths.numa_crossing")}),
+    ("supermicro-dualport-sas-shelf", "healthy"): (0, set(), set()),
+    ("supermicro-dualport-sas-shelf", "path-missing"): (1, {("sdc", "paths.drive_path_missing")}, set()),
+    ("supermicro-dualport-sas-shelf", "path-failed"): (1, {("dm-3", "paths.map_degraded")}, set()),
+    ("supermicro-dualport-sas-shelf", "mixed-rates"): (1, {("dm-1", "paths.mixed_link_rates")}, set()),
 }
 
 

@@ -38,7 +38,7 @@ from tests.fixtures import machines
 pytestmark = pytest.mark.promtool
 
 RULES = [os.path.join(ROOT, "rules", f"{name}.yml")
-         for name in ("storpath", "pcie", "nvme", "sas_sata", "numa", "md", "zfs", "probes")]
+         for name in ("storpath", "pcie", "nvme", "sas_sata", "numa", "md", "zfs", "probes", "paths")]
 CAPTURES = os.path.join(ROOT, "tests", "lab", "captures")
 
 # Healthy fixture machines: the virtual and small machines built for this corpus, and the
@@ -53,6 +53,8 @@ FIXTURES = [
     ("supermicro-x10dri-hyperm2", "healthy"),
     ("intel-r2224wft-switches", "healthy"),
     ("dell-r900-sas1068e", "after-fix"),
+    ("dell-r750-nvmeof", "healthy"),
+    ("supermicro-dualport-sas-shelf", "healthy"),
 ]
 # The lab's real QEMU 7.2 guests (tests/lab/captures/SPELLINGS.md): a 2-vNUMA q35 guest whose
 # emulated NVMe drives sit behind root ports of 16, 8 and 8 GT/s with every device at NUMA node

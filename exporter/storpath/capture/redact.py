@@ -31,6 +31,7 @@ SECRET_ATTRIBUTES = frozenset({"serial", "wwid", "wwn", "eui", "nguid", "uuid",
 # NQNs embed the serial among other words (vendor, model): the serial is replaced inside
 # them, and the whole NQN only when no known serial is found in it.
 NQN_ATTRIBUTES = frozenset({"subsysnqn", "hostnqn"})
+FC_WWN = re.compile(r"(?<=[np]n-)0x[0-9a-fA-F]{16}\b")
 # Keys of JSON command outputs (nvme-cli, zpool -j) with the same kind of values.
 SECRET_JSON_KEYS = frozenset({"sn", "serial", "serial_number", "eui64", "nguid", "uuid", "subnqn", "wwn", "wwid",
                               "guid", "pool_guid", "vdev_guid", "devid", "phys_path", "load_guid",
@@ -92,7 +93,8 @@ class Redactor:
         if value in self.mapping:
             return self.mapping[value]
         prefix, body = "", value
-        match = re.match(r"^(0x|eui\.|naa\.|t10\.|nvme\.|uuid\.|nqn\.[^:]*:)(.*)$", value, re.I)
+        # dm's uuid of a multipath map is "mpath-" and the WWID: the prefix says what the map is.
+        match = re.match(r"^(0x|eui\.|naa\.|t10\.|nvme\.|uuid\.|mpath-|nqn\.[^:]*:)(.*)$", value, re.I)
         if match:
             prefix, body = match.group(1), match.group(2)
         hex_body = bool(body) and re.fullmatch(r"[0-9a-fA-F]+", body) is not None
@@ -128,6 +130,11 @@ class Redactor:
                 value = data.decode("utf-8", "replace").strip()
                 if value:
                     self.token(value)
+            elif name == "address":
+                # An NVMe/FC controller's address names both ends' world wide node and port
+                # names ("nn-0x...:pn-0x...", and traddr/host_traddr of the same form).
+                for wwn in FC_WWN.findall(data.decode("utf-8", "replace")):
+                    self.token(wwn)
 
     def learn_outputs(self, tree: Tree) -> None:
         """Command outputs: binary structures by their layout, JSON by its keys, text by

@@ -50,6 +50,7 @@ STATE_TEXT = {BELOW_EXPECTED: "below expected", LIMITED_BY_PLACEMENT: "limited b
 
 # Node kinds.
 PCI, BLOCK, MD, ZPOOL, MEMBER = "pci", "block", "md", "zpool", "member"
+MULTIPATH = "multipath"  # an NVMe subsystem or a dm-multipath map: its paths are its members
 RAID = "raid"  # a hardware RAID volume or a drive behind the controller (storpath.tree.sources.raid_nodes)
 
 
@@ -61,6 +62,9 @@ class Array:
     kind: str  # MD or ZPOOL
     detail: str  # "raid1", "raidz2"
     members: Tuple[str, ...]  # block device names as the array names them (partitions allowed)
+    # Per member, what the tree says of it beside where it is (a path's HBA and state); for a
+    # member that is no block device (an NVMe subsystem's controller), all it says.
+    notes: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -289,10 +293,13 @@ def build(facts: TreeInput) -> Topology:
             device = by_address.get(address) if address else None
             numa = device.static.numa_node if device is not None else None
             where = address or ("not on a PCI device" if disk in block_names else "no such block device")
+            note = array.notes[len(members)] if len(array.notes) > len(members) else ""
+            if note:
+                where = f"{address} · {note}" if address else note
             members.append(Node(id=f"{array.name}/{member}", kind=MEMBER, what=where,
                                 numa_node=numa if numa is not None and numa >= 0 else None,
                                 findings=findings.get(disk, ()) if disk == member else ()))
-        what = ("md " if array.kind == MD else "ZFS pool ") + array.detail
+        what = {MD: "md ", ZPOOL: "ZFS pool ", MULTIPATH: ""}[array.kind] + array.detail
         roots.append(Node(id=array.name, kind=array.kind, what=what.strip(), findings=findings.get(array.name, ()),
                           children=tuple(members)))
     shown_ids = {n.id for r in roots for n in r.walk()}

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from storpath.analysis.paths import judge_map, map_count, multipathed, subsystem_count
 from storpath.analysis.raid import judged, own_link_rate
 from storpath.findings import CheckResult, Facts, run_checks
 from storpath.snapshot import Snapshot
-from storpath.tree.model import MD, RAID, ZPOOL, Array, Node, TreeInput, disk_link_texts
+from storpath.tree.model import MD, MULTIPATH, RAID, ZPOOL, Array, Node, TreeInput, disk_link_texts
 
 # The findings the landing page derives from the last snapshot (the others run privileged
 # commands in `storpath check`: NVMe Identify, the SMART log, zpool).
-SCRAPE_SUBSYSTEMS = ("pcie", "md")
+SCRAPE_SUBSYSTEMS = ("pcie", "md", "nvme_paths", "multipath")
 
 
 def md_arrays(arrays) -> List[Array]:
@@ -31,6 +32,36 @@ def zfs_pools(pools) -> List[Array]:
         layouts = sorted({_layout(v) for v in tops})
         result.append(Array(name=pool.name, kind=ZPOOL, detail="+".join(layouts),
                             members=tuple(v.name for v in pool.vdevs if v.leaf)))
+    return result
+
+
+def path_arrays(subsystems, maps, dmsetup, blocks) -> List[Array]:
+    """NVMe subsystems (readers.nvme_subsystem) and dm-multipath maps (readers.dm_multipath)
+    as the tree's arrays: each path a member, under its controller or HBA, with its state."""
+    result = []
+    for sub in subsystems or ():
+        if not multipathed(sub):
+            continue
+        count = subsystem_count(sub)
+        notes = []
+        for path in sub.paths:
+            ana = ", ".join(f"{ns.namespace} {ns.ana_state}" for ns in path.namespace_paths if ns.ana_state)
+            notes.append(" · ".join(filter(None, (f"{path.transport or '?'} {path.address or ''}".strip(),
+                                                  path.state, ana))))
+        result.append(Array(name=sub.name, kind=MULTIPATH,
+                            detail=f"NVMe subsystem {sub.model or ''} · {count.live}/{count.paths} paths live".replace(
+                                "  ", " "),
+                            members=tuple(p.controller for p in sub.paths), notes=tuple(notes)))
+    hba = {b.name: b.controller for b in blocks or ()}
+    for found in maps or ():
+        judged_paths = judge_map(found, dmsetup)
+        count = map_count(judged_paths)
+        notes = tuple(" · ".join(filter(None, (hba.get(j.path.device), j.path.state or "no state",
+                                               "failed" if j.failed else "")))
+                      for j in judged_paths)
+        result.append(Array(name=found.device, kind=MULTIPATH,
+                            detail=f"multipath {found.name or ''} · {count.live}/{count.paths} paths active",
+                            members=tuple(j.path.device for j in judged_paths), notes=notes))
     return result
 
 
@@ -97,6 +128,9 @@ def from_check(facts: Facts, result: CheckResult) -> TreeInput:
     if "zfs" in result.ran:
         zpool = facts.memo("zfs.snapshot", lambda: None)
         arrays += zfs_pools(zpool.pools if zpool is not None else [])
+    arrays += path_arrays(snapshot.nvme_subsystems if "nvme_paths" in result.ran else None,
+                          snapshot.multipath_maps if "multipath" in result.ran else None, snapshot.dmsetup,
+                          snapshot.blocks)
     models = nvme_models(snapshot.nvme_controllers or []) if "nvme" in result.ran else {}
     subjects = {f.subject for f in result.findings}
     drives = snapshot.sas_drive_phys  # read now for the sas check (storpath.snapshot.read_now_sources)
@@ -116,8 +150,10 @@ def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> 
     facts = Facts(roots=None, config=config or {}, snapshot=snapshot)
     links = facts.pcie_links() if snapshot.pci is not None else {}
     zpool = snapshot.zpool.snapshot if snapshot.zpool is not None else None
-    arrays = md_arrays(snapshot.md or []) + zfs_pools(zpool.pools if zpool is not None else [])
-    only = [s for s in SCRAPE_SUBSYSTEMS if s != "md" or snapshot.md is not None]
+    arrays = md_arrays(snapshot.md or []) + zfs_pools(zpool.pools if zpool is not None else []) + path_arrays(
+        snapshot.nvme_subsystems, snapshot.multipath_maps, snapshot.dmsetup, blocks)
+    read = {"md": snapshot.md, "nvme_paths": snapshot.nvme_subsystems, "multipath": snapshot.multipath_maps}
+    only = [s for s in SCRAPE_SUBSYSTEMS if s not in read or read[s] is not None]
     result = run_checks(facts, only=only)
     subjects = {f.subject for f in result.findings}
     models = nvme_models(snapshot.nvme_controllers or [])

@@ -1,0 +1,200 @@
+"""dm-multipath maps and dual-ported SCSI drives: every path, whether it serves, and the
+verdicts of analysis.paths (failed paths, NUMA spread, mixed link rates, a drive with a
+path fewer than its peers).
+
+Which paths a map counts failed comes from `dmsetup status --target multipath`, which needs
+root and runs in a background task on its own interval (or is read from
+captured/dmsetup/status.txt when replaying); without it a path whose device is not running
+counts as failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from typing import Dict, Optional
+
+from storpath import log
+from storpath.analysis.paths import (device_link_rates, drive_paths, judge_map, map_count, map_link_rates,
+                                     map_numa_nodes)
+from storpath.background import TaskFailed
+from storpath.collectors import Collector, register
+from storpath.config import Duration
+from storpath.families import COUNTER, GAUGE, Family, Rows
+from storpath.readers.dm_multipath import DmsetupStatus, read_dmsetup_status
+from storpath.snapshot import Source, no_problems
+
+DMSETUP_UP = Family(
+    "storpath_multipath_dmsetup_up", GAUGE,
+    "Whether the last dmsetup status run (or captured read) succeeded (1) or failed (0); absent without "
+    "dm-multipath.", (),
+    doc="1 when the last `dmsetup status --target multipath` (or its capture) was read, 0 when it failed (not "
+        "installed, not root, hung: the paths' verdicts then rest on their device states); absent where the "
+        "dm_multipath module is not loaded")
+DEVICE_INFO = Family(
+    "storpath_multipath_device_info", GAUGE,
+    "A dm-multipath map: its block device, name (dm/name) and uuid (dm/uuid, mpath-<wwid>); always 1.",
+    ("device", "name", "uuid"),
+    doc="one per map (`dm/uuid` starting `mpath-`): `device` the kernel's block device (`dm-5`, as node_disk_* "
+        "names it), `name` its /dev/mapper name (node_exporter's `device` label), `uuid`; always 1")
+DEVICE_ACTIVE = Family(
+    "storpath_multipath_device_active", GAUGE,
+    "1 when the map is active, 0 when suspended (dm/suspended).", ("device",),
+    doc="1 while the map serves I/O, 0 while suspended (`dm/suspended` 1: a reload in progress, or stuck)")
+SIZE = Family(
+    "storpath_multipath_size_bytes", GAUGE,
+    "Size of the map (size, 512-byte sectors, times 512).", ("device",), "bytes",
+    doc="size of the map in bytes")
+PATHS = Family(
+    "storpath_multipath_paths", GAUGE,
+    "Paths (slave devices) of the map, whatever their state.", ("device",),
+    doc="paths (the map's `slaves/`) whatever their state; a path device removed from the host leaves the map "
+        "(StoragePathsMissing compares with the last day's maximum)")
+PATHS_ACTIVE = Family(
+    "storpath_multipath_paths_active", GAUGE,
+    "Paths of the map that serve I/O: active in dmsetup status, or without it a device running (live for NVMe).",
+    ("device",),
+    doc="paths that serve: dm-mpath's `A` in `dmsetup status` where it ran, else a device state of `running` "
+        "(`live` for NVMe); below `paths`: StoragePathsDegraded, 0: StoragePathLost")
+PATHS_FAILED = Family(
+    "storpath_multipath_paths_failed", GAUGE,
+    "Paths of the map that do not serve: failed (F) in dmsetup status, or without it a device not running.",
+    ("device",),
+    doc="`paths - paths_active`: failed (`F`) in `dmsetup status`, or without it a device state other than "
+        "`running`/`live`")
+PATH_STATE = Family(
+    "storpath_multipath_path_state", GAUGE,
+    "A path's device state (device/state: running, offline, blocked...; live for NVMe); 1 for the current "
+    "value only.", ("device", "path", "state"),
+    doc="the path device's `device/state` (SCSI: `running`, `offline`, `transport-offline`, `blocked`, `quiesce`, "
+        "`created`, `cancel`, `deleted`; NVMe: the controller's state), `unknown` where there is none; one series "
+        "per path with value 1, as node_exporter's dmmultipath collector exports it")
+PATH_FAILED = Family(
+    "storpath_multipath_path_failed", GAUGE,
+    "1 when the map counts the path failed, else 0; basis says whether dmsetup status or the device state told.",
+    ("device", "path", "basis"),
+    doc="1 when the path does not serve; `basis` `dmsetup` (dm-mpath's own A/F flag) or `device_state` (no "
+        "dmsetup status: the device's state)")
+PATH_FAILURES = Family(
+    "storpath_multipath_path_failures", COUNTER,
+    "Times dm-mpath failed the path since the map was loaded (dmsetup status fail count).", ("device", "path"),
+    doc="times dm-mpath failed the path since the map was loaded (`dmsetup status`'s fail count); a rising count "
+        "on a path that is active again is a flapping link")
+NUMA_NODES = Family(
+    "storpath_multipath_numa_nodes", GAUGE,
+    "Distinct NUMA nodes of the HBAs behind the map's working paths; above 1, part of the I/O crosses sockets.",
+    ("device",),
+    doc="distinct NUMA nodes of the PCI functions (HBAs) behind the working paths; dm-mpath's selectors do not "
+        "look at NUMA, so above 1 part of the I/O crosses sockets though a near path exists; absent when no node "
+        "is known")
+LINK_RATES = Family(
+    "storpath_multipath_link_rates", GAUGE,
+    "Distinct SAS link rates negotiated by the map's working paths; above 1 the fast paths are paced to the slow.",
+    ("device",),
+    doc="distinct negotiated SAS link rates of the working paths (the PHY facing each path's end device); above 1 "
+        "(StorageMultipathMixedLinkRates) a round-robin map runs at the slow path's pace; absent when no path has "
+        "a SAS rate")
+DRIVE_PATHS = Family(
+    "storpath_scsi_drive_paths", GAUGE,
+    "SCSI devices through which the host reaches one drive (one WWID); a dual-ported drive on two HBAs or "
+    "expanders shows 2.", ("wwid", "model"),
+    doc="sd devices with the drive's `device/wwid`: 2 for a dual-ported drive reached through both its ports; "
+        "exported where some drive of the same model on the host has more than one")
+DRIVE_PATHS_EXPECTED = Family(
+    "storpath_scsi_drive_paths_expected", GAUGE,
+    "The most paths a drive of the same model has on this host; a drive with fewer has lost one.", ("wwid", "model"),
+    doc="the most paths any drive of the same model has on this host (its peers in the shelf); `drive_paths` "
+        "below it (StorageDrivePathMissing): a cable, expander or HBA port of that drive's other path is gone")
+
+FAMILIES = (DMSETUP_UP, DEVICE_INFO, DEVICE_ACTIVE, SIZE, PATHS, PATHS_ACTIVE, PATHS_FAILED, PATH_STATE, PATH_FAILED,
+            PATH_FAILURES, NUMA_NODES, LINK_RATES, DRIVE_PATHS, DRIVE_PATHS_EXPECTED)
+
+
+@register("multipath", default=True)
+class MultipathCollector(Collector):
+    """dm-multipath maps and dual-ported SCSI drives: paths, active and failed, their states (dmsetup in the background)."""
+
+    families = FAMILIES
+    reads = ("multipath_maps", "dmsetup")
+    enriches = ("blocks", "pci", "sas_phys", "scsi_disks")
+    config_defaults = {
+        "interval": Duration(30),  # how often dmsetup status runs
+        "timeout": Duration(10),  # a dmsetup taking longer is killed and reported
+        "dmsetup_path": "dmsetup",  # looked up in PATH, then /usr/sbin and /sbin
+    }
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.dmsetup = str(self.config["dmsetup_path"])
+        for folder in ("/usr/sbin", "/sbin"):
+            if shutil.which(self.dmsetup) is None and os.path.exists(os.path.join(folder, self.dmsetup)):
+                self.dmsetup = os.path.join(folder, self.dmsetup)
+        self._lock = threading.Lock()
+        self._status: Optional[DmsetupStatus] = None
+        interval = float(self.config["interval"])
+        self.task = ctx.scheduler.add("dmsetup", self.refresh, interval=interval, jitter=min(3.0, interval / 10))
+
+    def refresh(self) -> None:
+        """The background task: one dmsetup status run (or one read of its capture)."""
+        if not self.roots.captured and not os.path.isdir(self.roots.sys("module", "dm_multipath")):
+            status = None  # no dm-multipath here: dmsetup is not run
+        else:
+            status = read_dmsetup_status(self.roots, self.dmsetup, float(self.config["timeout"]))
+            if status.ok and status.source == "none":
+                status = None  # a replay without a captured dmsetup status: nothing was run or read
+            elif not status.ok:
+                log.once(self.log, logging.WARNING, ("dmsetup",), "dmsetup status failed", reason=status.reason)
+        with self._lock:
+            self._status = status
+
+    def sources(self):
+        return (Source("dmsetup", no_problems(self.latest)),)
+
+    def latest(self, _=None) -> Optional[DmsetupStatus]:
+        try:
+            self.task.raise_if_failed()
+        except TaskFailed as exc:
+            return DmsetupStatus({}, ok=False, reason=str(exc))
+        with self._lock:
+            return self._status
+
+    def values(self, snapshot) -> Optional[Rows]:
+        rows = Rows()
+        status = snapshot.dmsetup
+        drives = [d for d in drive_paths(snapshot.scsi_disks or ()) if d.peers_paths > 1]
+        if not snapshot.multipath_maps and not drives and status is None:
+            return None  # no dm-multipath and no dual-ported drive here: no family headers either
+        if status is not None:
+            rows.add(DMSETUP_UP, (), 1.0 if status.ok else 0.0)
+        device_node: Dict[str, Optional[int]] = {}
+        if snapshot.blocks is not None and snapshot.pci is not None:
+            node_of = {d.address: d.static.numa_node for d in snapshot.pci}
+            device_node = {b.name: node_of.get(b.pci_address) for b in snapshot.blocks if b.pci_address}
+        device_rate = device_link_rates(snapshot.sas_phys or ())
+        for found in snapshot.multipath_maps:
+            dev = (found.device,)
+            rows.add(DEVICE_INFO, (found.device, found.name or "", found.uuid), 1)
+            if found.suspended is not None:
+                rows.add(DEVICE_ACTIVE, dev, 0.0 if found.suspended else 1.0)
+            rows.add(SIZE, dev, found.size_bytes)
+            judged = judge_map(found, status)
+            count = map_count(judged)
+            rows.add(PATHS, dev, count.paths)
+            rows.add(PATHS_ACTIVE, dev, count.live)
+            rows.add(PATHS_FAILED, dev, count.failed)
+            for j in judged:
+                rows.add(PATH_STATE, (found.device, j.path.device, j.path.state or "unknown"), 1)
+                rows.add(PATH_FAILED, (found.device, j.path.device, j.basis), 1.0 if j.failed else 0.0)
+                rows.add(PATH_FAILURES, (found.device, j.path.device), j.fail_count)
+            nodes = map_numa_nodes(judged, device_node)
+            if nodes:
+                rows.add(NUMA_NODES, dev, len(nodes))
+            rates = map_link_rates(judged, device_rate)
+            if rates:
+                rows.add(LINK_RATES, dev, len(rates))
+        for drive in drives:
+            rows.add(DRIVE_PATHS, (drive.wwid, drive.model), len(drive.devices))
+            rows.add(DRIVE_PATHS_EXPECTED, (drive.wwid, drive.model), drive.peers_paths)
+        return rows

@@ -1,0 +1,219 @@
+"""NVMe native multipath: every path (controller) of every NVMe subsystem, from
+/sys/class/nvme-subsystem/nvme-subsysN/.
+
+The kernel's references: Documentation/ABI/testing/sysfs-class-nvme (the controller
+attributes), drivers/nvme/host/core.c and sysfs.c (the subsystem's `subsysnqn`, `model`,
+`serial`, `firmware_rev`; a controller's `state`, `transport`, `address`, `numa_node`) and
+drivers/nvme/host/multipath.c (`iopolicy`, a path disk's `ana_state`). The layout with
+CONFIG_NVME_MULTIPATH:
+
+    /sys/class/nvme-subsystem/nvme-subsys0/
+        subsysnqn, model, serial, firmware_rev, iopolicy (numa, round-robin, queue-depth)
+        nvme0 -> ../../nvme-fabrics/ctl/nvme0     one link per controller: one path each
+            state       new, live, resetting, connecting, deleting, "deleting (no IO)", dead
+            transport   pcie, tcp, rdma, fc, loop
+            address     "0000:01:00.0" (pcie), "traddr=10.0.0.1,trsvcid=4420,src_addr=..." (tcp),
+                        "nn-0x...:pn-0x..." (fc)
+            numa_node   -1 when the kernel does not know (fabrics without a bound adapter)
+            nvme0c0n1/  the namespace's path disk through this controller (hidden)
+                ana_state   optimized, non-optimized, inaccessible, persistent-loss, change;
+                            only when the controller reports ANA (nvme_ctrl_use_ana)
+        nvme0n1/        the namespace's head disk, the one block device users open
+
+A controller being deleted leaves the link a moment before its directory: an entry whose
+`state` cannot be read is still a path, in state "unknown". No nvme-subsystem class (a
+kernel without NVMe, or without multipath) lists as no subsystems, not as an error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from storpath.parse import natural_key, parse_int
+from storpath.problems import INFO, Problem
+from storpath.roots import Roots
+from storpath.readers.instances import InstanceCache
+from storpath.sysfs import list_dir, list_entries, read_attr_why
+
+CAPTURE_SYSFS = (
+    "class/nvme-subsystem/*",
+    "class/nvme-subsystem/*/{subsysnqn,model,serial,firmware_rev,iopolicy}",
+    "class/nvme-subsystem/*/nvme*/{state,transport,address,numa_node}",
+    "class/nvme-subsystem/*/nvme*/nvme*c*n*/ana_state",
+)
+
+# drivers/nvme/host/sysfs.c, nvme_sysfs_show_state: the controller states, as printed. The
+# kernel has spelled NVME_CTRL_DELETING_NOIO "deleting (no IO)" (5.x) and "deleting (noio)".
+CONTROLLER_STATES = ("new", "live", "resetting", "connecting", "deleting", "dead")
+_STATE_SPELLINGS = {state: state for state in CONTROLLER_STATES}
+_STATE_SPELLINGS.update({"deleting (no IO)": "deleting", "deleting (noio)": "deleting"})
+UNKNOWN_STATE = "unknown"
+PATH_STATES = CONTROLLER_STATES + (UNKNOWN_STATE,)
+# drivers/nvme/host/multipath.c, nvme_ana_state_names.
+ANA_STATES = ("optimized", "non-optimized", "inaccessible", "persistent-loss", "change")
+
+_CONTROLLER = re.compile(r"^nvme\d+$", re.ASCII)
+_HEAD_DISK = re.compile(r"^nvme\d+n\d+$", re.ASCII)
+_PATH_DISK = re.compile(r"^nvme(?P<subsys>\d+)c(?P<ctrl>\d+)n(?P<ns>\d+)$", re.ASCII)
+
+
+@dataclass(frozen=True)
+class NamespacePath:
+    """One namespace reached through one controller: the hidden path disk nvmeXcYnZ."""
+
+    disk: str  # nvme0c1n1
+    namespace: str  # the head disk users open: nvme0n1
+    ana_state: Optional[str]  # None when the controller does not report ANA
+
+
+@dataclass(frozen=True)
+class SubsystemPath:
+    """One controller of a subsystem: one path to its namespaces."""
+
+    controller: str  # nvme1
+    state: str  # one of PATH_STATES ("deleting (no IO)" read as deleting; unreadable or unknown: unknown)
+    raw_state: Optional[str]  # what the kernel printed
+    transport: Optional[str]  # pcie, tcp, rdma, fc, loop
+    address: Optional[str]
+    numa_node: Optional[int]  # None: -1 (the kernel does not know) or no attribute
+    namespace_paths: Tuple[NamespacePath, ...] = ()
+
+    @property
+    def live(self) -> bool:
+        return self.state == "live"
+
+
+@dataclass(frozen=True)
+class NvmeSubsystem:
+    name: str  # nvme-subsys0
+    nqn: Optional[str]
+    model: Optional[str]
+    serial: Optional[str]
+    iopolicy: Optional[str]  # numa, round-robin, queue-depth
+    paths: Tuple[SubsystemPath, ...]
+    namespaces: Tuple[str, ...]  # head disks: nvme0n1
+
+    @property
+    def live_paths(self) -> int:
+        return sum(1 for path in self.paths if path.live)
+
+
+# ---- pure parsers ------------------------------------------------------------
+
+def parse_controller_state(text: Optional[str]) -> str:
+    """'live' -> 'live'; 'deleting (no IO)' -> 'deleting'; None or anything else -> 'unknown'."""
+    if text is None:
+        return UNKNOWN_STATE
+    return _STATE_SPELLINGS.get(text.strip(), UNKNOWN_STATE)
+
+
+def parse_ana_state(text: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+    """(state, None), (None, None) when absent, (None, reason) for a word the kernel never prints."""
+    if text is None:
+        return None, None
+    word = text.strip()
+    if word in ANA_STATES:
+        return word, None
+    return None, f"unknown ana_state {text!r}"
+
+
+def parse_numa_node(text: Optional[str]) -> Optional[int]:
+    """'1' -> 1; '-1' (unknown) and anything unparsable -> None."""
+    node = parse_int(text, minimum=-1) if text is not None else None
+    return None if node is None or node < 0 else node
+
+
+def _text(value: Optional[str]) -> Optional[str]:
+    """The subsystem's model and serial are space-padded to their Identify width."""
+    if value is None:
+        return None
+    return value.strip() or None
+
+
+# ---- reading -----------------------------------------------------------------
+
+class NvmeSubsystemReader:
+    """Reads /sys/class/nvme-subsystem on each call. What cannot change while a subsystem or
+    controller exists (NQN, model, serial; transport, address, NUMA node) is read once per
+    instance (readers.instances.InstanceCache); states, the I/O policy and ANA states every call."""
+
+    def __init__(self, roots: Roots):
+        self.roots = roots
+        self._subsystems = InstanceCache()
+        self._controllers: Dict[str, InstanceCache] = {}  # subsystem -> its controllers' statics
+
+    def read(self) -> Tuple[List[NvmeSubsystem], List[Problem]]:
+        base = self.roots.sys("class", "nvme-subsystem")
+        problems: List[Problem] = []
+
+        def derive(name: str, folder: str) -> Dict[str, Optional[str]]:
+            return {attr: _text(self._attr(folder, name, attr, problems)) for attr in ("subsysnqn", "model", "serial")}
+
+        listed = sorted(list_entries(base, self.roots.sysfs), key=lambda entry: natural_key(entry[0]))
+        subsystems = [self._subsystem(folder, name, statics, problems)
+                      for name, folder, statics in self._subsystems.refresh(base, listed, derive)]
+        for gone in set(self._controllers) - {s.name for s in subsystems}:
+            del self._controllers[gone]
+        return subsystems, problems
+
+    @staticmethod
+    def _attr(folder: str, device: str, attr: str, problems: List[Problem]) -> Optional[str]:
+        value, why = read_attr_why(os.path.join(folder, attr))
+        if why is not None:
+            problems.append(Problem("NVMe subsystem attribute unreadable",
+                                    (("device", device), ("attribute", attr), ("err", why))))
+        return value
+
+    def _subsystem(self, folder: str, name: str, statics: Dict[str, Optional[str]],
+                   problems: List[Problem]) -> NvmeSubsystem:
+        iopolicy = _text(self._attr(folder, name, "iopolicy", problems))
+        entries = sorted(list_entries(folder), key=lambda entry: natural_key(entry[0]))
+        cache = self._controllers.setdefault(name, InstanceCache())
+
+        def derive(controller: str, path: str) -> Tuple[Optional[str], Optional[str], Optional[int]]:
+            transport, address, node = (self._attr(path, controller, attr, problems)
+                                        for attr in ("transport", "address", "numa_node"))
+            return transport or None, address or None, parse_numa_node(node)
+
+        controllers = [entry for entry in entries if _CONTROLLER.match(entry[0])]
+        paths = tuple(self._path(path, controller, known, cache, problems)
+                      for controller, path, known in cache.refresh(folder, controllers, derive))
+        namespaces = tuple(entry for entry, _ in entries if _HEAD_DISK.match(entry))
+        return NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"], serial=statics["serial"],
+                             iopolicy=iopolicy, paths=paths, namespaces=namespaces)
+
+    def _path(self, folder: str, controller: str, known: Tuple[Optional[str], Optional[str], Optional[int]],
+              cache: InstanceCache, problems: List[Problem]) -> SubsystemPath:
+        text = self._attr(folder, controller, "state", problems)
+        if text is None:
+            # A controller going away: its link may outlive its folder for a moment. What was
+            # kept of it is no reading of now (a fresh read finds nothing either); forgotten,
+            # so it is read again if the folder is still there next time.
+            cache.forget(controller)
+            known = (None, None, None)
+        state = parse_controller_state(text)
+        if text is not None and state == UNKNOWN_STATE:
+            problems.append(Problem("NVMe controller state not known", (("device", controller), ("value", text)),
+                                    INFO))
+        transport, address, node = known
+        return SubsystemPath(controller=controller, state=state, raw_state=text, transport=transport,
+                             address=address, numa_node=node,
+                             namespace_paths=self._namespace_paths(folder, controller, problems))
+
+    @staticmethod
+    def _namespace_paths(folder: str, controller: str, problems: List[Problem]) -> Tuple[NamespacePath, ...]:
+        found = []
+        for entry in sorted(list_dir(folder), key=natural_key):
+            match = _PATH_DISK.match(entry)
+            if not match:
+                continue
+            text, why = read_attr_why(os.path.join(folder, entry, "ana_state"))
+            state, bad = parse_ana_state(text)
+            if bad is not None:
+                problems.append(Problem("NVMe ana_state not known", (("device", entry), ("value", text))))
+            namespace = f"nvme{match.group('subsys')}n{match.group('ns')}"
+            found.append(NamespacePath(disk=entry, namespace=namespace, ana_state=state))
+        return tuple(found)

@@ -1,0 +1,108 @@
+"""Every path to the data: NVMe subsystems and dm-multipath maps that lost a path, or all of
+them; namespaces without an optimized ANA path; paths spread over NUMA nodes under a policy
+that ignores them; maps over paths of different link rates; dual-ported drives missing a path.
+
+What "fewer paths" compares with (storpath.analysis.paths): the paths the kernel lists now
+(a path listed but not live: StoragePathsDegraded, none live: StoragePathLost), and the
+subsystem's or map's own maximum over `missing_window` for a path gone from sysfs altogether
+(StoragePathsMissing). Peers on the host are not compared: a LUN mapped through one path on
+purpose is no fault.
+"""
+
+NVME_PATHS, NVME_LIVE = "storpath_nvme_subsystem_paths", "storpath_nvme_subsystem_paths_live"
+MAP_PATHS, MAP_ACTIVE = "storpath_multipath_paths", "storpath_multipath_paths_active"
+# Which kind of thing an alert names: NVMe series carry `subsystem`, dm-multipath maps `device`.
+WHAT = ("{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}"
+        "{{ else }}multipath map {{ $labels.device }}{{ end }}")
+
+
+def rules(c):
+    cfg = c.cfg
+    nvme, dm = c.on("subsystem"), c.on("device")
+    return [
+        c.alert(
+            "StoragePathLost",
+            c.expr("""
+                (${nvme_live} == 0 and ${nvme} ${nvme_paths} > 0)
+                or
+                (${map_active} == 0 and ${dm} ${map_paths} > 0)
+            """, nvme_live=NVME_LIVE, nvme_paths=NVME_PATHS, map_active=MAP_ACTIVE, map_paths=MAP_PATHS,
+                   nvme=nvme, dm=dm),
+            cfg.lost_for, "critical",
+            "A multipath device has no working path left.",
+            f"""{WHAT} has no working path of the
+            {{{{ if $labels.subsystem }}}}{c.show(NVME_PATHS, ("subsystem",), fmt="%.0f")}{{{{ else
+            }}}}{c.show(MAP_PATHS, ("device",), fmt="%.0f")}{{{{ end }}}} the kernel lists: I/O to it
+            queues or fails.""",
+        ),
+        c.alert(
+            "StoragePathsDegraded",
+            c.expr("""
+                (${nvme_live} < ${nvme} ${nvme_paths} and ${nvme_live} > 0)
+                or
+                (${map_active} < ${dm} ${map_paths} and ${map_active} > 0)
+            """, nvme_live=NVME_LIVE, nvme_paths=NVME_PATHS, map_active=MAP_ACTIVE, map_paths=MAP_PATHS,
+                   nvme=nvme, dm=dm),
+            cfg.degraded_for, "warning",
+            "A multipath device runs on fewer paths than it has.",
+            f"""{WHAT} runs on {{{{ printf "%.0f" $value }}}} of its
+            {{{{ if $labels.subsystem }}}}{c.show(NVME_PATHS, ("subsystem",), fmt="%.0f")}{{{{ else
+            }}}}{c.show(MAP_PATHS, ("device",), fmt="%.0f")}{{{{ end }}}} paths: less throughput on
+            active/active paths and less redundancy.""",
+        ),
+        c.alert(
+            "StoragePathsMissing",
+            c.expr("""
+                max_over_time(${nvme_paths}[${window}]) > ${nvme_paths}
+                or
+                max_over_time(${map_paths}[${window}]) > ${map_paths}
+            """, nvme_paths=NVME_PATHS, map_paths=MAP_PATHS, window=cfg.missing_window),
+            cfg.missing_for, "warning",
+            "A multipath device has fewer paths than it had.",
+            f"""{WHAT} had {{{{ printf "%.0f" $value }}}} paths in the last {cfg.missing_window} and
+            has fewer now: a path was removed altogether (a controller deleted after ctrl_loss_tmo, a
+            SCSI device gone).""",
+        ),
+        c.alert(
+            "StorageNoOptimizedPath",
+            "storpath_nvme_namespace_optimized_paths == 0",
+            cfg.no_optimized_for, "warning",
+            "An NVMe namespace has no live path in ANA state optimized.",
+            """Namespace {{ $labels.device }} of {{ $labels.subsystem }} has no live optimized path: its I/O
+            goes through a non-optimized controller or waits for an ANA transition.""",
+        ),
+        c.alert(
+            "StoragePathsCrossNuma",
+            c.expr("""
+                storpath_nvme_subsystem_numa_crossing == 1
+                or
+                storpath_multipath_numa_nodes > 1
+            """),
+            cfg.numa_crossing_for, "info",
+            "A multipath device spreads I/O over paths on several NUMA nodes.",
+            f"""{WHAT} sends I/O over paths on several NUMA nodes whatever CPU submits it: part of it
+            crosses the interconnect though a near path exists.""",
+        ),
+        c.alert(
+            "StorageMultipathMixedLinkRates",
+            "storpath_multipath_link_rates > 1",
+            cfg.mixed_link_rates_for, "warning",
+            "A multipath map runs over paths of different link rates.",
+            """The working paths of multipath map {{ $labels.device }} negotiated {{ printf "%.0f" $value }}
+            different SAS link rates: the selector spreads I/O evenly, so the fast paths wait for the slow
+            one.""",
+        ),
+        c.alert(
+            "StorageDrivePathMissing",
+            c.expr("""
+                storpath_scsi_drive_paths
+                < ${on} storpath_scsi_drive_paths_expected
+            """, on=c.on("wwid", "model")),
+            cfg.drive_path_missing_for, "warning",
+            "A dual-ported drive is reached through fewer paths than its peers.",
+            f"""Drive {{{{ $labels.wwid }}}} ({{{{ $labels.model }}}}) is reached through {{{{ printf "%.0f"
+            $value }}}} path(s) where drives of the same model on this host have
+            {c.show("storpath_scsi_drive_paths_expected", ("wwid", "model"), fmt="%.0f")}: its other port's
+            cable, expander or HBA port is gone.""",
+        ),
+    ]
