@@ -6,6 +6,6 @@ examples:
 	$(PY) -m tests.fixtures.examples
 
 # The README's pictures (docs/images/), from an example machine and docs/performance.md's figures.
-.PHONY: images
-images:
+.PHONY: pictures
+pictures:
 	scripts/make-images

@@ -1,5 +1,5 @@
 """Makes every picture the README and docs/ show, from an example machine and the benchmark's
-figures (`scripts/make-images`, `make images`):
+figures (`scripts/make-images`, `make pictures`):
 
 - tree.svg: `storpath tree --example gen4-at-gen3` as a terminal shows it in colour (the hop
   that limits in red), written directly as SVG text;
