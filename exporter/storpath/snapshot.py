@@ -30,7 +30,8 @@ import threading
 import time
 from functools import partial
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 from storpath import log, sysfs
 from storpath.analysis.nvme import Identified, identified
@@ -52,13 +53,19 @@ from storpath.readers.zfs import read_kstat_states
 from storpath.roots import Roots
 
 if TYPE_CHECKING:  # the background tasks' results, defined by the collectors that run them
-    from storpath.collectors.probes import ProbeResults
     from storpath.collectors.raid import RaidPass
     from storpath.collectors.zfs import ZpoolPass
 
 LOG = log.get("snapshot")
 
 BLOCKED_AFTER = 5.0  # seconds one read may be outstanding before its source is called blocked (web.read_blocked_after)
+
+
+class ProbeResults(NamedTuple):
+    """The fio probes' latest results (the probes collector's background tasks)."""
+    records: Dict  # (target, profile) -> probes.state record
+    target_devices: Dict[str, Optional[str]]  # target -> the block device it resolved to
+    expected: Dict[Tuple[str, str], Optional[float]]  # (target, profile) -> expected read bytes/s
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ class Snapshot:
     sas_drive_phys: Optional[Dict[str, DrivePhysResult]] = None  # end device -> its SAS drive's PHYs
     zpool: Optional["ZpoolPass"] = None
     raid: Optional["RaidPass"] = None
-    probes: Optional["ProbeResults"] = None
+    probes: Optional[ProbeResults] = None
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read
     seconds: Mapping[str, float] = field(default_factory=dict)  # source -> how long it took
