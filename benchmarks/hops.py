@@ -18,7 +18,7 @@ threading.setprofile). A function is on the walk when it is on a thread's stack 
   six deep). A number, a string or a tuple is no parsed form by itself: equal ones are often
   one object (a table's constant), so its identity would name other devices' values too;
 - the row and its text: a call given the value's family (the `Family` object) together
-  with its series' label values (or the `Series` holding them), or a call or return
+  with its series' label values (or the `SeriesColumns` holding them), or a call or return
   holding the value's line of text (`name{labels}`, as text or bytes, up to six deep).
 Each is the stack from the event's function to the thread's first one: the functions that
 hand the value on. Package frames are those whose file lies in the package's own directory.

@@ -32,7 +32,7 @@ MUTATORS = {"append", "add", "update", "setdefault", "pop", "popitem", "clear", 
 # goes into docs/performance.md's table.
 NOT_STATE: Dict[str, str] = {
     "storpath.snapshot._Job": "one source's read in one snapshot",
-    "storpath.families.Series": "one family's rows in one scrape",
+    "storpath.families.SeriesColumns": "one family's rows in one scrape",
     "storpath.readers.pci.PciDevice": "a record: its address is set once, as it is made",
     "storpath.readers.pci.PciReader._problems": "one read's problems, handed back at its end",
     "storpath.configfile._BoundedComposer": "one YAML file's parse",

@@ -238,7 +238,7 @@ def test_a_step_bypassed_for_the_value_is_caught(machine_tree, monkeypatch, bypa
 
         def add(self, family, labels, value):
             if family is pcie.CURRENT_SPEED and labels == (ADDRESS,):
-                series = self.setdefault(family, families.Series())
+                series = self.setdefault(family, families.SeriesColumns())
                 series.labels.append(labels)
                 series.values.append(value)
                 return None

@@ -19,7 +19,7 @@ from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.block import device_physical_block_size
-from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolReader, ZpoolSnapshot,
+from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolReader, ZpoolRun,
                                   find_zfs, find_zpool, zfs_present)
 from storpath.snapshot import Source, no_problems
 
@@ -127,7 +127,7 @@ FAMILIES = (ZPOOL_UP, ZPOOL_LAST_SUCCESS, POOL_STATE, POOL_SIZE, POOL_ALLOCATED,
 class ZpoolPass(NamedTuple):
     """The background task's last zpool run."""
 
-    snapshot: Optional[ZpoolSnapshot]  # None: no ZFS here
+    snapshot: Optional[ZpoolRun]  # None: no ZFS here
     block_sizes: Dict[str, Dict[str, Optional[int]]]  # pool -> leaf -> physical block bytes
     last_success: Optional[float]  # Unix seconds
 
@@ -151,7 +151,7 @@ class ZfsCollector(Collector):
         self.reader = ZpoolReader(self.roots, zpool=zpool, timeout=float(self.config["timeout"]),
                                   zfs=find_zfs(str(self.config["zfs_path"]), zpool))
         self._lock = threading.Lock()
-        self._snapshot: Optional[ZpoolSnapshot] = None
+        self._snapshot: Optional[ZpoolRun] = None
         self._block_sizes: Dict[str, Dict[str, Optional[int]]] = {}  # pool -> leaf -> physical block bytes
         self._last_success: Optional[float] = None
         interval = float(self.config["interval"])
@@ -196,7 +196,7 @@ class ZfsCollector(Collector):
         try:
             self.task.raise_if_failed()
         except TaskFailed as exc:
-            failed = ZpoolSnapshot(pools=[], ok=False, reason=str(exc), finished_at=self.task.last_run_end or 0.0,
+            failed = ZpoolRun(pools=[], ok=False, reason=str(exc), finished_at=self.task.last_run_end or 0.0,
                                    source="none")
             with self._lock:
                 return ZpoolPass(failed, {}, self._last_success)
