@@ -191,12 +191,16 @@ class FamilyTexts:
             last = kept.get(family)
             if last is None or last[0] != series:
                 last = kept[family] = (series, sample_lines(family, series))
-            out.append(SeriesFamily(family, last[1]))
+            if last[1]:
+                # A family with no samples is left out, HELP and TYPE too, as node_exporter
+                # leaves it out: the text format and OpenMetrics ask for none, and
+                # prometheus_client's parser and `promtool check metrics` accept its absence.
+                out.append(SeriesFamily(family, last[1]))
         return out
 
 
 
-_NONE = SeriesColumns()  # a family without series; never filled
+_NONE = SeriesColumns()  # a family without series (left out of the text); never filled
 
 
 # A table family's headers in both formats, (text format, OpenMetrics), made once: the
