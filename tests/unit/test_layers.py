@@ -11,7 +11,6 @@ Every rule is shown to fail on violations planted in a copy of the package (PLAN
 end)."""
 
 import ast
-import builtins
 import os
 import re
 import shutil

@@ -63,12 +63,12 @@ NOT_STATE: Dict[str, str] = {
 }
 
 
-def _modules():
-    for folder, _, files in os.walk(PACKAGE):
+def _modules(package: str = PACKAGE):
+    for folder, _, files in os.walk(package):
         for name in sorted(files):
             if name.endswith(".py"):
                 path = os.path.join(folder, name)
-                module = "storpath." + os.path.relpath(path, PACKAGE)[:-3].replace(os.sep, ".")
+                module = "storpath." + os.path.relpath(path, package)[:-3].replace(os.sep, ".")
                 yield module[:-len(".__init__")] if module.endswith(".__init__") else module, path
 
 
@@ -111,7 +111,7 @@ def _cached(node) -> bool:
 def found(package: str = PACKAGE) -> Dict[str, str]:
     """name -> what kind of state it is, for every piece of state in the package's code."""
     out: Dict[str, str] = {}
-    for module, path in _modules() if package == PACKAGE else _modules_at(package):
+    for module, path in _modules(package):
         tree = ast.parse(open(path, encoding="utf-8").read())
         top_level = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
                      for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
@@ -140,15 +140,6 @@ def found(package: str = PACKAGE) -> Dict[str, str]:
                     if isinstance(inner, ast.Call) and ast.unparse(inner.func) in ("threading.Thread", "Thread"):
                         out[f"{module}.{node.name}"] = "starts a thread"
     return out
-
-
-def _modules_at(package):
-    for folder, _, files in os.walk(package):
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                module = "storpath." + os.path.relpath(path, package)[:-3].replace(os.sep, ".")
-                yield module[:-len(".__init__")] if module.endswith(".__init__") else module, path
 
 
 def listed(path: str = PERFORMANCE) -> List[str]:
