@@ -24,7 +24,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not integration and not lab" -x
 
 golden: setup
-	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_golden.py -k exposition
+	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_golden.py -k "exposition or fleet_scale"
 	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_tree.py -k golden
 
 docs:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from storpath import safetext
-from storpath.families import Family, Series
+from storpath.families import Family, SeriesColumns
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -124,7 +124,7 @@ def pieces(families: Iterable, openmetrics: bool = False) -> List[bytes]:
     return out
 
 
-def sample_lines(family: Family, series: Series) -> bytes:
+def sample_lines(family: Family, series: SeriesColumns) -> bytes:
     """A table family's sample lines: one per series with a value, in order (the header
     is `_headers(family)`). A label value that is no text of Unicode (a file name's
     undecodable bytes) is shown as safetext.utf8 makes it."""
@@ -159,7 +159,7 @@ def sample_lines(family: Family, series: Series) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        shown = Series()
+        shown = SeriesColumns()
         for labels, value in zip(series.labels, series.values):
             shown.add(tuple([safetext.utf8(label) for label in labels]), value)
         return sample_lines(family, shown)
@@ -176,9 +176,9 @@ class FamilyTexts:
     def __init__(self, table: Sequence[Family]):
         self.table = tuple(table)
         self._members = frozenset(self.table)
-        self._kept: Dict[Family, Tuple[Series, bytes]] = {}
+        self._kept: Dict[Family, Tuple[SeriesColumns, bytes]] = {}
 
-    def families(self, rows: Mapping[Family, Series]) -> List[SeriesFamily]:
+    def families(self, rows: Mapping[Family, SeriesColumns]) -> List[SeriesFamily]:
         unknown = [f.name for f in rows if f not in self._members]
         if unknown:
             raise KeyError(f"families not in the collector's table: {', '.join(unknown)}")
@@ -191,12 +191,16 @@ class FamilyTexts:
             last = kept.get(family)
             if last is None or last[0] != series:
                 last = kept[family] = (series, sample_lines(family, series))
-            out.append(SeriesFamily(family, last[1]))
+            if last[1]:
+                # A family with no samples is left out, HELP and TYPE too, as node_exporter
+                # leaves it out: the text format and OpenMetrics ask for none, and
+                # prometheus_client's parser and `promtool check metrics` accept its absence.
+                out.append(SeriesFamily(family, last[1]))
         return out
 
 
 
-_NONE = Series()  # a family without series; never filled
+_NONE = SeriesColumns()  # a family without series (left out of the text); never filled
 
 
 # A table family's headers in both formats, (text format, OpenMetrics), made once: the

@@ -32,7 +32,7 @@ COUNTER = "counter"
 SUMMARY = "summary"
 
 
-class Series:
+class SeriesColumns:
     """One family's series on one scrape: label values (a tuple, in the order of the
     family's `labels`) and values, side by side. A None value is left out of the text
     (the kernel did not give it)."""
@@ -48,7 +48,7 @@ class Series:
         self.values.append(value)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Series) and self.values == other.values and self.labels == other.labels
+        return isinstance(other, SeriesColumns) and self.values == other.values and self.labels == other.labels
 
     def __len__(self) -> int:
         return len(self.values)
@@ -83,6 +83,6 @@ class Rows(dict):
     def add(self, family: Family, labels: Tuple[str, ...], value: Optional[float]) -> None:
         series = self.get(family)
         if series is None:
-            series = self[family] = Series()
+            series = self[family] = SeriesColumns()
         series.labels.append(labels)
         series.values.append(value)

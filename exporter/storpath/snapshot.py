@@ -30,7 +30,8 @@ import threading
 import time
 from functools import partial
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 from storpath import log, sysfs
 from storpath.analysis.nvme import Identified, identified
@@ -57,13 +58,19 @@ from storpath.readers.zfs import read_kstat_states
 from storpath.roots import Roots
 
 if TYPE_CHECKING:  # the background tasks' results
-    from storpath.collectors.probes import ProbeResults
     from storpath.readers.raid import RaidPass
     from storpath.readers.zfs import ZpoolPass
 
 LOG = log.get("snapshot")
 
 BLOCKED_AFTER = 5.0  # seconds one read may be outstanding before its source is called blocked (web.read_blocked_after)
+
+
+class ProbeResults(NamedTuple):
+    """The fio probes' latest results (the probes collector's background tasks)."""
+    records: Dict  # (target, profile) -> probes.state record
+    target_devices: Dict[str, Optional[str]]  # target -> the block device it resolved to
+    expected: Dict[Tuple[str, str], Optional[float]]  # (target, profile) -> expected read bytes/s
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,7 @@ class Snapshot:
     zpool: Optional["ZpoolPass"] = None
     dmsetup: Optional[DmsetupStatus] = None  # which paths each dm-multipath map counts failed
     raid: Optional["RaidPass"] = None
-    probes: Optional["ProbeResults"] = None
+    probes: Optional[ProbeResults] = None
     pcie_observed: Optional[Dict[str, Observed]] = None  # GPU/accelerator address -> its link's maxima over the window
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read

@@ -97,13 +97,41 @@ def test_golden_passes_promtool_check_metrics(name, variant):
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
 
+FLEET_SCALE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "fleet-scale.md")
+SERIES_ROW = re.compile(r"^(\| ([a-z0-9-]+) \(([a-z0-9-]+)\) \| [^|]+ \| )(\d+)( \|)$", re.M)
+
+
+def served_series(name: str, variant: str) -> int:
+    """The samples a fixture machine's golden exposition serves (HELP/TYPE lines not counted)."""
+    with open(machines.load(name).golden(variant)) as handle:
+        return sum(1 for line in handle if line.strip() and not line.startswith("#"))
+
+
+def fleet_scale_table(doc: str) -> str:
+    """docs/fleet-scale.md with the series column of its series table counted from the goldens:
+    the rows (machine, variant, what it has) are written by hand, the counts never."""
+    before, rest = doc.split("<!-- series-table", 1)
+    table, after = rest.split("<!-- /series-table -->", 1)
+    table = SERIES_ROW.sub(lambda m: f"{m.group(1)}{served_series(m.group(2), m.group(3))}{m.group(5)}", table)
+    return before + "<!-- series-table" + table + "<!-- /series-table -->" + after
+
+
 def test_fleet_scale_doc_matches_goldens():
-    """docs/fleet-scale.md quotes the series count per fixture machine: keep it true."""
-    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "fleet-scale.md")).read()
+    """docs/fleet-scale.md quotes the series count per fixture machine, generated from the
+    goldens (`make golden` rewrites them with the goldens); this fails when they drift."""
+    doc = open(FLEET_SCALE, encoding="utf-8").read()
     table = doc.split("<!-- series-table", 1)[1].split("<!-- /series-table -->", 1)[0]
-    rows = re.findall(r"^\| ([a-z0-9-]+) \(([a-z0-9-]+)\) \| [^|]+ \| (\d+) \|$", table, re.M)
-    assert len(rows) >= 5
-    for name, variant, count in rows:
-        with open(machines.load(name).golden(variant)) as handle:
-            served = sum(1 for line in handle if line.strip() and not line.startswith("#"))
-        assert served == int(count), f"{name} ({variant}) serves {served} series, docs/fleet-scale.md says {count}"
+    assert len(SERIES_ROW.findall(table)) >= 5
+    counted = fleet_scale_table(doc)
+    if UPDATE and counted != doc:
+        with open(FLEET_SCALE, "w", encoding="utf-8") as handle:
+            handle.write(counted)
+        return
+    assert counted == doc, "docs/fleet-scale.md's series counts differ from the goldens: make golden"
+
+
+def test_fleet_scale_counts_are_generated():
+    """A count written by hand that differs from its golden is rewritten, not kept."""
+    doc = open(FLEET_SCALE, encoding="utf-8").read()
+    wrong = SERIES_ROW.sub(lambda m: f"{m.group(1)}1{m.group(5)}", doc, count=1)
+    assert wrong != doc and fleet_scale_table(wrong) == doc

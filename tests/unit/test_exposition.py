@@ -8,7 +8,7 @@ from storpath import exposition
 from storpath.background import Scheduler
 from storpath.config import validate
 from storpath.exporter import build_collectors, StorpathExporter
-from storpath.families import Family, Series
+from storpath.families import Family, SeriesColumns
 from storpath.roots import Roots
 from tests.fixtures import machines
 
@@ -68,7 +68,7 @@ def test_a_label_value_that_is_not_utf8_costs_only_its_own_bytes():
     """A member listed as 'sdh\\udcff' (its name's byte 0xff) made the whole family's text fail
     to encode, and with it the md collector on every scrape."""
     family = Family("storpath_t_member_info", "gauge", "Members.", labels=("device", "member"))
-    series = Series()
+    series = SeriesColumns()
     series.add(("md1", "sda"), 1)
     series.add(("md1", "sdh\udcff"), 1)
     series.add(("md1", 'q"\\\n'), 1)

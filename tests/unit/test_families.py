@@ -31,11 +31,16 @@ def test_a_family_is_rendered_again_only_when_its_rows_change():
     assert b'storpath_t_errors_total{address="0000:01:00.0",severity="fatal"} 2.0' in moved[1].piece
 
 
-def test_rows_without_a_value_are_left_out_and_families_without_rows_keep_their_header():
+def test_rows_without_a_value_are_left_out_and_families_without_samples_are_left_out_whole():
+    """As node_exporter writes them: a family with no sample (no rows, or only rows whose
+    value the kernel did not give) has no HELP or TYPE either; it comes back with its first
+    sample."""
     texts = FamilyTexts((SPEED, ERRORS))
-    speed, errors = texts.families(_rows({SPEED: [(("a",), None), (("b",), 2.5e9)]}))
+    (speed,) = texts.families(_rows({SPEED: [(("a",), None), (("b",), 2.5e9)]}))
     assert speed.piece.decode().splitlines()[2:] == ['storpath_t_speed_transfers_per_second{address="b"} 2.5e+09']
-    assert errors.piece.decode() == "# HELP storpath_t_errors_total Errors.\n# TYPE storpath_t_errors_total counter\n"
+    assert texts.families(_rows({SPEED: [(("a",), None)]})) == []
+    (errors,) = texts.families(_rows({ERRORS: [(("fatal", "x"), 1)]}))
+    assert errors.piece.decode().startswith("# HELP storpath_t_errors_total Errors.\n# TYPE storpath_t_errors_total counter\n")
 
 
 def test_a_family_outside_the_table_is_refused():

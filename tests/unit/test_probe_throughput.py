@@ -165,7 +165,7 @@ def test_md_over_partitions_counts_their_disks(tmp_path):
     parts = [add_partition(builder, disk, 1, 1000) for disk in disks[:2]]
     add_md(builder, "md5", "raid0", parts, minor=5)
     roots = Roots(sysfs=f"{root}/sys", procfs=f"{root}/proc")
-    shape = devices.read_md(roots, "md5")
+    shape = devices.md_shapes(take_once(roots, ["md"]).md)["md5"]
     assert shape == MdShape("md5", "raid0", tuple(disks[:2]))
     assert devices.whole_disk(roots, parts[0]) == disks[0]
     assert _expect(root, "md5").bytes_per_second == pytest.approx(2 * GEN4_X4)
@@ -177,7 +177,7 @@ def test_spares_carry_no_reads(tmp_path):
     disks = _nvme_disks(root)
     add_md(builder, "md0", "raid0", disks[:2], spares=disks[2:3])
     roots = Roots(sysfs=f"{root}/sys", procfs=f"{root}/proc")
-    assert devices.read_md(roots, "md0").members == tuple(disks[:2])
+    assert devices.md_shapes(take_once(roots, ["md"]).md)["md0"].members == tuple(disks[:2])
     assert _expect(root, "md0").bytes_per_second == pytest.approx(2 * GEN4_X4)
 
 
@@ -235,3 +235,29 @@ def test_a_probes_expectation_on_a_guest_is_the_scrapes(tmp_path, monkeypatch):
     assert verdict == pcie_link_bytes_per_second(16e9, 4)
     probe = samples[("storpath_probe_expected_read_bytes_per_second", (("profile", "seqread"), ("target", "/dev/nvme0n1")))]
     assert probe == verdict
+
+
+def test_a_probe_locks_the_md_members_of_the_snapshot_and_reads_no_md_itself(tmp_path, monkeypatch):
+    """The engine takes an array's members from the snapshot it was last given
+    (refresh_expectations), never from a read of its own: with md's sysfs gone after the
+    snapshot, a probe of md0 still locks md0 and its members."""
+    import shutil
+
+    from storpath.probes.config import check
+    from storpath.probes.engine import ProbeEngine
+
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path))
+    root = str(tmp_path / "m")
+    builder = machines.load("am4-x570-firecuda").build(root, "healthy")
+    disks = _nvme_disks(root)
+    add_md(builder, "md0", "raid0", disks[:2], minor=0)
+    roots = Roots(sysfs=f"{root}/sys", procfs=f"{root}/proc")
+    snapshot = take_once(roots, ["pci", "pcie_expected", "blocks", "md"])
+    cfg = check({"jitter": 0, "state_file": str(tmp_path / "probes.json"), "targets": [{"device": "/dev/md0"}]})
+    engine = ProbeEngine(cfg, roots)
+    resolved = devices.Resolved(fio_path="/dev/md0", device="md0", disk="md0")
+    assert engine._lock_keys(cfg.targets[0], resolved) == ["md0"]  # no snapshot given yet: the array alone
+    engine.refresh_expectations(snapshot.pci, pcie.analyse(snapshot.pci, expected=snapshot.pcie_expected),
+                                snapshot.blocks, snapshot.md)
+    shutil.rmtree(f"{root}/sys/devices/virtual/block/md0/md")
+    assert engine._lock_keys(cfg.targets[0], resolved) == sorted(["md0"] + disks[:2])

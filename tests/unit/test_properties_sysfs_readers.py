@@ -162,7 +162,7 @@ def test_sas_address_round_trips(value):
 def test_sas_counters_and_rates_are_possible(text):
     counter = sas.parse_counter(text)
     assert counter is None or 0 <= counter <= 0xFFFFFFFF
-    rate, state, problem = sas.parse_link_rate(text)
+    rate, state, problem = sas.parse_phy_link_rate(text)
     assert rate is None or 0 < rate < 1e12
     assert sas.parse_enable(text) in (None, True, False)
 

@@ -1,20 +1,21 @@
 """CONTRIBUTING.md's walkthrough ("One value from its sysfs file to the HTTP body") stays
-true: every `module.name` it cites resolves in the package, and a scrape of a fixture
-machine, traced, calls the functions of its numbered steps in the walkthrough's order."""
+true: every `module.name` it cites resolves in the package, and `storpath serve` on a fixture
+machine, traced on every thread while it answers one GET /metrics, hands one value (a PCIe
+device's current_link_speed) through the functions of its numbered steps in the
+walkthrough's order: each step's call holds the value, or a form of it, in its arguments or
+what it returns. A step bypassed for that value alone fails the check."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import re
-import sys
 import threading
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import pytest
 
-from benchmarks.hops import profiled_scrape
-from storpath.roots import Roots
+from benchmarks import hops
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 CONTRIBUTING = os.path.join(ROOT, "CONTRIBUTING.md")
@@ -69,29 +70,96 @@ def unresolved(text: str) -> List[str]:
     return [name for name in cited(text) if resolve(name) is None]
 
 
+# The value the walkthrough follows: step 11's line names the device and the value.
+ADDRESS = "0000:02:00.0"
+FILE = f"/{ADDRESS}/current_link_speed"
+FAMILY = "storpath_pcie_current_link_speed_transfers_per_second"
+SERIES = f'{FAMILY}{{address="{ADDRESS}"}}'
+
+
 def _qualified(frame) -> Optional[str]:
+    """`module.Qualname` of a storpath frame, found by the package's own directory (a
+    checkout in a folder named `storpath` is no different)."""
     path = frame.f_code.co_filename
-    if "/storpath/" not in path:
+    if not path.startswith(hops.PACKAGE_DIR):
         return None
-    module = path.split("/storpath/", 1)[1][:-3].replace("/", ".")
+    module = path[len(hops.PACKAGE_DIR):-3].replace(os.sep, ".")
+    module = module[:-len(".__init__")] if module.endswith(".__init__") else module
     return f"{module}.{frame.f_code.co_qualname}"
 
 
-def traced_scrape(root: str) -> List[str]:
-    """Every storpath function a scrape and its answer call, in call order, on all threads."""
-    roots = Roots(sysfs=os.path.join(root, "sys"), procfs=os.path.join(root, "proc"))
-    calls: List[str] = []
-    lock = threading.Lock()
+class Trace:
+    """Every storpath call of a served scrape, on every thread, in call order, each marked
+    when it held the value: in its arguments or what it returned, as the file's path, the
+    text read from it and what parsing made of it (followed by identity from call to call),
+    the PciDevice of ADDRESS, the snapshot and rows holding it, or its line of text."""
+
+    def __init__(self):
+        self.calls: List[List] = []  # [name, holds the value, was handed the file's path]
+        self.forms: List[object] = []  # what calls holding the value returned: its derived forms
+        self._open: Dict[int, int] = {}  # frame id -> index in calls
+        self._lock = threading.Lock()
+
+    def _is_form(self, item) -> bool:
+        if isinstance(item, str) and (item.endswith(FILE) or SERIES in item):
+            return True
+        if isinstance(item, (bytes, bytearray)) and SERIES.encode() in item:
+            return True
+        if type(item).__name__ == "PciDevice" and getattr(item, "address", None) == ADDRESS:
+            return True
+        return any(item is form for form in self.forms)
+
+    @staticmethod
+    def _row(args) -> bool:
+        """The value's family and its label values, as Rows.add is handed them."""
+        return any(getattr(a, "name", None) == FAMILY for a in args) and (ADDRESS,) in args
+
+    def holds(self, obj) -> bool:
+        return hops.holds(obj, self._is_form, "pci", depth=6)
+
+    def profile(self, frame, event, arg):
+        if event not in ("call", "return"):
+            return
+        name = _qualified(frame)
+        if name is None:
+            return
+        code = frame.f_code
+        if event == "call":
+            args = [frame.f_locals.get(n) for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+                    if n not in ("self", "cls")]
+            held = any(self.holds(a) for a in args) or self._row(args)
+            with self._lock:
+                self._open[id(frame)] = len(self.calls)
+                self.calls.append([name, held, any(isinstance(a, str) and a.endswith(FILE) for a in args)])
+        else:
+            with self._lock:
+                index = self._open.pop(id(frame), None)
+            if index is None:
+                return
+            if self.holds(arg) or self.calls[index][1]:
+                self.calls[index][1] = True
+                # A number or a string is no form by itself: equal ones are often one object (a
+                # table's constant), whose identity would name other devices' values too. The
+                # text a call handed the file's path returns is this file's.
+                text = (str, bytes) if not self.calls[index][2] else ()
+                forms = [arg] + list(arg) if isinstance(arg, tuple) else [arg]
+                with self._lock:
+                    self.forms.extend(f for f in forms if not hops._small(f) and not isinstance(f, (int, float) + text))
+
+
+def traced_serve(root: str) -> Trace:
+    """Every storpath function `storpath serve` calls, on all threads, for one GET /metrics
+    of the machine at `root` (benchmarks.hops.serve_and_fetch: the server, its scraper,
+    the snapshot's reading thread and the background tasks)."""
+    trace = Trace()
+    watching = [False]
 
     def profile(frame, event, arg):
-        if event == "call":
-            name = _qualified(frame)
-            if name is not None:
-                with lock:
-                    calls.append(name)
+        if watching[0]:
+            trace.profile(frame, event, arg)
 
-    profiled_scrape(roots, profile)
-    return calls
+    trace.body = hops.serve_and_fetch(root, profile, watching)
+    return trace
 
 
 def out_of_order(expected: List[str], calls: List[str]) -> Optional[str]:
@@ -106,17 +174,81 @@ def out_of_order(expected: List[str], calls: List[str]) -> Optional[str]:
     return None
 
 
+def not_followed(expected: List[str], trace: Trace) -> Optional[str]:
+    """None when each step, in the walkthrough's order, has a call that held the value (the
+    value or a form of it in its arguments or return); else the first step without one."""
+    return out_of_order(expected, [name for name, held, _ in trace.calls if held])
+
+
 def test_every_name_the_walkthrough_cites_resolves():
     text = section()
     assert len(cited(text)) >= 20
     assert unresolved(text) == []
 
 
-def test_a_traced_scrape_calls_the_walkthroughs_functions_in_its_order(machine_tree):
+def test_a_served_scrape_carries_the_value_through_every_step_in_order(machine_tree):
     expected = steps(section())
     assert len(expected) >= 10
-    calls = traced_scrape(machine_tree("am4-x570-firecuda", "healthy"))
-    assert out_of_order(expected, calls) is None, (expected, sorted(set(calls)))
+    trace = traced_serve(machine_tree("am4-x570-firecuda", "healthy"))
+    assert SERIES.encode() in trace.body
+    assert SERIES in section(), "the walkthrough's line is not the one followed here"
+    assert not_followed(expected, trace) is None, (expected, sorted({n for n, held, _ in trace.calls if held}))
+
+
+@pytest.mark.parametrize("bypass", ["read", "parse", "row"])
+def test_a_step_bypassed_for_the_value_is_caught(machine_tree, monkeypatch, bypass):
+    """The same scrape with one step bypassed for ADDRESS alone (the others still go through
+    it): the step no longer holds the value, and the check names it."""
+    from storpath import families
+    from storpath.collectors import pcie
+    from storpath.readers import pci
+
+    if bypass == "read":  # the file read without storpath.sysfs
+        real = pci.read_attr_why
+
+        def read(path, *args, **kwargs):
+            if path.endswith(FILE):
+                with open(path, encoding="utf-8") as handle:
+                    return handle.read().strip(), None
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(pci, "read_attr_why", read)
+        step = "sysfs.read_attr_why"
+    elif bypass == "parse":  # the speed taken without parse_pcie_speed
+        real_parse = pci.parse_pcie_speed
+        real_read = pci.read_attr_why
+        mine = []
+
+        def read(path, *args, **kwargs):
+            found = real_read(path, *args, **kwargs)
+            if path.endswith(FILE):
+                mine.append(found[0])
+            return found
+
+        def parse(text):
+            if mine and text is mine[-1]:
+                return float(text.split()[0]) * 1e9, None
+            return real_parse(text)
+
+        monkeypatch.setattr(pci, "read_attr_why", read)
+        monkeypatch.setattr(pci, "parse_pcie_speed", parse)
+        step = "parse.parse_pcie_speed"
+    else:  # the row put into its family's series without Rows.add
+        real_add = families.Rows.add
+
+        def add(self, family, labels, value):
+            if family is pcie.CURRENT_SPEED and labels == (ADDRESS,):
+                series = self.setdefault(family, families.SeriesColumns())
+                series.labels.append(labels)
+                series.values.append(value)
+                return None
+            return real_add(self, family, labels, value)
+
+        monkeypatch.setattr(families.Rows, "add", add)
+        step = "families.Rows.add"
+    trace = traced_serve(machine_tree("am4-x570-firecuda", "healthy"))
+    assert SERIES.encode() in trace.body  # the answer is the same
+    assert not_followed(steps(section()), trace) == step
 
 
 @pytest.mark.parametrize("plant", ["renamed", "swapped"])
@@ -131,5 +263,5 @@ def test_a_walkthrough_that_lies_is_caught(tmp_path, machine_tree, plant):
             .replace("**`exposition.pieces`**", "**`http.scrape.Flight.chunks`**", 1) \
             .replace("**`@@`**", "**`exposition.pieces`**", 1)
         (tmp_path / "CONTRIBUTING.md").write_text(copy)
-        calls = traced_scrape(machine_tree("am4-x570-firecuda", "healthy"))
-        assert out_of_order(steps(section(str(tmp_path / "CONTRIBUTING.md"))), calls) is not None
+        trace = traced_serve(machine_tree("am4-x570-firecuda", "healthy"))
+        assert not_followed(steps(section(str(tmp_path / "CONTRIBUTING.md"))), trace) is not None

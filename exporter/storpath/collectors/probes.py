@@ -16,7 +16,7 @@ from storpath.collectors import Collector, register
 from storpath.families import COUNTER, GAUGE, SUMMARY, Family, Rows
 from storpath.probes import config as probes_config
 from storpath.probes.config import FAILURE_REASONS, SKIP_REASONS
-from storpath.snapshot import Source, no_problems
+from storpath.snapshot import ProbeResults, Source, no_problems
 
 
 
@@ -84,12 +84,6 @@ TARGET_INFO = Family(
 
 FAMILIES = (READ_BYTES, READ_IOPS, READ_LATENCY, EXPECTED_READ_BYTES, LAST_RUN, LAST_SUCCESS, DURATION, RUNS, FAILURES,
             SKIPPED, TARGET_INFO)
-
-
-class ProbeResults(NamedTuple):
-    records: Dict  # (target, profile) -> probes.state record
-    target_devices: Dict[str, Optional[str]]  # target -> the block device it resolved to
-    expected: Dict[Tuple[str, str], Optional[float]]  # (target, profile) -> expected read bytes/s
 
 
 @register("probes", default=True)

@@ -20,7 +20,7 @@ from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.block import device_physical_block_size
 from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolPass, ZpoolReader,
-                                  ZpoolSnapshot,
+                                  ZpoolRun,
                                   find_zfs, find_zpool, zfs_present)
 from storpath.snapshot import Source, no_problems
 
@@ -144,7 +144,7 @@ class ZfsCollector(Collector):
         self.reader = ZpoolReader(self.roots, zpool=zpool, timeout=float(self.config["timeout"]),
                                   zfs=find_zfs(str(self.config["zfs_path"]), zpool))
         self._lock = threading.Lock()
-        self._snapshot: Optional[ZpoolSnapshot] = None
+        self._snapshot: Optional[ZpoolRun] = None
         self._block_sizes: Dict[str, Dict[str, Optional[int]]] = {}  # pool -> leaf -> physical block bytes
         self._last_success: Optional[float] = None
         interval = float(self.config["interval"])
@@ -189,7 +189,7 @@ class ZfsCollector(Collector):
         try:
             self.task.raise_if_failed()
         except TaskFailed as exc:
-            failed = ZpoolSnapshot(pools=[], ok=False, reason=str(exc), finished_at=self.task.last_run_end or 0.0,
+            failed = ZpoolRun(pools=[], ok=False, reason=str(exc), finished_at=self.task.last_run_end or 0.0,
                                    source="none")
             with self._lock:
                 return ZpoolPass(failed, {}, self._last_success)

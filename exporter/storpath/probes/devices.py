@@ -6,7 +6,8 @@ Sources:
   (Documentation/ABI/testing/sysfs-dev); a device node's st_rdev, and a file's st_dev
   (its filesystem's device), give that number. A partition's directory lies inside
   its disk's, and has a `partition` attribute.
-- md arrays through storpath.readers.md (/sys/block/mdX/md/level and dev-*/).
+- md arrays from the snapshot (its `md` part, storpath.readers.md's records): an array's
+  level and the members a probe of it locks; never read here.
 - /proc/diskstats (Documentation/admin-guide/iostats.rst): after major, minor and name,
   field 10 is "time spent doing I/Os" in ms (io_ticks), which grows at 1000 per
   second while at least one request is in flight.
@@ -25,7 +26,6 @@ from storpath import atomicfile, log
 from storpath.analysis.throughput import MdShape
 from storpath.parse import parse_int
 from storpath.probes.targets import pseudo_filesystem_problem
-from storpath.readers import md as md_reader
 from storpath.roots import Roots
 from storpath.sysfs import WHOLE_FILE, read_attr
 
@@ -112,11 +112,6 @@ def md_shape(array) -> Optional[MdShape]:
         return None
     members = tuple(m.disk for m in array.members if m.slot is not None and "faulty" not in m.state)
     return MdShape(name=array.name, level=array.level, members=members)
-
-
-def read_md(roots: Roots, name: str) -> Optional[MdShape]:
-    """The shape of md array `name` now (the devices a probe locks), None when it is none."""
-    return md_shape(md_reader.read_md_array(roots, name))
 
 
 def md_shapes(arrays) -> Dict[str, MdShape]:

@@ -142,6 +142,7 @@ class ProbeEngine:
         self._lock = threading.Lock()
         self._take_future_as_now()
         self.expectations: Dict[str, PathExpectation] = {}  # target name -> what its path allows
+        self.md_arrays: Dict[str, devices.MdShape] = {}  # the last snapshot's md arrays: the members a probe locks
         self.target_devices: Dict[str, Optional[str]] = {}  # target name -> its disk or array, once looked up
         self._running: Dict[int, subprocess.Popen] = {}
         self._closed = False
@@ -208,6 +209,7 @@ class ProbeEngine:
         with self._lock:
             self.expectations = found
             self.target_devices = names
+            self.md_arrays = md
 
     def expected(self, target: Target, profile: str) -> Tuple[Optional[float], Optional[str]]:
         """(bytes per second, source): the configured value, else what the path allows."""
@@ -283,7 +285,8 @@ class ProbeEngine:
         keys = {resolved.device}
         if resolved.disk:
             keys.add(resolved.disk)
-            md = devices.read_md(self.roots, resolved.disk)
+            with self._lock:
+                md = self.md_arrays.get(resolved.disk)
             if md is not None:
                 keys.update(md.members)
         return sorted(keys)

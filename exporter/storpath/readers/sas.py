@@ -122,7 +122,7 @@ class SasPhy:
         return self.negotiated_rate is not None
 
 
-def parse_link_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str], Optional[str]]:
+def parse_phy_link_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str], Optional[str]]:
     """(rate in bits/s, state, problem) of one link rate attribute.
 
     '6.0 Gbit' -> (6e9, None, None); 'Link Rate failed' -> (None, 'Link Rate failed', None);
@@ -249,11 +249,7 @@ class SasReader:
         rates = {}
         negotiated_state = None
         for attr in RATE_ATTRIBUTES:
-            # Read here rather than through _attr: one hop less on a rate's way (CONTRIBUTING.md).
-            text, why = read_attr_why(os.path.join(attrs, attr))
-            if why is not None:
-                problems.append(_problem(name, attr, why, WARNING))
-            rate, state, problem = parse_link_rate(text)
+            rate, state, problem = parse_phy_link_rate(read(attr))
             if problem:
                 problems.append(_problem(name, attr, problem))
             rates[attr] = rate

@@ -153,7 +153,7 @@ def run_zpool(zpool: str, args: List[str], timeout: float) -> CommandResult:
 
 
 @dataclass
-class ZpoolSnapshot:
+class ZpoolRun:
     """One run of the zpool commands (or one read of their captured outputs)."""
 
     pools: List[ZfsPool]
@@ -169,7 +169,7 @@ class ZpoolSnapshot:
 class ZpoolPass(NamedTuple):
     """The zfs collector's background task's last zpool run, as the snapshot carries it."""
 
-    snapshot: Optional[ZpoolSnapshot]  # None: no ZFS here
+    snapshot: Optional[ZpoolRun]  # None: no ZFS here
     block_sizes: Dict[str, Dict[str, Optional[int]]]  # pool -> leaf -> physical block bytes
     last_success: Optional[float]  # Unix seconds
 
@@ -200,20 +200,20 @@ class ZpoolReader:
             self._stuck.append(result.stuck)
         return result
 
-    def read(self) -> ZpoolSnapshot:
+    def read(self) -> ZpoolRun:
         if self.roots.captured:
             return self._read_captured()
         if not self.roots.devices:
             # --path.sysfs replays another machine (storpath.roots): this host's pools are not
             # its pools. Its kstat still gives their states; zpool's details need --path.captured.
-            return ZpoolSnapshot(pools=[], ok=True, reason=None, finished_at=time.time(), source="none",
+            return ZpoolRun(pools=[], ok=True, reason=None, finished_at=time.time(), source="none",
                                  problems=(REPLAY_WITHOUT_CAPTURE,))
         self._stuck = [p for p in self._stuck if p.poll() is None]
         if self._stuck:
             # A zpool hung in the kernel (a pool stuck in I/O) would hang every new one
             # too: start no more until it is gone.
             pids = ",".join(str(p.pid) for p in self._stuck)
-            return ZpoolSnapshot(pools=[], ok=False, reason=f"an earlier zpool (pid {pids}) is still hung",
+            return ZpoolRun(pools=[], ok=False, reason=f"an earlier zpool (pid {pids}) is still hung",
                                  finished_at=time.time(), source="none")
         status = None
         source = "json"
@@ -230,12 +230,12 @@ class ZpoolReader:
             source = "text"
         assert status is not None
         if not status.ok:
-            return ZpoolSnapshot(pools=[], ok=False, reason=status.reason, finished_at=time.time(), source=source,
+            return ZpoolRun(pools=[], ok=False, reason=status.reason, finished_at=time.time(), source=source,
                                  problems=tuple(problems))
         try:
             pools = parse_status_json(status.stdout) if source == "json" else parse_status_text(status.stdout)
         except ZpoolOutputError as exc:
-            return ZpoolSnapshot(pools=[], ok=False, reason=str(exc), finished_at=time.time(), source=source,
+            return ZpoolRun(pools=[], ok=False, reason=str(exc), finished_at=time.time(), source=source,
                                  problems=tuple(problems))
         listing = self._run(LIST_ARGS)
         reason = None
@@ -249,7 +249,7 @@ class ZpoolReader:
         creation = self._add_creation(pools)
         if creation is not None:
             problems.append(creation)
-        return ZpoolSnapshot(pools=pools, ok=reason is None, reason=reason, finished_at=time.time(), source=source,
+        return ZpoolRun(pools=pools, ok=reason is None, reason=reason, finished_at=time.time(), source=source,
                              problems=tuple(problems))
 
     def _add_creation(self, pools: List[ZfsPool]) -> Optional[Problem]:
@@ -271,12 +271,12 @@ class ZpoolReader:
         apply_creation(pools, self._created)
         return Problem("pool creation time unknown", (("reason", reason),), WARNING) if reason else None
 
-    def _read_captured(self) -> ZpoolSnapshot:
+    def _read_captured(self) -> ZpoolRun:
         paths = {key: self.roots.captured_path(*parts) for key, parts in CAPTURED_FILES.items()}
         json_text = read_attr(paths["status_json"], WHOLE_FILE)
         text = read_attr(paths["status_text"], WHOLE_FILE) if json_text is None else None
         if json_text is None and text is None:
-            return ZpoolSnapshot(pools=[], ok=True, reason="no captured zpool output", finished_at=time.time(),
+            return ZpoolRun(pools=[], ok=True, reason="no captured zpool output", finished_at=time.time(),
                                  source="none")
         try:
             if json_text is not None:
@@ -290,9 +290,9 @@ class ZpoolReader:
             if creation is not None:
                 apply_creation(pools, parse_creation(creation))
         except ZpoolOutputError as exc:
-            return ZpoolSnapshot(pools=[], ok=False, reason=f"captured zpool output: {exc}", finished_at=time.time(),
+            return ZpoolRun(pools=[], ok=False, reason=f"captured zpool output: {exc}", finished_at=time.time(),
                                  source="captured")
-        return ZpoolSnapshot(pools=pools, ok=True, reason=None, finished_at=time.time(), source=source)
+        return ZpoolRun(pools=pools, ok=True, reason=None, finished_at=time.time(), source=source)
 
 
 def capture_commands(roots: Roots, folder: str) -> List[str]:
@@ -334,6 +334,6 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
     return notes
 
 
-__all__ = ["ZfsPool", "Vdev", "ScanStatus", "ZpoolReader", "ZpoolSnapshot", "ZpoolOutputError", "read_kstat_states",
+__all__ = ["ZfsPool", "Vdev", "ScanStatus", "ZpoolReader", "ZpoolRun", "ZpoolOutputError", "read_kstat_states",
            "zfs_present", "parse_status_json", "parse_status_text", "parse_list",
            "parse_scan_line", "parse_ctime", "parse_creation", "find_zpool", "find_zfs", "run_zpool"]
