@@ -555,6 +555,74 @@ def test_the_layer_list_is_read_as_written():
     assert "storpath.safetext" in LAYERS[0][1] and "storpath.manpage" in LAYERS[-1][1]
 
 
+# (file in a copy of the package, text appended to it, the check that must then fail). Each
+# is a way the rules were once fooled or could be.
+PLANTED = [
+    # layers, however the import is written
+    ("readers/md.py", "\nfrom storpath.exporter import StorpathExporter\n", upward),
+    ("readers/md.py", "\nfrom ..exporter import StorpathExporter\n", upward),
+    ("readers/md.py", "\nfrom .. import exporter\n", upward),
+    ("readers/__init__.py", "\nfrom ..collectors import pcie\n", upward),
+    ("readers/md.py", "\ndef f():\n    from ..findings import md\n", upward),
+    ("readers/md.py", "\nimport importlib\n\ndef f():\n    importlib.import_module('storpath.findings.md')\n", upward),
+    ("readers/md.py", "\nfrom importlib import import_module\n\ndef f():\n    import_module('..http.server', "
+                      "'storpath.readers')\n", upward),
+    ("readers/md.py", "\ndef f(name):\n    return __import__('storpath.http.server')\n", upward),
+    ("readers/md.py", "\nimport importlib\n\ndef f(name):\n    return importlib.import_module(name)\n", upward),
+    ("readers/md.py", "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from storpath.collectors.md import MdCollector\n", upward),
+    ("analysis/md.py", "\nfrom storpath.snapshot import Snapshot\n", upward),
+    ("commands/serve.py", "\nfrom storpath.cli import main\n", cycles),  # cli loads commands by importlib
+    ("parse.py", "\nfrom .readers import pci\n", upward),
+    ("log.py", "\nfrom . import units\n", cycles),  # units imports log
+    ("config.py", "\ndef f():\n    import yaml\n", inner_imports),
+    ("config.py", "\ndef f():\n    from . import units\n", inner_imports),
+    ("newthing.py", "X = 1\n", no_layer),
+    # readers never log
+    ("readers/md.py", "\nimport logging\n", reader_logging),
+    ("readers/md.py", "\nimport logging.handlers\n", reader_logging),
+    ("readers/md.py", "\nfrom logging import getLogger\n", reader_logging),
+    ("readers/pci.py", "\nfrom storpath import log\n", reader_logging),
+    ("readers/pci.py", "\nfrom .. import log\n", reader_logging),
+    ("readers/pci.py", "\nfrom ..log import get\n", reader_logging),
+    ("readers/pci.py", "\nimport warnings\n", reader_logging),
+    ("readers/pci.py", "\ndef f(x):\n    print(x)\n", reader_logging),
+    ("readers/pci.py", "\nimport sys\n\ndef f(x):\n    sys.stderr.write(x)\n", reader_logging),
+    ("readers/pci.py", "\ndef f():\n    import importlib\n    importlib.import_module('logging')\n", reader_logging),
+    # analysis does no I/O: by what it can reach
+    ("analysis/md.py", "\ndef f(path):\n    return open(path).read()\n", analysis_io),
+    ("analysis/md.py", "\nimport builtins\n\ndef f(path):\n    return builtins.open(path).read()\n", analysis_io),
+    ("analysis/md.py", "\ndef f(x):\n    print(x)\n", analysis_io),
+    ("analysis/topology.py", "\nfrom storpath.readers.pci import PciReader\n", analysis_io),
+    ("analysis/topology.py", "\nfrom ..readers.pci import PciReader\n", analysis_io),
+    ("analysis/zfs.py", "\nimport os\n", analysis_io),
+    ("analysis/zfs.py", "\nfrom os import listdir\n", analysis_io),
+    ("analysis/zfs.py", "\nimport pathlib\n\ndef f(p):\n    return pathlib.Path(p).read_text()\n", analysis_io),
+    ("analysis/zfs.py", "\ndef f():\n    import subprocess\n    return subprocess.run(['zpool'])\n", analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath import roots\n\ndef f(p):\n    return roots.os.listdir(p)\n",
+     analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath import roots as r\n\ndef _listing(p):\n    return r.os.listdir(p)\n",
+     analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath.readers.block import device_physical_block_size\n\n"
+                        "def f(roots, d):\n    return device_physical_block_size(roots, d)\n", analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath.readers import block\n\n"
+                        "def f(roots, d):\n    return block.device_physical_block_size(roots, d)\n", analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath.sysfs import read_attr\n", analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath import sysfs\n\ndef f(p):\n    return sysfs.read_attr(p)\n", analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath.roots import os\n", analysis_io),
+    ("analysis/zfs.py", "\nimport importlib\n\ndef f():\n    return importlib.import_module('os')\n", analysis_io),
+    ("analysis/zfs.py", "\ndef f():\n    return __import__('os')\n", analysis_io),
+    ("analysis/zfs.py", "\nimport sys\n\ndef f(x):\n    sys.stdout.write(x)\n", analysis_io),
+    # collectors never open files
+    ("collectors/md.py", "\ndef f(p):\n    return open(p).read()\n", collectors_files),
+    ("collectors/md.py", "\nimport os\n", collectors_files),
+    ("collectors/md.py", "\nfrom storpath.sysfs import read_attr\n", collectors_files),
+    ("collectors/md.py", "\nfrom ..sysfs import read_attr\n", collectors_files),
+    ("collectors/md.py", "\nfrom storpath import roots\n\ndef f(p):\n    return roots.os.listdir(p)\n",
+     collectors_files),
+    ("collectors/md.py", "\ndef f(p):\n    from pathlib import Path\n    return Path(p).read_text()\n",
+     collectors_files),
+]
 def _plant(package, path, text):
     full = os.path.join(package, path)
     os.makedirs(os.path.dirname(full), exist_ok=True)

@@ -11,8 +11,6 @@ counts as failed.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import threading
 from typing import Dict, Optional
 
@@ -23,7 +21,7 @@ from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
-from storpath.readers.dm_multipath import DmsetupStatus, read_dmsetup_status
+from storpath.readers.dm_multipath import DmsetupStatus, find_dmsetup, multipath_here, read_dmsetup_status
 from storpath.snapshot import Source, no_problems
 
 DMSETUP_UP = Family(
@@ -127,10 +125,7 @@ class MultipathCollector(Collector):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.dmsetup = str(self.config["dmsetup_path"])
-        for folder in ("/usr/sbin", "/sbin"):
-            if shutil.which(self.dmsetup) is None and os.path.exists(os.path.join(folder, self.dmsetup)):
-                self.dmsetup = os.path.join(folder, self.dmsetup)
+        self.dmsetup = find_dmsetup(str(self.config["dmsetup_path"]))
         self._lock = threading.Lock()
         self._status: Optional[DmsetupStatus] = None
         interval = float(self.config["interval"])
@@ -138,7 +133,7 @@ class MultipathCollector(Collector):
 
     def refresh(self) -> None:
         """The background task: one dmsetup status run (or one read of its capture)."""
-        if not self.roots.captured and not os.path.isdir(self.roots.sys("module", "dm_multipath")):
+        if not multipath_here(self.roots):
             status = None  # no dm-multipath here: dmsetup is not run
         else:
             status = read_dmsetup_status(self.roots, self.dmsetup, float(self.config["timeout"]))

@@ -38,6 +38,7 @@ NVMe, live) counts as failed, as node_exporter's dmmultipath collector counts it
 from __future__ import annotations
 
 import os
+import shutil
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -227,6 +228,17 @@ class MultipathReader:
         if why is not None:
             problems.append(Problem("multipath path state unreadable", (("device", slave), ("err", why))))
         return MapPath(device=slave, devno=devno if devno and _DEVNO.match(devno) else None, state=state or None)
+
+
+def find_dmsetup(configured: str) -> str:
+    """The configured dmsetup as found in PATH, else in /usr/sbin or /sbin (a service's PATH
+    may lack the sbin folders), else as configured (its run then says it is missing)."""
+    return shutil.which(configured) or shutil.which(configured, path="/usr/sbin:/sbin") or configured
+
+
+def multipath_here(roots: Roots) -> bool:
+    """Whether dmsetup has anything to say: dm_multipath loaded here, or a replay (its capture)."""
+    return bool(roots.captured) or os.path.isdir(roots.sys("module", "dm_multipath"))
 
 
 def read_dmsetup_status(roots: Roots, dmsetup: str, timeout: float) -> DmsetupStatus:
