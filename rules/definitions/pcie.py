@@ -4,7 +4,9 @@ link not trained, AER errors, flapping; and the fleet views the dashboards use.
 Each link is judged once, on its device end (an endpoint or a switch's upstream port): its
 `address` is the device the operator cares about, and `upstream` (from storpath_pcie_device_info)
 is the port above it. The port end reports the same link and is left out, except for "link not
-trained", which is judged on the port. Only device ends of the watched PCI classes count
+trained", which is judged on the port: one series per port (counted over the watched functions
+below it, `count by (upstream)`), since the functions of a multi-function device (a dual-port
+NIC, a controller with several functions) share one port and one link. Only device ends of the watched PCI classes count
 (config pcie.watched_classes): other devices may retrain lower when idle to save power.
 
 In a virtual machine (storpath_pcie_link_verifiable, storpath.analysis.virtual): a device behind
@@ -128,10 +130,12 @@ def rules(c):
                 unless ${on} ${nothing_verifiable}
                 and ${on}
                 label_replace(
-                  ${watched},
+                  count ${by_port} (
+                    ${watched}
+                  ),
                   "address", "$1", "upstream", "(.+)"
                 )
-            """, **v),
+            """, by_port=c.by("upstream"), **v),
             cfg.link_down_for, "critical",
             "A PCIe port has a device below it but its link is not trained.",
             f"""The link from port {{{{ $labels.address }}}} to
