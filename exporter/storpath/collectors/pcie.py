@@ -52,12 +52,12 @@ BOTTLENECK = Family(
 VERIFIABLE = Family(
     "storpath_pcie_link_verifiable", GAUGE,
     "1 when the link's verdict rests on the registers of both its ends (bare metal); 0 when it cannot: `basis` "
-    "device_only (the port is emulated, or claims less than the device runs at: judged against the device's own "
+    "device_only (the port is emulated, or claims fewer lanes than the device runs at: judged against the device's own "
     "capability), none (nothing to judge: an emulated device or port, an empty slot, no port above the device); "
     "`reason` says why.", ("address", "basis", "reason"),
     doc="1 when the link's verdict rests on the registers of both its ends (`basis=\"both_ends\"`: bare metal); 0 "
         "when it cannot. `basis=\"device_only\"`: the port above is emulated (`reason=\"emulated_port\"`: a virtual "
-        "machine's ports report whatever their hypervisor chose) or claims a maximum below what the device runs at "
+        "machine's ports report whatever their hypervisor chose) or claims fewer lanes than the device runs at "
         "(`reason=\"ends_disagree\"`, which no real link does): the expected link is then the device's own "
         "capability, so a real downgrade its own registers show still counts, but a placement verdict is not "
         "possible. `basis=\"none\"`: nothing to judge (`emulated_device`: QEMU, virtio, VMware, Hyper-V... "
