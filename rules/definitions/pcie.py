@@ -23,6 +23,8 @@ MAX_WIDTH = "storpath_pcie_max_link_width"
 EXP_WIDTH = "storpath_pcie_expected_link_width"
 CUR_BW = "storpath_pcie_current_link_bandwidth_bytes_per_second"
 EXP_BW = "storpath_pcie_expected_link_bandwidth_bytes_per_second"
+# What the device can use of its link: a NIC's ports' line rates, the links below a switch.
+DEMAND = "storpath_pcie_link_demand_bytes_per_second"
 INFO = "storpath_pcie_device_info"
 AER = "storpath_pcie_aer_errors_total"
 # 0 where a link's numbers are not all hardware (a virtual machine's emulated ports and devices).
@@ -52,6 +54,12 @@ def rules(c):
         )
         unless ${on} ${verifiable} == 0
     """, **v)
+    # `and` keeps the demand's own labels (`source`); a one-to-one comparison `on(...)` would not.
+    bottleneck = c.expr("""
+        ${demand}
+        and ${on} (${demand} > ${on} ${exp_bw})
+        unless ${on} ${verifiable} == 0
+    """, demand=DEMAND, exp_bw=EXP_BW, **v)
     v.update(speed_low=speed_low, width_low=width_low, limited=limited)
 
     def on_watched(expr):
@@ -120,7 +128,20 @@ def rules(c):
             "A PCIe device could run faster or wider than the port it is plugged into allows.",
             f"""{where} supports {c.gts(MAX_SPEED, 'address')} {c.lanes(MAX_WIDTH, 'address')} but its
             port only allows {c.gts(EXP_SPEED, 'address')} {c.lanes(EXP_WIDTH, 'address')}, so it is
-            limited to {c.gbytes(EXP_BW, 'address')} per direction. Move it to a port that matches it.""",
+            limited to {c.gbytes(EXP_BW, 'address')} per direction. A placement to review (often how the
+            board is built); PcieSlotBelowDeviceDemand warns where the device can use more than that.""",
+        ),
+        c.alert(
+            "PcieSlotBelowDeviceDemand",
+            on_watched(bottleneck),
+            cfg.slot_bottleneck_for, "warning",
+            "A PCIe slot carries less than the device in it can use.",
+            f"""{where} can use {c.gbytes(DEMAND, 'address')} per direction ({{{{ if eq $labels.source
+            "network_ports" }}}}its network ports' line rates added up{{{{ else }}}}the links below it added
+            up{{{{ end }}}}), but its slot's link carries {c.gbytes(EXP_BW, 'address')}
+            ({c.gts(EXP_SPEED, 'address')} {c.lanes(EXP_WIDTH, 'address')}; the device supports
+            {c.gts(MAX_SPEED, 'address')} {c.lanes(MAX_WIDTH, 'address')}): the slot is its bottleneck.
+            Move it to a slot that gives it its whole link, or use fewer of its ports.""",
         ),
         c.alert(
             "PcieLinkDown",

@@ -42,6 +42,8 @@ PCIE_ALERTS: Dict[Tuple[str, str], List[Tuple[str, str]]] = {
     ("dell-r330-perc-h730", "healthy"): [],
     ("dell-r330-perc-h730", "kernel-6.13"): [],
     ("dell-r330-perc-h730", "nic-link-down"): [("PcieLinkDown", "0000:00:01.1")],
+    ("dell-r710-quad-nic", "healthy"): [],
+    ("dell-r710-quad-nic", "quad-nic-x4-gen2"): [("PcieSlotBelowDeviceDemand", "0000:04:00.0")],
 }
 
 
