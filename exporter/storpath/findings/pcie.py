@@ -182,9 +182,9 @@ def check(facts: Facts, out: Outcome) -> None:
                 title=("the slot is its bottleneck: " if held_back else "") + title,
                 evidence=evidence,
                 impact=(f"it can use {_gbs(demand.bytes_per_second)} per direction, the slot carries "
-                        f"{_gbs(link.expected_bandwidth)}" if held_back else
-                        _lost(link.max_bandwidth, link.expected_bandwidth, "the device could use")
-                        + " if it needed that much: a placement to review") + _for(blocks),
+                        f"{_gbs(link.expected_bandwidth)}{_for(blocks)}" if held_back else
+                        _lost(link.max_bandwidth, link.expected_bandwidth, "the device could use") + _for(blocks)
+                        + ", if it needed that much: a placement to review"),
                 remedy=f"Move the device to a slot whose port supports {device_max} (usually a CPU-attached slot; "
                        "the board manual says which slots run at which generation and which share lanes), or "
                        "set the slot's bifurcation so this device gets all its lanes."
