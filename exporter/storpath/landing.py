@@ -37,6 +37,7 @@ RUNBOOKS: Dict[str, str] = {
     "pcie.link_width_below_expected": "PcieLinkWidthBelowExpected",
     "pcie.link_speed_below_expected": "PcieLinkSpeedBelowExpected",
     "pcie.placement_below_capability": "PcieDeviceLimitedByPort",
+    "pcie.slot_below_device_demand": "PcieSlotBelowDeviceDemand",
     "pcie.path_limited_upstream": "PcieDeviceLimitedByPort",
     "pcie.aer_uncorrectable": "PcieAerUncorrectableErrors",
     "pcie.aer_correctable": "PcieAerCorrectableErrorsRising",

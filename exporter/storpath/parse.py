@@ -12,7 +12,6 @@ drivers/ata/libata-transport.c ("1.5 Gbps", "3.0 Gbps", "6.0 Gbps", "<unknown>")
 from __future__ import annotations
 
 import re
-import string
 from typing import Optional, Tuple
 
 
@@ -132,8 +131,17 @@ def parse_sata_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]
 
 # Around an identity string: the spaces older kernels pad NVMe's fixed-width model, serial
 # and firmware fields with (and SCSI's vendor and model), sysfs's newline, and the NULs a
-# copy of sysfs made with tar can pad a file with.
-_IDENTITY_PADDING = string.whitespace + "\x00"
+# copy of sysfs made with tar can pad a file with: cut_text removes them all.
+
+
+def cut_text(text: str) -> str:
+    """A string read from a file as a label may take it: the text before the first NUL (after
+    any NULs it starts with), without the whitespace around it. The one place every sysfs string
+    that becomes a label passes (sysfs.read_attr_why, parse_identity): a copy of sysfs made with
+    tar pads a file that shrank while it was read with NULs after the kernel's newline (libnvme's
+    published tree of an Apple NVMe controller: `apple-nvme\n` and 4085 NULs), and what follows a
+    NUL is never part of a text attribute."""
+    return text.lstrip("\x00").partition("\x00")[0].strip()
 
 
 def parse_identity(text: Optional[str]) -> Optional[str]:
@@ -141,7 +149,7 @@ def parse_identity(text: Optional[str]) -> Optional[str]:
     (what is inside stays as the device wrote it); None when nothing is left."""
     if text is None:
         return None
-    return text.strip(_IDENTITY_PADDING) or None
+    return cut_text(text) or None
 
 
 _PCI_ADDRESS_PARTS = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")

@@ -46,6 +46,7 @@ from storpath.readers.host import HostIdentity, read_host
 from storpath.readers.inventory import InventoryDevice, InventoryReader
 from storpath.readers.lspci import DumpRecord
 from storpath.readers.md import MdArray, read_md_arrays
+from storpath.readers.net import NetPort, NetReader
 from storpath.readers.numa import NumaTopology, read_numa
 from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader, identify_namespace
 from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor, read_health
@@ -82,6 +83,7 @@ class Snapshot:
     host: Optional[HostIdentity] = None
     pci: Optional[List[PciDevice]] = None  # with their port types (readers.pci.resolve_port_types)
     pcie_expected: Optional[Dict[str, PcieLink]] = None  # PCI address -> what its link should be
+    net_ports: Optional[List[NetPort]] = None  # network interfaces of PCI functions, with their line rate
     block_listing: Optional[List[Tuple[str, int]]] = None  # (name, inode) of /sys/class/block
     blocks: Optional[List[BlockDevice]] = None
     nvme_controllers: Optional[List[NvmeController]] = None
@@ -168,11 +170,13 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     ata = AtaReader(roots)
     alignment = AlignmentReader(roots)
     inventory = InventoryReader(roots)
+    net = NetReader(roots)
     table = (
         Source("host", no_problems(partial(read_host, roots)), once=True),
         Source("pci", pci.read),
         Source("pcie_expected", no_problems(lambda devices, host: pcie_expected(devices, host.virtual)),
                needs=("pci", "host")),
+        Source("net_ports", net.read),
         Source("block_listing", no_problems(block.list)),
         Source("blocks", no_problems(block.read), needs=("block_listing",)),
         Source("nvme_controllers", no_problems(nvme_controllers.controllers)),

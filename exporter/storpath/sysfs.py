@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
-from storpath.parse import parse_int
+from storpath.parse import cut_text, parse_int
 
 # The read each reading thread has outstanding, by thread: (file, time.monotonic() when the
 # read started), set before the open and removed once the read returns. The snapshot
@@ -60,7 +60,7 @@ WHOLE_FILE = 1 << 24
 
 
 def read_attr(path: str, limit: int = ATTRIBUTE_BYTES) -> Optional[str]:
-    """The stripped text of a sysfs attribute, or None if it cannot be read."""
+    """The text of a sysfs attribute as parse.cut_text leaves it, or None if it cannot be read."""
     return read_attr_why(path, limit)[0]
 
 
@@ -77,7 +77,7 @@ def read_attr_why(path: str, limit: int = ATTRIBUTE_BYTES) -> Tuple[Optional[str
         return None, (None if exc.errno in _GONE else os.strerror(exc.errno or 0))
     finally:
         _done(ident)
-    return data.decode("utf-8", "replace").strip(), None
+    return cut_text(data.decode("utf-8", "replace")), None
 
 
 def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:

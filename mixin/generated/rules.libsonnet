@@ -487,8 +487,65 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A PCIe device could run faster or wider than the port it is plugged into allows.',
-                  description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} supports {{ range query (printf "storpath_pcie_max_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_max_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }} but its port only allows {{ range query (printf "storpath_pcie_expected_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_expected_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}, so it is limited to {{ range query (printf "storpath_pcie_expected_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} per direction. Move it to a port that matches it.' % v,
+                  description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} supports {{ range query (printf "storpath_pcie_max_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_max_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }} but its port only allows {{ range query (printf "storpath_pcie_expected_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_expected_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}, so it is limited to {{ range query (printf "storpath_pcie_expected_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} per direction. A placement to review (often how the board is built); PcieSlotBelowDeviceDemand warns where the device can use more than that.' % v,
                   runbook_url: '%(runbookUrlBase)sPcieDeviceLimitedByPort.md' % v,
+                },
+              },
+              {
+                alert: 'PcieSlotBelowDeviceDemand',
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_link_demand_bytes_per_second
+                    and on(%(targetLabelsJoined)s, address) (storpath_pcie_link_demand_bytes_per_second > on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second)
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_link_demand_bytes_per_second
+                    and on(%(targetLabelsJoined)s, address) (storpath_pcie_link_demand_bytes_per_second > on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second)
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_link_demand_bytes_per_second
+                    and on(%(targetLabelsJoined)s, address) (storpath_pcie_link_demand_bytes_per_second > on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second)
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_link_demand_bytes_per_second
+                    and on(%(targetLabelsJoined)s, address) (storpath_pcie_link_demand_bytes_per_second > on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_bandwidth_bytes_per_second)
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
+                [if format.seconds(c.pcieSlotBottleneckFor) > 0 then 'for']: c.pcieSlotBottleneckFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'A PCIe slot carries less than the device in it can use.',
+                  description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} can use {{ range query (printf "storpath_pcie_link_demand_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} per direction ({{ if eq $labels.source "network_ports" }}its network ports\' line rates added up{{ else }}the links below it added up{{ end }}), but its slot\'s link carries {{ range query (printf "storpath_pcie_expected_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} ({{ range query (printf "storpath_pcie_expected_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_expected_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}; the device supports {{ range query (printf "storpath_pcie_max_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_max_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}): the slot is its bottleneck. Move it to a slot that gives it its whole link, or use fewer of its ports.' % v,
+                  runbook_url: '%(runbookUrlBase)sPcieSlotBelowDeviceDemand.md' % v,
                 },
               },
               {
@@ -499,9 +556,11 @@ local format = import '../lib/format.libsonnet';
                   unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
-                    or
-                    storpath_pcie_device_info{port_type="upstream_port"},
+                    count by (%(targetLabelsJoined)s, upstream) (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      or
+                      storpath_pcie_device_info{port_type="upstream_port"}
+                    ),
                     "address", "$1", "upstream", "(.+)"
                   )
                 ||| % v else |||
@@ -510,7 +569,9 @@ local format = import '../lib/format.libsonnet';
                   unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"},
+                    count by (%(targetLabelsJoined)s, upstream) (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    ),
                     "address", "$1", "upstream", "(.+)"
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
@@ -519,9 +580,11 @@ local format = import '../lib/format.libsonnet';
                   unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
-                    or
-                    storpath_pcie_device_info{port_type="upstream_port"},
+                    count by (%(targetLabelsJoined)s, upstream) (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      or
+                      storpath_pcie_device_info{port_type="upstream_port"}
+                    ),
                     "address", "$1", "upstream", "(.+)"
                   )
                 ||| % v else |||
@@ -530,7 +593,9 @@ local format = import '../lib/format.libsonnet';
                   unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"},
+                    count by (%(targetLabelsJoined)s, upstream) (
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    ),
                     "address", "$1", "upstream", "(.+)"
                   )
                 ||| % v)),

@@ -4,7 +4,9 @@ link not trained, AER errors, flapping; and the fleet views the dashboards use.
 Each link is judged once, on its device end (an endpoint or a switch's upstream port): its
 `address` is the device the operator cares about, and `upstream` (from storpath_pcie_device_info)
 is the port above it. The port end reports the same link and is left out, except for "link not
-trained", which is judged on the port. Only device ends of the watched PCI classes count
+trained", which is judged on the port: one series per port (counted over the watched functions
+below it, `count by (upstream)`), since the functions of a multi-function device (a dual-port
+NIC, a controller with several functions) share one port and one link. Only device ends of the watched PCI classes count
 (config pcie.watched_classes): other devices may retrain lower when idle to save power.
 
 In a virtual machine (storpath_pcie_link_verifiable, storpath.analysis.virtual): a device behind
@@ -21,6 +23,8 @@ MAX_WIDTH = "storpath_pcie_max_link_width"
 EXP_WIDTH = "storpath_pcie_expected_link_width"
 CUR_BW = "storpath_pcie_current_link_bandwidth_bytes_per_second"
 EXP_BW = "storpath_pcie_expected_link_bandwidth_bytes_per_second"
+# What the device can use of its link: a NIC's ports' line rates, the links below a switch.
+DEMAND = "storpath_pcie_link_demand_bytes_per_second"
 INFO = "storpath_pcie_device_info"
 AER = "storpath_pcie_aer_errors_total"
 # 0 where a link's numbers are not all hardware (a virtual machine's emulated ports and devices).
@@ -55,6 +59,12 @@ def rules(c):
         )
         unless ${on} ${verifiable} == 0
     """, **v)
+    # `and` keeps the demand's own labels (`source`); a one-to-one comparison `on(...)` would not.
+    bottleneck = c.expr("""
+        ${demand}
+        and ${on} (${demand} > ${on} ${exp_bw})
+        unless ${on} ${verifiable} == 0
+    """, demand=DEMAND, exp_bw=EXP_BW, **v)
     v.update(speed_low=speed_low, width_low=width_low, limited=limited)
 
     def on_watched(expr):
@@ -123,7 +133,20 @@ def rules(c):
             "A PCIe device could run faster or wider than the port it is plugged into allows.",
             f"""{where} supports {c.gts(MAX_SPEED, 'address')} {c.lanes(MAX_WIDTH, 'address')} but its
             port only allows {c.gts(EXP_SPEED, 'address')} {c.lanes(EXP_WIDTH, 'address')}, so it is
-            limited to {c.gbytes(EXP_BW, 'address')} per direction. Move it to a port that matches it.""",
+            limited to {c.gbytes(EXP_BW, 'address')} per direction. A placement to review (often how the
+            board is built); PcieSlotBelowDeviceDemand warns where the device can use more than that.""",
+        ),
+        c.alert(
+            "PcieSlotBelowDeviceDemand",
+            on_watched(bottleneck),
+            cfg.slot_bottleneck_for, "warning",
+            "A PCIe slot carries less than the device in it can use.",
+            f"""{where} can use {c.gbytes(DEMAND, 'address')} per direction ({{{{ if eq $labels.source
+            "network_ports" }}}}its network ports' line rates added up{{{{ else }}}}the links below it added
+            up{{{{ end }}}}), but its slot's link carries {c.gbytes(EXP_BW, 'address')}
+            ({c.gts(EXP_SPEED, 'address')} {c.lanes(EXP_WIDTH, 'address')}; the device supports
+            {c.gts(MAX_SPEED, 'address')} {c.lanes(MAX_WIDTH, 'address')}): the slot is its bottleneck.
+            Move it to a slot that gives it its whole link, or use fewer of its ports.""",
         ),
         c.alert(
             "PcieLinkDown",
@@ -133,10 +156,12 @@ def rules(c):
                 unless ${on} ${nothing_verifiable}
                 and ${on}
                 label_replace(
-                  ${watched},
+                  count ${by_port} (
+                    ${watched}
+                  ),
                   "address", "$1", "upstream", "(.+)"
                 )
-            """, **v),
+            """, by_port=c.by("upstream"), **v),
             cfg.link_down_for, "critical",
             "A PCIe port has a device below it but its link is not trained.",
             f"""The link from port {{{{ $labels.address }}}} to

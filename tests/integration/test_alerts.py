@@ -52,7 +52,7 @@ def _below_peers(address: str) -> dict:
 CASES = {
     ("am4-x570-firecuda", "gen3-port"): {
         ("PcieDeviceLimitedByPort", "0000:07:00.0"): {
-            "labels": {"severity": "warning", "address": "0000:07:00.0", "upstream": "0000:00:03.4",
+            "labels": {"severity": "info", "address": "0000:07:00.0", "upstream": "0000:00:03.4",
                        "class": "0x010802", "driver": "nvme"},
             "description": ["0000:07:00.0 (nvme, class 0x010802) below port 0000:00:03.4",
                             "supports 16 GT/s x4 but its port only allows 8 GT/s x4",

@@ -92,7 +92,7 @@ def test_alerts_and_recording_rules_hold_every_rule_once():
 SITE = {
     "zfs": {"capacity_warning_ratio": 0.8, "scrub_overdue_after": "45d"},
     "md": {"degraded_for": "0s", "mismatch_threshold": 16},
-    "pcie": {"placement_severity": "info", "watch_switch_uplinks": False, "aer_window": "30m"},
+    "pcie": {"placement_severity": "warning", "watch_switch_uplinks": False, "aer_window": "30m"},
     "target_labels": ["cluster", "job", "instance"],
     "target_selector": 'job="storpath-exporter"',
 }

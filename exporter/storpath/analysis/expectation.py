@@ -35,7 +35,7 @@ PORT_LIMIT_UNSET = "port_limit_unset"  # the port sets no limit (a SATA port's S
 PORT_LIMIT_UNKNOWN = "port_limit_unknown"  # the port's limit could not be read
 EMULATED_PORT = "emulated_port"  # the port is a hypervisor's: its numbers are not hardware
 EMULATED_DEVICE = "emulated_device"  # the device is a hypervisor's: its link is not hardware
-ENDS_DISAGREE = "ends_disagree"  # the device runs faster or wider than the port's maximum
+ENDS_DISAGREE = "ends_disagree"  # the device runs wider than the port's maximum
 NO_PARTNER = "no_partner"  # nothing at the other end (an empty slot, an integrated endpoint)
 RATE_IS_EXPANDER_LINK = "rate_is_expander_link"  # a RAID tool's rate is the expander's link, not the drive's
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import Dict, List, Optional, Tuple
 
 from storpath.analysis import virtual
-from storpath.analysis.expectation import NONE, LinkExpectation
+from storpath.analysis.expectation import BOTH_ENDS, NONE, LinkExpectation
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice, path_to_root
 from storpath.units import pcie_link_bytes_per_second
 
@@ -66,6 +66,26 @@ def _min(a, b):
     return min(a, b)
 
 
+def speed_capability(end: PciDevice, device_end: PciDevice) -> Optional[float]:
+    """The highest speed `end` supports: its max_link_speed, or the speed its link runs at now
+    where that is higher (`device_end` is the link's device end; its Link Status is the link's).
+
+    What the kernel writes to max_link_speed changed in 6.13 (drivers/pci/pci.c,
+    pcie_get_supported_speeds(), commit d2bd39c0456b; masked in 3202ca221578 "PCI: Honor Max Link
+    Speed when determining supported speeds", also in 6.12.43). Before, it was the highest speed
+    of the Supported Link Speeds vector of Link Capabilities 2 (the Max Link Speed field of Link
+    Capabilities only without that register); since, that vector masked by the Max Link Speed
+    field. Ports whose two registers disagree (a Dell R330's root ports: Link Capabilities 2.5 GT/s,
+    the vector 2.5-8 GT/s) read 8.0 GT/s before and 2.5 GT/s since, and their links train at
+    8 GT/s on both kernels: a link up at a speed is proof both ends support it. Taking the higher
+    of the two judges the same hardware the same way on every kernel."""
+    maximum = end.static.max_link_speed
+    running = device_end.current_link_speed if device_end.current_link_width else None
+    if maximum is None or running is None:
+        return maximum
+    return max(maximum, running)
+
+
 def link_partner(device: PciDevice, by_address: Dict[str, PciDevice], children: Dict[str, List[PciDevice]]) -> Optional[PciDevice]:
     if device.port_type in DOWNSTREAM_FACING:
         below = [c for c in children.get(device.address, []) if c.static.has_link]
@@ -99,8 +119,13 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Pci
         if not trust[address].use_partner:  # the partner's numbers are not hardware
             expected[address] = (d.static.max_link_speed, d.static.max_link_width)
             continue
+        device_end = partner if d.port_type in DOWNSTREAM_FACING else d
+        if trust[address].basis == BOTH_ENDS:  # bare metal: a link up at a speed is proof of it
+            speeds = (speed_capability(d, device_end), speed_capability(partner, device_end))
+        else:
+            speeds = (d.static.max_link_speed, partner.static.max_link_speed)
         expected[d.address] = (
-            _min(d.static.max_link_speed, partner.static.max_link_speed),
+            _min(*speeds),
             _min(d.static.max_link_width, partner.static.max_link_width),
         )
 
@@ -129,6 +154,9 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Pci
         device_end = partner is not None and not faces_down
         own_speed = d.static.max_link_speed
         partner_speed = partner.static.max_link_speed if partner is not None else None
+        if partner is not None and trust[d.address].basis == BOTH_ENDS:
+            own_speed = speed_capability(d, partner if faces_down else d)
+            partner_speed = speed_capability(partner, partner if faces_down else d)
         port_speed, device_speed = (own_speed, partner_speed) if faces_down else (partner_speed, own_speed)
         result[d.address] = PcieLink(
             address=d.address,

@@ -11,8 +11,8 @@ pass-through, cloud instances' NVMe), whose link registers read zero: there is n
 judge.
 
 So, per end of a link:
-- a device end whose port is emulated (or whose port claims a maximum below what the device
-  is running at now, which no real link can do) is judged against its own capability only:
+- a device end whose port is emulated (or whose port claims fewer lanes than the device is
+  running at now, which no real link can do) is judged against its own capability only:
   a real downgrade its own registers show (Gen4 x4 drive with Link Status x2) stays visible,
   but whether its slot on the host could do better cannot be known (`device_only`);
 - an emulated device, an emulated port, and a device end with no port above it have nothing
@@ -81,12 +81,12 @@ def emulated(device: PciDevice, guest: bool) -> Optional[str]:
 
 
 def ends_disagree(device: PciDevice, port: PciDevice) -> bool:
-    """The device runs faster or wider than its port's maximum: no real link does that, so
-    the port's numbers are not hardware."""
-    speed, width = device.current_link_speed, device.current_link_width
-    port_speed, port_width = port.static.max_link_speed, port.static.max_link_width
-    return ((speed is not None and port_speed is not None and speed > port_speed)
-            or (width is not None and width > 0 and port_width is not None and width > port_width))
+    """The device runs wider than its port's maximum: no real link does that, so the port's
+    numbers are not hardware. A link faster than the port's max_link_speed is not such a sign:
+    kernels 6.13 and later write a port's Link Capabilities speed there, which some real ports
+    state below the speeds they support and run at (analysis.pcie.speed_capability)."""
+    width, port_width = device.current_link_width, port.static.max_link_width
+    return width is not None and width > 0 and port_width is not None and width > port_width
 
 
 def link_trust(devices: List[PciDevice], partners: Dict[str, Optional[PciDevice]], guest: bool) -> Dict[str, LinkTrust]:
@@ -120,7 +120,7 @@ def link_trust(devices: List[PciDevice], partners: Dict[str, Optional[PciDevice]
 REASON_TEXT = {
     EMULATED_PORT: "the port above it is emulated by the hypervisor; the host's port is not visible from a VM",
     EMULATED_DEVICE: "the device is emulated by the hypervisor: its link is not hardware",
-    ENDS_DISAGREE: "the device runs faster or wider than its port's maximum, which no real link does: "
+    ENDS_DISAGREE: "the device runs wider than its port's maximum, which no real link does: "
                      "the port's numbers are not hardware",
     NO_PARTNER: "nothing at the other end of the link to compare with (an empty slot, a root-complex "
                   "integrated endpoint, a device passed through onto the root bus): no link to judge",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from storpath.analysis.demand import link_demands
 from storpath.analysis.pcie import current_bandwidth
 from storpath.collectors import Collector, register
 from storpath.families import COUNTER, GAUGE, Family, Rows
@@ -49,15 +50,27 @@ BOTTLENECK = Family(
     "end of that hop.", ("address", "bottleneck"), "bytes_per_second",
     doc="device ends only: the lowest expected link bandwidth on the path from this device up to its root port; "
         "`bottleneck` is the device end of that hop (the device itself, or a switch's upstream port)")
+LINK_DEMAND = Family(
+    "storpath_pcie_link_demand_bytes_per_second", GAUGE,
+    "What the device can use of its link per direction: its network ports' line rates added up (`source` "
+    "network_ports) or the links below a switch's downstream ports (switch_links), at most its own link's capability.",
+    ("address", "source"), "bytes_per_second",
+    doc="device ends only (the first function of a multi-function device: all share one link): what the device "
+        "can use of its link per direction, at most what its own link could carry. `source=\"network_ports\"`: a "
+        "NIC's ports' line rates added up (/sys/class/net/*/speed of its functions; a port whose link is down "
+        "counts nothing); `source=\"switch_links\"`: a switch's upstream port, the expected bandwidths of the "
+        "links below its downstream ports added up. Absent where storpath cannot say (HBAs, RAID controllers, "
+        "drives). Above `storpath_pcie_expected_link_bandwidth_bytes_per_second`, the slot is the device's "
+        "bottleneck (PcieSlotBelowDeviceDemand)")
 VERIFIABLE = Family(
     "storpath_pcie_link_verifiable", GAUGE,
     "1 when the link's verdict rests on the registers of both its ends (bare metal); 0 when it cannot: `basis` "
-    "device_only (the port is emulated, or claims less than the device runs at: judged against the device's own "
+    "device_only (the port is emulated, or claims fewer lanes than the device runs at: judged against the device's own "
     "capability), none (nothing to judge: an emulated device or port, an empty slot, no port above the device); "
     "`reason` says why.", ("address", "basis", "reason"),
     doc="1 when the link's verdict rests on the registers of both its ends (`basis=\"both_ends\"`: bare metal); 0 "
         "when it cannot. `basis=\"device_only\"`: the port above is emulated (`reason=\"emulated_port\"`: a virtual "
-        "machine's ports report whatever their hypervisor chose) or claims a maximum below what the device runs at "
+        "machine's ports report whatever their hypervisor chose) or claims fewer lanes than the device runs at "
         "(`reason=\"ends_disagree\"`, which no real link does): the expected link is then the device's own "
         "capability, so a real downgrade its own registers show still counts, but a placement verdict is not "
         "possible. `basis=\"none\"`: nothing to judge (`emulated_device`: QEMU, virtio, VMware, Hyper-V... "
@@ -78,7 +91,7 @@ DEVICE_INFO = Family(
         "(from config space when readable, else from the tree)")
 
 FAMILIES = (CURRENT_SPEED, MAX_SPEED, EXPECTED_SPEED, CURRENT_WIDTH, MAX_WIDTH, EXPECTED_WIDTH, CURRENT_BANDWIDTH,
-            EXPECTED_BANDWIDTH, BOTTLENECK, VERIFIABLE, AER_ERRORS, DEVICE_INFO)
+            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, AER_ERRORS, DEVICE_INFO)
 
 
 def _fmt_class(code):
@@ -91,10 +104,12 @@ class PcieCollector(Collector):
 
     families = FAMILIES
     reads = ("pci", "pcie_expected")
+    enriches = ("net_ports",)  # a NIC's demand: without it, only those rows are left out
 
     def values(self, snapshot) -> Rows:
         devices = snapshot.pci
         expected = snapshot.pcie_expected
+        demands = link_demands(devices, expected, snapshot.net_ports or ())
         rows = Rows()
         for device in devices:
             static = device.static
@@ -125,4 +140,7 @@ class PcieCollector(Collector):
             rows.add(EXPECTED_BANDWIDTH, key, exp.expected_bandwidth)
             if exp.bottleneck is not None:
                 rows.add(BOTTLENECK, (address, exp.bottleneck), exp.bottleneck_bandwidth)
+            demand = demands.get(address)
+            if demand is not None:
+                rows.add(LINK_DEMAND, (address, demand.source), demand.bytes_per_second)
         return rows

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from storpath import collectors, log
+from storpath.analysis.demand import link_demands
 from storpath.analysis.pcie import analyse, judge
 from storpath.readers.pci import PCI_ADDRESS, path_to_root
 from storpath.collectors.base import SourceFailed
@@ -123,6 +124,11 @@ class Facts:
             host = self.snapshot.host
             return analyse(self.pci_devices(), guest=host.virtual if host is not None else False)
         return {d.address: judge(d, expected[d.address]) for d in self.pci_devices() if d.address in expected}
+
+    def pcie_demands(self):
+        """What the device below each link can use (analysis.demand), where it is known."""
+        return self.memo("pcie.demands", lambda: link_demands(self.pci_devices(), self.pcie_links(),
+                                                              self.snapshot.net_ports or ()))
 
     def host(self):
         """DMI identity and whether this is a virtual machine (storpath.readers.host)."""

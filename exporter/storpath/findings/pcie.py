@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Set
 
+from storpath.analysis.demand import NETWORK_PORTS, Demand, bottlenecked
 from storpath.analysis.observed import follows_load
 from storpath.analysis.pcie import LinkAnalysis
 from storpath.analysis.throughput import path_hops, shared_tree_bandwidth
@@ -82,14 +83,16 @@ def check(facts: Facts, out: Outcome) -> None:
     devices = facts.pci_by_address()
     links = facts.pcie_links()
     storage = watched(facts)
-    reported_links: Set[frozenset] = set()
+    demands = facts.pcie_demands()
+    reported_links: Set[str] = set()
     hop_findings: Dict[str, str] = {}  # address -> kind of the finding about its own link
 
     for address in sorted(links, key=natural_key):
         link, device = links[address], devices[address]
         if link.partner is None:
             continue
-        key = frozenset((address, link.partner))
+        # A link is known by its port: the functions of one device (a dual-port NIC) share it.
+        key = link.partner if _device_end(link, device) else address
         if not _device_end(link, device):
             # The port end: only speak for it when the device end cannot (it is not listed).
             if link.partner in links:
@@ -174,16 +177,27 @@ def check(facts: Facts, out: Outcome) -> None:
             else:
                 title = (f"placed behind a narrower port: x{port.static.max_link_width}, "
                          f"the device does x{device.static.max_link_width}")
+            # A review item unless the slot carries less than the device can use (analysis.demand).
+            demand = demands.get(address)
+            held_back = demand is not None and bottlenecked(link, demand)
+            evidence = (f"device {device_max}, port {link.partner} {port_max}: the link can reach "
+                        f"{link_text(link.speed.expected, link.expected_width)} at most")
+            if demand is not None:
+                evidence += f"; the device can use {_gbs(demand.bytes_per_second)} ({_demand_text(demand)})"
             out.add(Finding(
-                subject=address, severity=s(WARNING), kind="pcie.placement_below_capability",
-                title=title,
-                evidence=f"device {device_max}, port {link.partner} {port_max}: the link can reach "
-                         f"{link_text(link.speed.expected, link.expected_width)} at most",
-                impact=_lost(link.max_bandwidth, link.expected_bandwidth, "the device could use")
-                       + _for(blocks),
+                subject=address, severity=s(WARNING) if held_back else INFO,
+                kind="pcie.slot_below_device_demand" if held_back else "pcie.placement_below_capability",
+                title=("the slot is its bottleneck: " if held_back else "") + title,
+                evidence=evidence,
+                impact=(f"it can use {_gbs(demand.bytes_per_second)} per direction, the slot carries "
+                        f"{_gbs(link.expected_bandwidth)}{_for(blocks)}" if held_back else
+                        _lost(link.max_bandwidth, link.expected_bandwidth, "the device could use") + _for(blocks)
+                        + ", if it needed that much: a placement to review"),
                 remedy=f"Move the device to a slot whose port supports {device_max} (usually a CPU-attached slot; "
                        "the board manual says which slots run at which generation and which share lanes), or "
-                       "set the slot's bifurcation so this device gets all its lanes.",
+                       "set the slot's bifurcation so this device gets all its lanes."
+                       + ("" if held_back else " Often how the board is built: nothing to do unless its workload "
+                                                "needs more than the slot carries."),
                 related=tuple(blocks)))
             hop_findings.setdefault(address, "pcie.placement_below_capability")
 
@@ -253,6 +267,12 @@ def _shared_uplinks(facts: Facts, out: Outcome, links: Dict[str, LinkAnalysis], 
             remedy="Expected of a switch card; spread the devices over more slots (or use a card with a wider "
                    "uplink) where they must all run at full speed at once.",
             related=tuple(blocks)))
+
+
+def _demand_text(demand: Demand) -> str:
+    if demand.source == NETWORK_PORTS:
+        return f"{demand.parts} network port{'s' if demand.parts != 1 else ''}' line rates added up"
+    return f"{demand.parts} link{'s' if demand.parts != 1 else ''} below its downstream ports added up"
 
 
 def _describe_port(device: Optional[PciDevice]) -> str:

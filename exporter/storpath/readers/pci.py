@@ -48,7 +48,7 @@ CAPTURE_SYSFS = (
     "bus/pci/devices/*",
     "bus/pci/devices/*/{class,vendor,device,subsystem_vendor,subsystem_device,numa_node,local_cpulist,"
     "max_link_speed,max_link_width,current_link_speed,current_link_width,aer_dev_correctable,aer_dev_nonfatal,"
-    "aer_dev_fatal,config,driver}",
+    "aer_dev_fatal,config,driver,physfn}",
 )
 
 AER_FILES = (("correctable", "aer_dev_correctable"), ("nonfatal", "aer_dev_nonfatal"), ("fatal", "aer_dev_fatal"))
@@ -69,7 +69,7 @@ class PciStatic:
     numa_node: Optional[int]  # -1 when the firmware did not say
     max_link_speed: Optional[float]  # transfers per second
     max_link_width: Optional[int]
-    has_link: bool  # the device has link attributes at all
+    has_link: bool  # the device has a link of its own (link attributes, and not an SR-IOV virtual function)
     config_port_type: Optional[str]  # from the PCIe capability, when config space was readable
     aer_files: Tuple[Tuple[str, str], ...]  # (severity, file name) of the AER counters present
     path: str = ""  # the device's own directory under /sys/devices, for the attributes read every scrape
@@ -204,7 +204,11 @@ class PciReader:
         """The reads behind a device instance's static record; parse_static makes it."""
         texts = {name: read_attr(os.path.join(path, name)) for name in STATIC_ATTRIBUTES}
         texts["max_link_speed"], speed_error = read_attr_why(os.path.join(path, "max_link_speed"))
-        has_link = texts["max_link_speed"] is not None or os.path.exists(os.path.join(path, "max_link_width"))
+        # A virtual function (SR-IOV: a `physfn` link to its physical function) has no link of
+        # its own: it uses its PF's. The SR-IOV specification reserves a VF's Link registers, so
+        # the kernel may show Unknown and width 0 there, which would read as a link that is down.
+        has_link = ((texts["max_link_speed"] is not None or os.path.exists(os.path.join(path, "max_link_width")))
+                    and not os.path.islink(os.path.join(path, "physfn")))
         aer_files = tuple((sev, name) for sev, name in AER_FILES if os.path.exists(os.path.join(path, name)))
         static, problems = parse_static(address, os.path.realpath(path), texts, has_link,
                                         read_bytes(os.path.join(path, "config"), 256), aer_files)
@@ -280,10 +284,26 @@ def path_to_root(device: Optional[PciDevice], by_address: Mapping[str, PciDevice
 
 def resolve_port_types(devices: List[PciDevice]) -> None:
     """Port type from config space where it was readable, otherwise from the topology:
-    a bridge straight below a host bridge is a root port, a bridge below a
-    downstream-facing port is a switch's upstream port, and a bridge below an upstream
-    port is a switch's downstream port. Everything else is an endpoint."""
+    a bridge straight below a host bridge is a root port, and a bridge below an upstream
+    port is a switch's downstream port. A bridge below a downstream-facing port is a
+    switch's upstream port when a bridge with a PCIe link (a downstream port) is below it;
+    with only functions that have no link attributes below it (conventional PCI: a BMC's
+    video behind an AST1150, SH7757/SH7758, Pilot4 or PLDA bridge) it is a PCIe-to-PCI
+    bridge; with nothing below it, unknown. Everything else is an endpoint."""
     by_address = {d.address: d for d in devices}
+    below: Dict[str, List[PciStatic]] = {}
+    for d in devices:
+        if d.static.parent:
+            below.setdefault(d.static.parent, []).append(d.static)
+
+    def behind_downstream_port(bridge: PciDevice) -> str:
+        children = below.get(bridge.address, [])
+        if any(c.has_link and c.class_code is not None and c.class_code >> 8 == PCI_CLASS_BRIDGE_PCI
+               for c in children):
+            return "upstream_port"
+        if children and not any(c.has_link for c in children):
+            return "pcie_to_pci_bridge"
+        return "unknown"
 
     def depth(d: PciDevice) -> int:
         return sum(1 for _ in path_to_root(d, by_address))
@@ -298,7 +318,7 @@ def resolve_port_types(devices: List[PciDevice]) -> None:
             if parent is None:
                 device.port_type = "root_port"
             elif parent.port_type in DOWNSTREAM_FACING:
-                device.port_type = "upstream_port"
+                device.port_type = behind_downstream_port(device)
             elif parent.port_type == "upstream_port":
                 device.port_type = "downstream_port"
             else:
