@@ -144,3 +144,69 @@ def nvme_ctrl_by_serial(guest: Guest) -> Dict[str, str]:
         if len(parts) == 2:
             res[parts[1]] = parts[0]
     return res
+
+
+# --------------------------------------------------------------------------------------
+# multipath: the NVMe subsystem's second controller removed while the host runs, and a
+# dm-multipath map over the two sd paths of one SAS disk with one path failed and restored.
+# --------------------------------------------------------------------------------------
+
+# Shell helpers: the controller of a serial, its PCI address, the head namespace of the
+# subsystem (nvmeXnY, the multipath node; the per-path nvmeXcYnZ are hidden) and the sd
+# devices of the shared SAS disk.
+MULTIPATH_HELPERS = r"""
+ctrl_of() { for c in /sys/class/nvme/nvme*; do [ "$(tr -d ' ' < $c/serial)" = "$1" ] && basename $c; done; true; }
+pci_of() { basename "$(readlink -f /sys/class/nvme/$1/device)"; }
+head_ns() { for n in /sys/class/nvme-subsystem/nvme-subsys*/nvme*n1; do basename $n; done | head -n1; }
+sd_paths() { for d in /sys/block/sd*; do [ "$(cat $d/device/wwid)" = "naa.%(wwn)s" ] && basename $d; done; true; }
+""" % {"wwn": "5000c50015ea7200"}
+
+# The map as multipathd would make it (uuid mpath-<WWID>, WWID "3" + NAA), built with
+# dmsetup's multipath target directly: one priority group, round-robin over both paths.
+MULTIPATH_MAP = "mpatha"
+MULTIPATH_MAP_UUID = "mpath-35000c50015ea7200"
+MULTIPATH_SETUP = MULTIPATH_HELPERS + r"""
+set -e
+set -- $(sd_paths)
+[ $# -eq 2 ] || { echo "expected 2 sd paths of the shared disk, got: $*" >&2; exit 1; }
+SZ=$(cat /sys/block/$1/size)
+dmsetup create %(name)s --uuid %(uuid)s --table \
+  "0 $SZ multipath 0 0 1 1 round-robin 0 2 1 $(cat /sys/block/$1/dev) 1000 $(cat /sys/block/$2/dev) 1000"
+# A pattern on the NVMe namespace, read back after its second path is gone.
+dd if=/dev/urandom of=/tmp/pattern bs=4096 count=16 status=none
+dd if=/tmp/pattern of=/dev/$(head_ns) bs=4096 oflag=direct status=none
+dmsetup status %(name)s
+""" % {"name": MULTIPATH_MAP, "uuid": MULTIPATH_MAP_UUID}
+
+# Path B of the NVMe subsystem: its PCI function removed from the running host (the kernel
+# deletes the controller, as on a surprise removal or a failed slot), and the second path
+# of the map failed in the map (`dmsetup message ... fail_path`, what multipathd does when
+# its checker finds a path down).
+MULTIPATH_FAIL = MULTIPATH_HELPERS + r"""
+set -e
+B=$(ctrl_of %(b)s)
+echo 1 > /sys/bus/pci/devices/$(pci_of $B)/remove
+set -- $(sd_paths)
+dmsetup message %(name)s 0 fail_path $(cat /sys/block/$2/dev)
+dmsetup status %(name)s
+""" % {"b": "SPLABMPB", "name": MULTIPATH_MAP}
+
+MULTIPATH_RESTORE = MULTIPATH_HELPERS + r"""
+set -e
+set -- $(sd_paths)
+dmsetup message %(name)s 0 reinstate_path $(cat /sys/block/$2/dev)
+dmsetup status %(name)s
+""" % {"name": MULTIPATH_MAP}
+
+# The other path keeps serving: the pattern reads back through the head namespace
+# (uncached), and the map reads through its remaining path.
+MULTIPATH_READ_BACK = MULTIPATH_HELPERS + r"""
+set -e
+dd if=/dev/$(head_ns) of=/tmp/readback bs=4096 count=16 iflag=direct status=none
+cmp /tmp/pattern /tmp/readback
+dd if=/dev/mapper/%(name)s of=/dev/null bs=4096 count=64 iflag=direct status=none
+echo served
+""" % {"name": MULTIPATH_MAP}
+
+# The three captures: both healthy, both failed, the map restored (the NVMe path stays gone).
+MULTIPATH_CAPTURES = ("multipath-healthy", "multipath-failed", "multipath-restored")
