@@ -95,6 +95,8 @@ GUEST_MODULES = [
     "dm_mod",
     "dm_multipath",
     "dm_round_robin",
+    "nvme_tcp",
+    "nvmet_tcp",
 ]
 
 # Files the guest never needs; dropping them keeps the initramfs small and the boot fast.

@@ -147,8 +147,10 @@ def nvme_ctrl_by_serial(guest: Guest) -> Dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------
-# multipath: the NVMe subsystem's second controller removed while the host runs, and a
-# dm-multipath map over the two sd paths of one SAS disk with one path failed and restored.
+# multipath: the PCIe NVMe subsystem's second controller removed while the host runs, the
+# second tcp path of an NVMe/TCP subsystem (the kernel's target over the loopback) lost and
+# restored, and a dm-multipath map over the two sd paths of one SAS disk with one path
+# failed and restored.
 # --------------------------------------------------------------------------------------
 
 # Shell helpers: the controller of a serial, its PCI address, the head namespace of the
@@ -157,9 +159,13 @@ def nvme_ctrl_by_serial(guest: Guest) -> Dict[str, str]:
 MULTIPATH_HELPERS = r"""
 ctrl_of() { for c in /sys/class/nvme/nvme*; do [ "$(tr -d ' ' < $c/serial)" = "$1" ] && basename $c; done; true; }
 pci_of() { basename "$(readlink -f /sys/class/nvme/$1/device)"; }
-head_ns() { for n in /sys/class/nvme-subsystem/nvme-subsys*/nvme*n1; do basename $n; done | head -n1; }
+head_ns() { for d in /sys/class/nvme-subsystem/nvme-subsys*; do [ "$(cat $d/subsysnqn)" = "$1" ] && for n in $d/nvme*n1; do basename $n; done; done | head -n1; }
+TCP_NQN=%(tcp_nqn)s
+PCI_NQN=%(pci_nqn)s
+T=/sys/kernel/config/nvmet
 sd_paths() { for d in /sys/block/sd*; do [ "$(cat $d/device/wwid)" = "naa.%(wwn)s" ] && basename $d; done; true; }
-""" % {"wwn": "5000c50015ea7200"}
+""" % {"wwn": "5000c50015ea7200", "tcp_nqn": "nqn.2026-11.io.storpath:lab-tcp",
+       "pci_nqn": "nqn.2026-11.io.storpath:lab-multipath"}
 
 # The map as multipathd would make it (uuid mpath-<WWID>, WWID "3" + NAA), built with
 # dmsetup's multipath target directly: one priority group, round-robin over both paths.
@@ -172,13 +178,34 @@ set -- $(sd_paths)
 SZ=$(cat /sys/block/$1/size)
 dmsetup create %(name)s --uuid %(uuid)s --table \
   "0 $SZ multipath 0 0 1 1 round-robin 0 2 1 $(cat /sys/block/$1/dev) 1000 $(cat /sys/block/$2/dev) 1000"
-# A pattern on the NVMe namespace, read back after its second path is gone.
+# NVMe/TCP over the loopback: the kernel's own target (nvmet) exports a file-backed
+# namespace on two ports, the host connects to both (ctrl_loss_tmo -1: a lost path is
+# retried, and listed, until it comes back), so native multipath joins two tcp paths.
+ip link set lo up
+mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+truncate -s 32M /tmp/tcp-ns.img
+mkdir -p /etc/nvme
+echo nqn.2014-08.org.nvmexpress:uuid:5b4e1b38-0a1c-4d2f-9c47-1f2e3d4c5b6a > /etc/nvme/hostnqn
+echo 5b4e1b38-0a1c-4d2f-9c47-1f2e3d4c5b6a > /etc/nvme/hostid
+mkdir $T/subsystems/$TCP_NQN
+echo 1 > $T/subsystems/$TCP_NQN/attr_allow_any_host
+mkdir $T/subsystems/$TCP_NQN/namespaces/1
+echo -n /tmp/tcp-ns.img > $T/subsystems/$TCP_NQN/namespaces/1/device_path
+echo 1 > $T/subsystems/$TCP_NQN/namespaces/1/enable
+for p in 1 2; do
+  mkdir $T/ports/$p
+  echo tcp > $T/ports/$p/addr_trtype; echo ipv4 > $T/ports/$p/addr_adrfam
+  echo 127.0.0.1 > $T/ports/$p/addr_traddr; echo 442$p > $T/ports/$p/addr_trsvcid
+  ln -s $T/subsystems/$TCP_NQN $T/ports/$p/subsystems/$TCP_NQN
+  nvme connect -t tcp -a 127.0.0.1 -s 442$p -n $TCP_NQN --ctrl-loss-tmo=-1 --reconnect-delay=2
+done
+# A pattern on each NVMe head namespace, read back after its second path is gone.
 dd if=/dev/urandom of=/tmp/pattern bs=4096 count=16 status=none
-dd if=/tmp/pattern of=/dev/$(head_ns) bs=4096 oflag=direct status=none
+for q in $PCI_NQN $TCP_NQN; do dd if=/tmp/pattern of=/dev/$(head_ns $q) bs=4096 oflag=direct status=none; done
 dmsetup status %(name)s
 """ % {"name": MULTIPATH_MAP, "uuid": MULTIPATH_MAP_UUID}
 
-# Path B of the NVMe subsystem: its PCI function removed from the running host (the kernel
+# Path B of the PCIe NVMe subsystem: its PCI function removed from the running host (the kernel
 # deletes the controller, as on a surprise removal or a failed slot), and the second path
 # of the map failed in the map (`dmsetup message ... fail_path`, what multipathd does when
 # its checker finds a path down).
@@ -186,6 +213,9 @@ MULTIPATH_FAIL = MULTIPATH_HELPERS + r"""
 set -e
 B=$(ctrl_of %(b)s)
 echo 1 > /sys/bus/pci/devices/$(pci_of $B)/remove
+# The target stops exporting the tcp subsystem on port 2: the host's controller on it
+# loses its connection and keeps reconnecting (state connecting), listed but not live.
+rm $T/ports/2/subsystems/$TCP_NQN
 set -- $(sd_paths)
 dmsetup message %(name)s 0 fail_path $(cat /sys/block/$2/dev)
 dmsetup status %(name)s
@@ -196,17 +226,28 @@ set -e
 set -- $(sd_paths)
 dmsetup message %(name)s 0 reinstate_path $(cat /sys/block/$2/dev)
 dmsetup status %(name)s
+ln -s $T/subsystems/$TCP_NQN $T/ports/2/subsystems/$TCP_NQN
+# The host reconnects within its reconnect delay (2 s).
+for i in $(seq 60); do
+  n=0; for c in /sys/class/nvme/nvme*; do [ "$(cat $c/subsysnqn)" = "$TCP_NQN" ] && [ "$(cat $c/state)" = live ] && n=$((n+1)); done
+  [ $n -eq 2 ] && break; sleep 1
+done
+[ $n -eq 2 ]
 """ % {"name": MULTIPATH_MAP}
 
 # The other path keeps serving: the pattern reads back through the head namespace
 # (uncached), and the map reads through its remaining path.
 MULTIPATH_READ_BACK = MULTIPATH_HELPERS + r"""
 set -e
-dd if=/dev/$(head_ns) of=/tmp/readback bs=4096 count=16 iflag=direct status=none
-cmp /tmp/pattern /tmp/readback
+for q in $PCI_NQN $TCP_NQN; do
+  dd if=/dev/$(head_ns $q) of=/tmp/readback bs=4096 count=16 iflag=direct status=none
+  cmp /tmp/pattern /tmp/readback
+done
 dd if=/dev/mapper/%(name)s of=/dev/null bs=4096 count=64 iflag=direct status=none
 echo served
 """ % {"name": MULTIPATH_MAP}
 
-# The three captures: both healthy, both failed, the map restored (the NVMe path stays gone).
+# The three captures: all healthy; all failed; the map and the tcp path restored (the removed
+# PCIe controller stays gone).
+MULTIPATH_TCP_NQN = "nqn.2026-11.io.storpath:lab-tcp"
 MULTIPATH_CAPTURES = ("multipath-healthy", "multipath-failed", "multipath-restored")

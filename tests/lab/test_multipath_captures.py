@@ -1,0 +1,165 @@
+"""The multipath lab captures replayed without QEMU (tier 2): a real 6.1 kernel's sysfs of
+an NVMe subsystem with two controllers sharing a namespace (QEMU nvme-subsys) before and
+after one controller's PCI function was removed, and of a dm-multipath map over the two sd
+paths of one SAS disk (two HBAs) healthy, with one path failed (`dmsetup message ...
+fail_path`) and reinstated. Made by tests/lab/test_multipath_lab.py (or
+`python3 tests/lab/lab.py capture multipath`); see tests/lab/README.md.
+
+The paths rules (rules/paths.yml) run in promtool over the captures' own series, healthy,
+then failed, then restored."""
+
+import json
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+import lab
+from tests.conftest import ROOT, run_exporter
+
+CAPTURES = Path(__file__).resolve().parent / "captures"
+HEALTHY, FAILED, RESTORED = lab.MULTIPATH_CAPTURES
+MAP = "dm-0"
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    out = {}
+    for name in lab.MULTIPATH_CAPTURES:
+        root = tmp_path_factory.mktemp(name)
+        with tarfile.open(CAPTURES / f"{name}.tar.gz") as tar:
+            tar.extractall(root)
+        out[name] = root
+    return out
+
+
+def _args(root):
+    return [f"--path.sysfs={root}/sys", f"--path.procfs={root}/proc", f"--path.captured={root}/captured",
+            f"--path.dev={root}/dev"]
+
+
+@pytest.fixture(scope="module")
+def scrapes(roots, tmp_path_factory):
+    out = {}
+    for name, root in roots.items():
+        with run_exporter(_args(root), str(tmp_path_factory.mktemp(f"{name}-exporter"))) as exporter:
+            text = exporter.metrics()
+            # dmsetup status is read in a background task.
+            deadline = time.monotonic() + 20
+            while "storpath_multipath_path_state{" not in text and time.monotonic() < deadline:
+                time.sleep(0.2)
+                text = exporter.metrics()
+        out[name] = lab.Scrape(text)
+    return out
+
+
+def _check(root):
+    done = subprocess.run([sys.executable, "-m", "storpath", "check", "--json", *_args(root)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={"PYTHONPATH": str(Path(ROOT) / "exporter"), "PATH": "/usr/bin:/bin"})
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_captures_are_small(roots):
+    for name in lab.MULTIPATH_CAPTURES:
+        assert (CAPTURES / f"{name}.tar.gz").stat().st_size < 1024 * 1024
+
+
+@pytest.mark.parametrize("name", lab.MULTIPATH_CAPTURES)
+def test_collectors_succeed(name, scrapes):
+    failed = [l["collector"] for l, v in scrapes[name].series("storpath_scrape_collector_success") if v != 1]
+    assert not failed
+
+
+def test_healthy_subsystem_has_two_live_paths(scrapes):
+    s = scrapes[HEALTHY]
+    [(labels, paths)] = s.series("storpath_nvme_subsystem_paths")
+    assert paths == 2
+    assert s.value("storpath_nvme_subsystem_paths_live", subsystem=labels["subsystem"]) == 2
+    states = s.label_sets("storpath_nvme_path_state", state="live")
+    assert len([l for l in states if s.value("storpath_nvme_path_state", **l) == 1]) == 2
+    assert {l["transport"] for l in states} == {"pcie"}
+
+
+def test_healthy_map_has_two_active_paths(scrapes):
+    s = scrapes[HEALTHY]
+    assert s.value("storpath_multipath_paths", device=MAP) == 2
+    assert s.value("storpath_multipath_paths_active", device=MAP) == 2
+    assert s.value("storpath_multipath_paths_failed", device=MAP) == 0
+
+
+def test_failed_map_counts_the_failed_path(scrapes):
+    s = scrapes[FAILED]
+    assert s.value("storpath_multipath_paths", device=MAP) == 2
+    assert s.value("storpath_multipath_paths_active", device=MAP) == 1
+    assert s.value("storpath_multipath_paths_failed", device=MAP) == 1
+    failed = [l["path"] for l, v in s.series("storpath_multipath_path_state", device=MAP) if v == 1
+              and l["state"] not in ("active", "running", "live")]
+    assert len(failed) == 1, s.series("storpath_multipath_path_state", device=MAP)
+
+
+def test_restored_map_is_whole_again(scrapes):
+    s = scrapes[RESTORED]
+    assert s.value("storpath_multipath_paths", device=MAP) == 2
+    assert s.value("storpath_multipath_paths_active", device=MAP) == 2
+    assert s.value("storpath_multipath_paths_failed", device=MAP) == 0
+
+
+def test_removed_controller_leaves_the_subsystem(roots):
+    """The kernel deletes a PCIe controller whose function is removed: the subsystem lists one
+    path afterwards, the surviving one (serial SPLABMPA), and its head namespace stays."""
+    def controllers(root):
+        subsys = [p for p in (root / "sys/class/nvme-subsystem").iterdir()]
+        assert len(subsys) == 1
+        folder = subsys[0].resolve() if subsys[0].is_symlink() else subsys[0]
+        names = [p.name for p in (root / "sys/class/nvme-subsystem" / subsys[0].name).iterdir()
+                 if p.name.startswith("nvme") and "n" not in p.name[4:]]
+        return sorted((root / "sys/class/nvme" / n / "serial").read_text().strip() for n in names)
+    assert controllers(roots[HEALTHY]) == ["SPLABMPA", "SPLABMPB"]
+    assert controllers(roots[FAILED]) == ["SPLABMPA"]
+
+
+def test_check_names_the_failed_map_path(roots):
+    rc, report = _check(roots[FAILED])
+    text = json.dumps(report)
+    assert rc >= 1
+    assert "paths.map_degraded" in text or "paths.map_lost" in text, text[:2000]
+    rc, report = _check(roots[RESTORED])
+    assert "paths.map_" not in json.dumps(report)
+
+
+@pytest.mark.integration
+def test_real_prometheus_fires_on_the_failed_capture(roots, tmp_path):
+    """A real Prometheus with rules/ (every `for:` removed) scraping the exporter on the failed
+    capture: the map running on one of its two paths raises StoragePathsDegraded, and no path
+    alert fires for anything else; on the restored capture none fires."""
+    from tests.integration import harness
+    try:
+        harness.check_binaries()
+    except harness.Missing as exc:
+        pytest.skip(str(exc))
+    rules = tmp_path / "rules"
+    harness.copy_rules(rules)
+    path_alerts = {"StoragePathLost", "StoragePathsDegraded", "StoragePathsMissing"}
+
+    def firing(name):
+        backend = harness.ProcessBackend(tmp_path / name)
+        try:
+            root = roots[name]
+            exporter = backend.host_exporter(root / "sys", root / "proc", root / "dev",
+                                             extra_args=[f"--path.captured={root}/captured"])
+            prom = backend.prometheus(harness.prometheus_config({"storpath": [exporter.address]}), rules)
+            prom.wait_targets_up(["storpath"])
+            # Two evaluations after the background dmsetup task has run.
+            harness.wait_until(lambda: prom.query("storpath_multipath_path_state"), 30, "map path states")
+            time.sleep(3)
+            return sorted((a["labels"]["alertname"], a["labels"].get("device") or a["labels"].get("subsystem"))
+                          for a in prom.alerts() if a["state"] == "firing" and a["labels"]["alertname"] in path_alerts)
+        finally:
+            backend.close()
+
+    assert firing(FAILED) == [("StoragePathsDegraded", MAP)]
+    assert firing(RESTORED) == []
