@@ -1,6 +1,8 @@
 """The multipath lab captures replayed without QEMU (tier 2): a real 6.1 kernel's sysfs of
 an NVMe subsystem with two controllers sharing a namespace (QEMU nvme-subsys) before and
-after one controller's PCI function was removed, and of a dm-multipath map over the two sd
+after one controller's PCI function was removed, of an NVMe/TCP subsystem (the kernel's
+nvmet target over the loopback, two ports) with its second path lost and restored, and of a
+dm-multipath map over the two sd
 paths of one SAS disk (two HBAs) healthy, with one path failed (`dmsetup message ...
 fail_path`) and reinstated. Made by tests/lab/test_multipath_lab.py (or
 `python3 tests/lab/lab.py capture multipath`); see tests/lab/README.md.
@@ -9,6 +11,7 @@ The paths rules (rules/paths.yml) run in promtool over the captures' own series,
 then failed, then restored."""
 
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -74,14 +77,37 @@ def test_collectors_succeed(name, scrapes):
     assert not failed
 
 
-def test_healthy_subsystem_has_two_live_paths(scrapes):
+def subsystem_of(s, nqn):
+    [labels] = [l for l in s.label_sets("storpath_nvme_subsystem_info") if l["nqn"] == nqn]
+    return labels["subsystem"]
+
+
+def live_paths(s, subsystem):
+    return sorted((l["transport"], l["state"]) for l, v in s.series("storpath_nvme_path_state", subsystem=subsystem)
+                  if v == 1)
+
+
+def test_healthy_subsystems_have_two_live_paths(scrapes):
     s = scrapes[HEALTHY]
-    [(labels, paths)] = s.series("storpath_nvme_subsystem_paths")
-    assert paths == 2
-    assert s.value("storpath_nvme_subsystem_paths_live", subsystem=labels["subsystem"]) == 2
-    states = s.label_sets("storpath_nvme_path_state", state="live")
-    assert len([l for l in states if s.value("storpath_nvme_path_state", **l) == 1]) == 2
-    assert {l["transport"] for l in states} == {"pcie"}
+    for nqn, transport in ((lab.MULTIPATH_NQN, "pcie"), (lab.MULTIPATH_TCP_NQN, "tcp")):
+        sub = subsystem_of(s, nqn)
+        assert s.value("storpath_nvme_subsystem_paths", subsystem=sub) == 2
+        assert s.value("storpath_nvme_subsystem_paths_live", subsystem=sub) == 2
+        assert live_paths(s, sub) == [(transport, "live")] * 2
+
+
+def test_lost_tcp_path_stays_listed_not_live(scrapes):
+    """The host keeps the controller of the lost tcp path, reconnecting: paths 2, live 1."""
+    s = scrapes[FAILED]
+    sub = subsystem_of(s, lab.MULTIPATH_TCP_NQN)
+    assert s.value("storpath_nvme_subsystem_paths", subsystem=sub) == 2
+    assert s.value("storpath_nvme_subsystem_paths_live", subsystem=sub) == 1
+    states = live_paths(s, sub)
+    assert ("tcp", "live") in states and len(states) == 2
+    assert [st for _, st in states if st != "live"][0] in ("connecting", "resetting"), states
+    s = scrapes[RESTORED]
+    sub = subsystem_of(s, lab.MULTIPATH_TCP_NQN)
+    assert s.value("storpath_nvme_subsystem_paths_live", subsystem=sub) == 2
 
 
 def test_healthy_map_has_two_active_paths(scrapes):
@@ -110,32 +136,63 @@ def test_restored_map_is_whole_again(scrapes):
 
 def test_removed_controller_leaves_the_subsystem(roots):
     """The kernel deletes a PCIe controller whose function is removed: the subsystem lists one
-    path afterwards, the surviving one (serial SPLABMPA), and its head namespace stays."""
+    path afterwards, the surviving one (serial SPLABMPA)."""
     def controllers(root):
-        subsys = [p for p in (root / "sys/class/nvme-subsystem").iterdir()]
-        assert len(subsys) == 1
-        folder = subsys[0].resolve() if subsys[0].is_symlink() else subsys[0]
-        names = [p.name for p in (root / "sys/class/nvme-subsystem" / subsys[0].name).iterdir()
-                 if p.name.startswith("nvme") and "n" not in p.name[4:]]
+        classdir = root / "sys/class/nvme-subsystem"
+        [subsys] = [p for p in classdir.iterdir() if (p / "subsysnqn").read_text().strip() == lab.MULTIPATH_NQN]
+        names = [p.name for p in subsys.iterdir() if re.fullmatch(r"nvme\d+", p.name)]
         return sorted((root / "sys/class/nvme" / n / "serial").read_text().strip() for n in names)
     assert controllers(roots[HEALTHY]) == ["SPLABMPA", "SPLABMPB"]
     assert controllers(roots[FAILED]) == ["SPLABMPA"]
 
 
-def test_check_names_the_failed_map_path(roots):
+@pytest.mark.xfail(strict=True, reason="analysis.paths.multipathed() drops a PCIe subsystem down to one live path: "
+                   "the series StoragePathsMissing compares with vanish instead of dropping to 1")
+def test_removed_pcie_controller_leaves_a_series_to_compare(scrapes):
+    """The PCIe subsystem that lost a controller is still exported, with one path, so that
+    StoragePathsMissing (max_over_time(paths[1d]) > paths) can see the drop from 2 to 1."""
+    s = scrapes[FAILED]
+    sub = subsystem_of(s, lab.MULTIPATH_NQN)
+    assert s.value("storpath_nvme_subsystem_paths", subsystem=sub) == 1
+
+
+def test_check_names_the_lost_paths(roots, scrapes):
+    s = scrapes[FAILED]
+    sub = subsystem_of(s, lab.MULTIPATH_TCP_NQN)
+    [lost] = [l["controller"] for l, v in s.series("storpath_nvme_path_state", subsystem=sub)
+              if v == 1 and l["state"] != "live"]
     rc, report = _check(roots[FAILED])
     text = json.dumps(report)
-    assert rc >= 1
-    assert "paths.map_degraded" in text or "paths.map_lost" in text, text[:2000]
+    assert rc in (1, 2)
+    assert "paths.map_degraded" in text, text[:3000]
+    nvme = [f for f in _findings(report) if f.get("kind") == "paths.nvme_degraded"]
+    assert len(nvme) == 1 and lost in json.dumps(nvme), nvme
     rc, report = _check(roots[RESTORED])
-    assert "paths.map_" not in json.dumps(report)
+    assert not [f for f in _findings(report) if str(f.get("kind", "")).startswith("paths.")]
+
+
+def _findings(report):
+    """Every finding object of check's JSON report, wherever it nests."""
+    found = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            if "kind" in x and "severity" in x:
+                found.append(x)
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+    walk(report)
+    return found
 
 
 @pytest.mark.integration
-def test_real_prometheus_fires_on_the_failed_capture(roots, tmp_path):
+def test_real_prometheus_fires_on_the_failed_capture(roots, scrapes, tmp_path):
     """A real Prometheus with rules/ (every `for:` removed) scraping the exporter on the failed
-    capture: the map running on one of its two paths raises StoragePathsDegraded, and no path
-    alert fires for anything else; on the restored capture none fires."""
+    capture: the map and the tcp subsystem, each running on one of its two paths, raise
+    StoragePathsDegraded, and no path alert fires for anything else; on the restored capture none fires."""
     from tests.integration import harness
     try:
         harness.check_binaries()
@@ -161,5 +218,6 @@ def test_real_prometheus_fires_on_the_failed_capture(roots, tmp_path):
         finally:
             backend.close()
 
-    assert firing(FAILED) == [("StoragePathsDegraded", MAP)]
+    tcp = subsystem_of(scrapes[FAILED], lab.MULTIPATH_TCP_NQN)
+    assert firing(FAILED) == sorted([("StoragePathsDegraded", MAP), ("StoragePathsDegraded", tcp)])
     assert firing(RESTORED) == []
