@@ -153,11 +153,12 @@ def nvme_ctrl_by_serial(guest: Guest) -> Dict[str, str]:
 # failed and restored.
 # --------------------------------------------------------------------------------------
 
-# Shell helpers: the controller of a serial, its PCI address, the head namespace of the
+# Shell helpers: the controller below a root port, a controller's port and PCI address, the head namespace of the
 # subsystem (nvmeXnY, the multipath node; the per-path nvmeXcYnZ are hidden) and the sd
 # devices of the shared SAS disk.
 MULTIPATH_HELPERS = r"""
-ctrl_of() { for c in /sys/class/nvme/nvme*; do [ "$(tr -d ' ' < $c/serial)" = "$1" ] && basename $c; done; true; }
+ctrl_of() { for c in /sys/class/nvme/nvme*; do case "$(readlink -f $c/device)" in */$1/*) basename $c;; esac; done; true; }
+port_of() { basename "$(dirname "$(readlink -f /sys/class/nvme/$1/device)")"; }
 pci_of() { basename "$(readlink -f /sys/class/nvme/$1/device)"; }
 head_ns() { for d in /sys/class/nvme-subsystem/nvme-subsys*; do [ "$(cat $d/subsysnqn)" = "$1" ] && for n in $d/nvme*n1; do basename $n; done; done | head -n1; }
 TCP_NQN=%(tcp_nqn)s
@@ -165,7 +166,7 @@ PCI_NQN=%(pci_nqn)s
 T=/sys/kernel/config/nvmet
 sd_paths() { for d in /sys/block/sd*; do [ "$(cat $d/device/wwid)" = "naa.%(wwn)s" ] && basename $d; done; true; }
 """ % {"wwn": "5000c50015ea7200", "tcp_nqn": "nqn.2026-11.io.storpath:lab-tcp",
-       "pci_nqn": "nqn.2026-11.io.storpath:lab-multipath"}
+       "pci_nqn": "nqn.2019-08.org.qemu:storpath-lab-multipath"}
 
 # The map as multipathd would make it (uuid mpath-<WWID>, WWID "3" + NAA), built with
 # dmsetup's multipath target directly: one priority group, round-robin over both paths.
@@ -178,6 +179,8 @@ set -- $(sd_paths)
 SZ=$(cat /sys/block/$1/size)
 dmsetup create %(name)s --uuid %(uuid)s --table \
   "0 $SZ multipath 0 0 1 1 round-robin 0 2 1 $(cat /sys/block/$1/dev) 1000 $(cat /sys/block/$2/dev) 1000"
+# No udevd in the guest: the /dev/mapper node is made here.
+dmsetup mknodes %(name)s
 # NVMe/TCP over the loopback: the kernel's own target (nvmet) exports a file-backed
 # namespace on two ports, the host connects to both (ctrl_loss_tmo -1: a lost path is
 # retried, and listed, until it comes back), so native multipath joins two tcp paths.
@@ -191,6 +194,8 @@ mkdir $T/subsystems/$TCP_NQN
 echo 1 > $T/subsystems/$TCP_NQN/attr_allow_any_host
 mkdir $T/subsystems/$TCP_NQN/namespaces/1
 echo -n /tmp/tcp-ns.img > $T/subsystems/$TCP_NQN/namespaces/1/device_path
+# The initramfs's /tmp takes no O_DIRECT (6.1): the target's file backend must buffer.
+echo 1 > $T/subsystems/$TCP_NQN/namespaces/1/buffered_io
 echo 1 > $T/subsystems/$TCP_NQN/namespaces/1/enable
 for p in 1 2; do
   mkdir $T/ports/$p
@@ -219,7 +224,7 @@ rm $T/ports/2/subsystems/$TCP_NQN
 set -- $(sd_paths)
 dmsetup message %(name)s 0 fail_path $(cat /sys/block/$2/dev)
 dmsetup status %(name)s
-""" % {"b": "SPLABMPB", "name": MULTIPATH_MAP}
+""" % {"b": "0000:00:05.0", "name": MULTIPATH_MAP}
 
 MULTIPATH_RESTORE = MULTIPATH_HELPERS + r"""
 set -e

@@ -149,24 +149,29 @@ def topology_zfs(diskdir: Path) -> Topology:
 # - One SCSI disk reached through two HBAs: two mptsas1068 controllers, each with a scsi-hd of
 #   the same WWN and serial over the same image file (share-rw=on, file locking off), so the
 #   guest sees two sd devices of one drive to build a dm-multipath map over.
-MULTIPATH_NQN = "nqn.2026-11.io.storpath:lab-multipath"
-MULTIPATH_NVME_SERIALS = ["SPLABMPA", "SPLABMPB"]  # path A stays, path B is removed
+# QEMU 7.2 prefixes the nvme-subsys nqn property with "nqn.2019-08.org.qemu:".
+MULTIPATH_NQN_PROPERTY = "storpath-lab-multipath"
+MULTIPATH_NQN = "nqn.2019-08.org.qemu:" + MULTIPATH_NQN_PROPERTY
+# QEMU gives every controller of a subsystem the subsystem's serial (a different one is
+# refused: "invalid controller serial"): the two paths are told apart by their root port.
+MULTIPATH_NVME_SERIAL = "SPLABMPSUB"
+MULTIPATH_NVME_PORTS = ["0000:00:04.0", "0000:00:05.0"]  # path A stays, path B is removed
 MULTIPATH_SAS_WWN = "0x5000c50015ea7200"
 MULTIPATH_SAS_SERIAL = "SPLABMPSAS"
 
 
 def topology_multipath(diskdir: Path) -> Topology:
-    args = ["-device", f"nvme-subsys,id=mpsubsys0,nqn={MULTIPATH_NQN}"]
-    for i, serial in enumerate(MULTIPATH_NVME_SERIALS):
+    args = ["-device", f"nvme-subsys,id=mpsubsys0,nqn={MULTIPATH_NQN_PROPERTY}"]
+    for i, port in enumerate(MULTIPATH_NVME_PORTS):
         args += ["-device", f"pcie-root-port,id=rp{i},bus=pcie.0,chassis={i + 1},slot={i + 1},"
-                            f"addr=0x{4 + i:x},x-speed=8,x-width=4",
-                 "-device", f"nvme,id=mpnvme{i},serial={serial},subsys=mpsubsys0,bus=rp{i}"]
+                            f"addr=0x{int(port.split(':')[2].split('.')[0], 16):x},x-speed=8,x-width=4",
+                 "-device", f"nvme,id=mpnvme{i},serial={MULTIPATH_NVME_SERIAL},subsys=mpsubsys0,bus=rp{i}"]
     # The namespace comes after both controllers so that it is attached to both.
     args += _drive(diskdir, "mpnvd0", 64)
     args += ["-device", "nvme-ns,drive=mpnvd0,bus=mpnvme0,nsid=1,shared=on"]
     shared = _disk(diskdir, "mpsas", 64)
     for i in range(2):
-        port = len(MULTIPATH_NVME_SERIALS) + i
+        port = len(MULTIPATH_NVME_PORTS) + i
         args += ["-device", f"pcie-root-port,id=rp{port},bus=pcie.0,chassis={port + 1},slot={port + 1},"
                             f"addr=0x{4 + port:x},x-speed=8,x-width=8",
                  "-device", f"mptsas1068,id=mpsas{i},bus=rp{port}",

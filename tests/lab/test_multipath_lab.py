@@ -27,8 +27,10 @@ import lab
 pytestmark = pytest.mark.lab
 
 MAP = "dm-0"
-CONTROLLERS = (lab.MULTIPATH_HELPERS + "for c in /sys/class/nvme-subsystem/nvme-subsys*/nvme[0-9]*; do "
-               "case $(basename $c) in *n*) ;; *) tr -d ' ' < $c/serial;; esac; done | sort | tr '\\n' ' '")
+# The root ports of the PCIe subsystem's controllers.
+CONTROLLERS = (lab.MULTIPATH_HELPERS + "for d in /sys/class/nvme-subsystem/nvme-subsys*; do "
+               "[ \"$(cat $d/subsysnqn)\" = $PCI_NQN ] || continue; for c in $d/nvme[0-9]*; do "
+               "case $(basename $c) in nvme[0-9]*n*) ;; *) port_of $(basename $c);; esac; done; done | sort | tr '\\n' ' '")
 
 
 @pytest.fixture(scope="module")
@@ -39,17 +41,18 @@ def multipath_guest(lab_image, tmp_path_factory):
     guest.stop()
 
 
-def scrape_map(guest, active, timeout=120):
-    """A scrape once the background dmsetup status shows ACTIVE active paths of the map."""
+def scrape_paths(guest, active, tcp_live, timeout=120):
+    """A scrape once the background dmsetup status shows ACTIVE active paths of the map and
+    the tcp subsystem TCP_LIVE live paths."""
     end = time.monotonic() + timeout
     while True:
         s = lab.Scrape(lab.exporter_metrics(guest))
         if s.value("storpath_multipath_paths_active", device=MAP) == active and \
-                s.series("storpath_multipath_path_state", device=MAP):
+                s.series("storpath_multipath_path_state", device=MAP) and tcp_paths(s) == (2, tcp_live):
             return s
         if time.monotonic() > end:
             log = guest.run("tail -50 /tmp/storpath.log", check=False).stdout
-            pytest.fail(f"map {MAP} never showed {active} active paths:\n{s.text[-3000:]}\n{log}")
+            pytest.fail(f"never {active} active map paths and {tcp_live} live tcp paths:\n{s.text[-3000:]}\n{log}")
         time.sleep(2)
 
 
@@ -59,7 +62,10 @@ def tcp_subsystem(s):
 
 
 def tcp_paths(s):
-    sub = tcp_subsystem(s)
+    subs = [l for l in s.label_sets("storpath_nvme_subsystem_info") if l.get("nqn") == lab.MULTIPATH_TCP_NQN]
+    if not subs:
+        return None
+    sub = subs[0]["subsystem"]
     return (s.value("storpath_nvme_subsystem_paths", subsystem=sub),
             s.value("storpath_nvme_subsystem_paths_live", subsystem=sub))
 
@@ -69,10 +75,10 @@ def test_path_lost_and_restored(multipath_guest, tmp_path):
     dest = lab.CAPTURES_DIR if os.environ.get("STORPATH_LAB_UPDATE_CAPTURES") else tmp_path
     healthy, failed, restored = lab.MULTIPATH_CAPTURES
     assert g.sh("cat /sys/class/nvme-subsystem/nvme-subsys*/subsysnqn").strip() == lab.MULTIPATH_NQN
-    assert g.sh(CONTROLLERS).split() == lab.MULTIPATH_NVME_SERIALS
+    assert g.sh(CONTROLLERS).split() == lab.MULTIPATH_NVME_PORTS
 
     g.sh(lab.MULTIPATH_SETUP, timeout=300)
-    s = scrape_map(g, active=2)
+    s = scrape_paths(g, active=2, tcp_live=2)
     assert sorted(v for _, v in s.series("storpath_nvme_subsystem_paths")) == [2, 2]
     assert sorted(v for _, v in s.series("storpath_nvme_subsystem_paths_live")) == [2, 2]
     assert tcp_paths(s) == (2, 2)
@@ -80,10 +86,10 @@ def test_path_lost_and_restored(multipath_guest, tmp_path):
     lab.capture(g, healthy, dest)
 
     g.sh(lab.MULTIPATH_FAIL, timeout=300)
-    assert g.sh(CONTROLLERS).split() == lab.MULTIPATH_NVME_SERIALS[:1]
+    assert g.sh(CONTROLLERS).split() == lab.MULTIPATH_NVME_PORTS[:1]
     # The other path keeps serving: the pattern reads back through the head namespace.
     assert g.sh(lab.MULTIPATH_READ_BACK, timeout=300).strip().endswith("served")
-    s = scrape_map(g, active=1)
+    s = scrape_paths(g, active=1, tcp_live=1)
     assert tcp_paths(s) == (2, 1)
     down = [l for l, v in s.series("storpath_nvme_path_state", subsystem=tcp_subsystem(s))
             if v == 1 and l["state"] != "live"]
@@ -97,7 +103,7 @@ def test_path_lost_and_restored(multipath_guest, tmp_path):
     lab.capture(g, failed, dest)
 
     g.sh(lab.MULTIPATH_RESTORE, timeout=300)
-    s = scrape_map(g, active=2)
+    s = scrape_paths(g, active=2, tcp_live=2)
     assert s.value("storpath_multipath_paths_failed", device=MAP) == 0
     assert tcp_paths(s) == (2, 2)
     lab.capture(g, restored, dest)
