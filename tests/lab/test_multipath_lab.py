@@ -98,6 +98,7 @@ def test_path_lost_and_restored(multipath_guest, tmp_path):
     report = g.run("python3 -m storpath check --json", check=False, timeout=300)
     assert report.rc in (1, 2), report.stdout[-3000:] + report.stderr[-3000:]
     assert down[0]["controller"] in report.stdout and "paths.nvme_degraded" in report.stdout, report.stdout
+    assert "paths.map_degraded" in report.stdout, report.stdout
     assert s.value("storpath_multipath_paths", device=MAP) == 2
     assert s.value("storpath_multipath_paths_failed", device=MAP) == 1
     lab.capture(g, failed, dest)
