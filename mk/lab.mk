@@ -22,7 +22,7 @@ lab: lab-build
 	$(LAB_PYTHON) tests/lab/lab.py $(if $(LAB_SHELL),shell,metrics) $(LAB_TOPOLOGY)
 
 lab-capture: lab-build
-	for t in nvme sas md; do $(LAB_PYTHON) tests/lab/lab.py capture $$t || exit 1; done
+	for t in nvme sas md multipath; do $(LAB_PYTHON) tests/lab/lab.py capture $$t || exit 1; done
 
 test-lab: lab-build
 	$(LAB_PYTHON) -m pytest -m lab tests/lab

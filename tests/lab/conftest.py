@@ -25,7 +25,7 @@ REQUIRED_TOOLS = {
 _timings = []
 
 
-GUEST_FIXTURES = {"lab_image", "nvme_guest", "sas_guest", "md_guest"}
+GUEST_FIXTURES = {"lab_image", "nvme_guest", "sas_guest", "md_guest", "multipath_guest"}
 
 
 def pytest_collection_modifyitems(config, items):

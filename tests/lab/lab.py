@@ -74,6 +74,21 @@ def capture_lspci(guest: Guest, name: str, dest_dir: Path = CAPTURES_DIR / "lspc
     return written + [dest_dir / f"{name}.lspci-vvnn.txt"]
 
 
+def capture_multipath(guest: Guest, dest_dir: Path = CAPTURES_DIR) -> List[Path]:
+    """The three multipath captures: healthy, failed (NVMe path B removed, map path 2
+    failed), restored (map path reinstated). Checks the surviving paths serve after the
+    failure."""
+    healthy, failed, restored = MULTIPATH_CAPTURES
+    guest.sh(MULTIPATH_SETUP, timeout=300)
+    done = [capture(guest, healthy, dest_dir)]
+    guest.sh(MULTIPATH_FAIL, timeout=300)
+    guest.sh(MULTIPATH_READ_BACK, timeout=300)
+    done.append(capture(guest, failed, dest_dir))
+    guest.sh(MULTIPATH_RESTORE, timeout=300)
+    done.append(capture(guest, restored, dest_dir))
+    return done
+
+
 class Scrape:
     """One parsed /metrics exposition (needs prometheus_client on the host)."""
 
@@ -179,6 +194,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                 g.sh(MD_SETUP, timeout=300)
             elif args.topology == "nvme":
                 g.sh(NVME_SETUP, timeout=300)
+            elif args.topology == "multipath":
+                for dest in capture_multipath(g):
+                    _print(f"wrote {dest} ({dest.stat().st_size} bytes)")
+                return 0
             elif args.topology == "zfs":
                 text = zfs_capture_text(g, log=_print)
                 dest = REPO_ROOT / "tests" / "unit" / "data" / "zpool_2.1_lab.txt"

@@ -46,6 +46,7 @@ GUEST_PACKAGES = [
     "procps",
     "util-linux",
     "mount",
+    "dmsetup",
 ]
 
 # Paths removed from the userland after installation: nothing the guest runs needs them
@@ -91,6 +92,11 @@ GUEST_MODULES = [
     "raid10",
     "crc32c_generic",
     "raid456",
+    "dm_mod",
+    "dm_multipath",
+    "dm_round_robin",
+    "nvme_tcp",
+    "nvmet_tcp",
 ]
 
 # Files the guest never needs; dropping them keeps the initramfs small and the boot fast.

@@ -144,3 +144,115 @@ def nvme_ctrl_by_serial(guest: Guest) -> Dict[str, str]:
         if len(parts) == 2:
             res[parts[1]] = parts[0]
     return res
+
+
+# --------------------------------------------------------------------------------------
+# multipath: the PCIe NVMe subsystem's second controller removed while the host runs, the
+# second tcp path of an NVMe/TCP subsystem (the kernel's target over the loopback) lost and
+# restored, and a dm-multipath map over the two sd paths of one SAS disk with one path
+# failed and restored.
+# --------------------------------------------------------------------------------------
+
+# Shell helpers: the controller below a root port, a controller's port and PCI address, the head namespace of the
+# subsystem (nvmeXnY, the multipath node; the per-path nvmeXcYnZ are hidden) and the sd
+# devices of the shared SAS disk.
+MULTIPATH_HELPERS = r"""
+ctrl_of() { for c in /sys/class/nvme/nvme*; do case "$(readlink -f $c/device)" in */$1/*) basename $c;; esac; done; true; }
+port_of() { basename "$(dirname "$(readlink -f /sys/class/nvme/$1/device)")"; }
+pci_of() { basename "$(readlink -f /sys/class/nvme/$1/device)"; }
+head_ns() { for d in /sys/class/nvme-subsystem/nvme-subsys*; do [ "$(cat $d/subsysnqn)" = "$1" ] && for n in $d/nvme*n1; do basename $n; done; done | head -n1; }
+TCP_NQN=%(tcp_nqn)s
+PCI_NQN=%(pci_nqn)s
+T=/sys/kernel/config/nvmet
+sd_paths() { for d in /sys/block/sd*; do [ "$(cat $d/device/wwid)" = "naa.%(wwn)s" ] && basename $d; done; true; }
+""" % {"wwn": "5000c50015ea7200", "tcp_nqn": "nqn.2026-11.io.storpath:lab-tcp",
+       "pci_nqn": "nqn.2019-08.org.qemu:storpath-lab-multipath"}
+
+# The map as multipathd would make it (uuid mpath-<WWID>, WWID "3" + NAA), built with
+# dmsetup's multipath target directly: one priority group, round-robin over both paths.
+MULTIPATH_MAP = "mpatha"
+MULTIPATH_MAP_UUID = "mpath-35000c50015ea7200"
+MULTIPATH_SETUP = MULTIPATH_HELPERS + r"""
+set -e
+set -- $(sd_paths)
+[ $# -eq 2 ] || { echo "expected 2 sd paths of the shared disk, got: $*" >&2; exit 1; }
+SZ=$(cat /sys/block/$1/size)
+dmsetup create %(name)s --uuid %(uuid)s --table \
+  "0 $SZ multipath 0 0 1 1 round-robin 0 2 1 $(cat /sys/block/$1/dev) 1000 $(cat /sys/block/$2/dev) 1000"
+# No udevd in the guest: the /dev/mapper node is made here.
+dmsetup mknodes %(name)s
+# NVMe/TCP over the loopback: the kernel's own target (nvmet) exports a file-backed
+# namespace on two ports, the host connects to both (ctrl_loss_tmo -1: a lost path is
+# retried, and listed, until it comes back), so native multipath joins two tcp paths.
+ip link set lo up
+mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+truncate -s 32M /tmp/tcp-ns.img
+mkdir -p /etc/nvme
+echo nqn.2014-08.org.nvmexpress:uuid:5b4e1b38-0a1c-4d2f-9c47-1f2e3d4c5b6a > /etc/nvme/hostnqn
+echo 5b4e1b38-0a1c-4d2f-9c47-1f2e3d4c5b6a > /etc/nvme/hostid
+mkdir $T/subsystems/$TCP_NQN
+echo 1 > $T/subsystems/$TCP_NQN/attr_allow_any_host
+mkdir $T/subsystems/$TCP_NQN/namespaces/1
+echo -n /tmp/tcp-ns.img > $T/subsystems/$TCP_NQN/namespaces/1/device_path
+# The initramfs's /tmp takes no O_DIRECT (6.1): the target's file backend must buffer.
+echo 1 > $T/subsystems/$TCP_NQN/namespaces/1/buffered_io
+echo 1 > $T/subsystems/$TCP_NQN/namespaces/1/enable
+for p in 1 2; do
+  mkdir $T/ports/$p
+  echo tcp > $T/ports/$p/addr_trtype; echo ipv4 > $T/ports/$p/addr_adrfam
+  echo 127.0.0.1 > $T/ports/$p/addr_traddr; echo 442$p > $T/ports/$p/addr_trsvcid
+  ln -s $T/subsystems/$TCP_NQN $T/ports/$p/subsystems/$TCP_NQN
+  nvme connect -t tcp -a 127.0.0.1 -s 442$p -n $TCP_NQN --ctrl-loss-tmo=-1 --reconnect-delay=2
+done
+# A pattern on each NVMe head namespace, read back after its second path is gone.
+dd if=/dev/urandom of=/tmp/pattern bs=4096 count=16 status=none
+for q in $PCI_NQN $TCP_NQN; do dd if=/tmp/pattern of=/dev/$(head_ns $q) bs=4096 oflag=direct status=none; done
+dmsetup status %(name)s
+""" % {"name": MULTIPATH_MAP, "uuid": MULTIPATH_MAP_UUID}
+
+# Path B of the PCIe NVMe subsystem: its PCI function removed from the running host (the kernel
+# deletes the controller, as on a surprise removal or a failed slot), and the second path
+# of the map failed in the map (`dmsetup message ... fail_path`, what multipathd does when
+# its checker finds a path down).
+MULTIPATH_FAIL = MULTIPATH_HELPERS + r"""
+set -e
+B=$(ctrl_of %(b)s)
+echo 1 > /sys/bus/pci/devices/$(pci_of $B)/remove
+# The target stops exporting the tcp subsystem on port 2: the host's controller on it
+# loses its connection and keeps reconnecting (state connecting), listed but not live.
+rm $T/ports/2/subsystems/$TCP_NQN
+set -- $(sd_paths)
+dmsetup message %(name)s 0 fail_path $(cat /sys/block/$2/dev)
+dmsetup status %(name)s
+""" % {"b": "0000:00:05.0", "name": MULTIPATH_MAP}
+
+MULTIPATH_RESTORE = MULTIPATH_HELPERS + r"""
+set -e
+set -- $(sd_paths)
+dmsetup message %(name)s 0 reinstate_path $(cat /sys/block/$2/dev)
+dmsetup status %(name)s
+ln -s $T/subsystems/$TCP_NQN $T/ports/2/subsystems/$TCP_NQN
+# The host reconnects within its reconnect delay (2 s).
+for i in $(seq 60); do
+  n=0; for c in /sys/class/nvme/nvme*; do [ "$(cat $c/subsysnqn)" = "$TCP_NQN" ] && [ "$(cat $c/state)" = live ] && n=$((n+1)); done
+  [ $n -eq 2 ] && break; sleep 1
+done
+[ $n -eq 2 ]
+""" % {"name": MULTIPATH_MAP}
+
+# The other path keeps serving: the pattern reads back through the head namespace
+# (uncached), and the map reads through its remaining path.
+MULTIPATH_READ_BACK = MULTIPATH_HELPERS + r"""
+set -e
+for q in $PCI_NQN $TCP_NQN; do
+  dd if=/dev/$(head_ns $q) of=/tmp/readback bs=4096 count=16 iflag=direct status=none
+  cmp /tmp/pattern /tmp/readback
+done
+dd if=/dev/mapper/%(name)s of=/dev/null bs=4096 count=64 iflag=direct status=none
+echo served
+""" % {"name": MULTIPATH_MAP}
+
+# The three captures: all healthy; all failed; the map and the tcp path restored (the removed
+# PCIe controller stays gone).
+MULTIPATH_TCP_NQN = "nqn.2026-11.io.storpath:lab-tcp"
+MULTIPATH_CAPTURES = ("multipath-healthy", "multipath-failed", "multipath-restored")

@@ -141,10 +141,53 @@ def topology_zfs(diskdir: Path) -> Topology:
                     description="15 virtio disks and 2 NVMe for ZFS pools (image variant zfs)")
 
 
+# multipath: NVMe native multipath and dm-multipath on one machine.
+# - One NVMe subsystem (QEMU's nvme-subsys) with two controllers, each behind its own root
+#   port, sharing namespace 1 (nvme-ns shared=on attaches it to every controller of the
+#   subsystem realized before it). The kernel's native multipath (nvme_core.multipath=Y,
+#   Debian's CONFIG_NVME_MULTIPATH=y) makes one head namespace over the two paths.
+# - One SCSI disk reached through two HBAs: two mptsas1068 controllers, each with a scsi-hd of
+#   the same WWN and serial over the same image file (share-rw=on, file locking off), so the
+#   guest sees two sd devices of one drive to build a dm-multipath map over.
+# QEMU 7.2 prefixes the nvme-subsys nqn property with "nqn.2019-08.org.qemu:".
+MULTIPATH_NQN_PROPERTY = "storpath-lab-multipath"
+MULTIPATH_NQN = "nqn.2019-08.org.qemu:" + MULTIPATH_NQN_PROPERTY
+# QEMU gives every controller of a subsystem the subsystem's serial (a different one is
+# refused: "invalid controller serial"): the two paths are told apart by their root port.
+MULTIPATH_NVME_SERIAL = "SPLABMPSUB"
+MULTIPATH_NVME_PORTS = ["0000:00:04.0", "0000:00:05.0"]  # path A stays, path B is removed
+MULTIPATH_SAS_WWN = "0x5000c50015ea7200"
+MULTIPATH_SAS_SERIAL = "SPLABMPSAS"
+
+
+def topology_multipath(diskdir: Path) -> Topology:
+    args = ["-device", f"nvme-subsys,id=mpsubsys0,nqn={MULTIPATH_NQN_PROPERTY}"]
+    for i, port in enumerate(MULTIPATH_NVME_PORTS):
+        args += ["-device", f"pcie-root-port,id=rp{i},bus=pcie.0,chassis={i + 1},slot={i + 1},"
+                            f"addr=0x{int(port.split(':')[2].split('.')[0], 16):x},x-speed=8,x-width=4",
+                 "-device", f"nvme,id=mpnvme{i},serial={MULTIPATH_NVME_SERIAL},subsys=mpsubsys0,bus=rp{i}"]
+    # The namespace comes after both controllers so that it is attached to both.
+    args += _drive(diskdir, "mpnvd0", 64)
+    args += ["-device", "nvme-ns,drive=mpnvd0,bus=mpnvme0,nsid=1,shared=on"]
+    shared = _disk(diskdir, "mpsas", 64)
+    for i in range(2):
+        port = len(MULTIPATH_NVME_PORTS) + i
+        args += ["-device", f"pcie-root-port,id=rp{port},bus=pcie.0,chassis={port + 1},slot={port + 1},"
+                            f"addr=0x{4 + port:x},x-speed=8,x-width=8",
+                 "-device", f"mptsas1068,id=mpsas{i},bus=rp{port}",
+                 "-drive", f"if=none,id=mpsd{i},format=raw,file={shared},cache=unsafe,file.locking=off",
+                 "-device", f"scsi-hd,drive=mpsd{i},bus=mpsas{i}.0,scsi-id=0,wwn={MULTIPATH_SAS_WWN},"
+                            f"serial={MULTIPATH_SAS_SERIAL},share-rw=on"]
+    return Topology("multipath", args, kernel_args=["nvme_core.multipath=Y"],
+                    description="an NVMe subsystem of 2 controllers sharing a namespace; one SAS disk "
+                                "through 2 HBAs (dm-multipath)")
+
+
 TOPOLOGIES: Dict[str, Callable[[Path], Topology]] = {
     "nvme": topology_nvme,
     "sas": topology_sas,
     "md": topology_md,
+    "multipath": topology_multipath,
 }
 
 # Topologies that boot an image variant other than the default one; kept out of

@@ -198,12 +198,13 @@ class Facts:
 
 def take_snapshot(roots: Roots, config: Optional[Dict[str, Any]] = None, timeout: float = 30.0) -> Snapshot:
     """One snapshot of everything sysfs and procfs hold, for a one-shot command; with the sas,
-    nvme and nvme_health collectors enabled, what their tasks read (link error counters, SAS
-    drives' PHYs, Identify, SMART logs), read now."""
+    nvme, nvme_health and multipath collectors enabled, what their tasks read (link error
+    counters, SAS drives' PHYs, Identify, SMART logs, dmsetup status), read now."""
     config = config or {}
     specs = collectors.load_all()
     settings = {name: specs[name].cls.settings(config.get("collectors", {}).get(name, {}))
-                for name in ("sas", "nvme", "nvme_health") if name in specs and collector_enabled(config, name)}
+                for name in ("sas", "nvme", "nvme_health", "multipath")
+                if name in specs and collector_enabled(config, name)}
     return take_once(roots, extra=read_now_sources(roots, settings).values(), timeout=timeout)
 
 

@@ -195,6 +195,34 @@ def add_nvme_identify(c):
                 c.tar.addfile(ti, io.BytesIO(data))
 
 
+def add_dmsetup_status(c):
+    """`dmsetup status --target multipath` as storpath's --path.captured reads it
+    (captured/dmsetup/status.txt), where the host has a multipath map (a dm device whose
+    dm/uuid starts with mpath-)."""
+    maps = []
+    for uuid in glob.glob("/sys/block/dm-*/dm/uuid"):
+        try:
+            with open(uuid) as f:
+                if f.read().startswith("mpath-"):
+                    maps.append(uuid)
+        except OSError:
+            continue
+    if not maps:
+        return
+    try:
+        data = subprocess.run(["dmsetup", "status", "--target", "multipath"],
+                              capture_output=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    name = "captured/dmsetup/status.txt"
+    c.add_dir_entry("/" + os.path.dirname(name))
+    ti = tarfile.TarInfo(name)
+    ti.size = len(data)
+    ti.mode = 0o644
+    ti.mtime = c.now
+    c.tar.addfile(ti, io.BytesIO(data))
+
+
 def main():
     out = sys.argv[1]
     c = Capture(out)
@@ -213,6 +241,7 @@ def main():
         if os.path.isdir(dev):
             c.walk(dev)
     add_nvme_identify(c)
+    add_dmsetup_status(c)
     for f in PROC_FILES:
         try:
             st = os.stat(f)
