@@ -13,13 +13,24 @@ NVME_PATHS, NVME_LIVE = "storpath_nvme_subsystem_paths", "storpath_nvme_subsyste
 MAP_PATHS, MAP_ACTIVE = "storpath_multipath_paths", "storpath_multipath_paths_active"
 # Which kind of thing an alert names: NVMe series carry `subsystem`, dm-multipath maps `device`.
 WHAT = ("{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}"
+        "{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}"
         "{{ else }}multipath map {{ $labels.device }}{{ end }}")
+# A subsystem's paths by its NQN, which a reboot does not renumber (nvme-subsysN may change).
+BY_NQN = "instance_nqn:storpath_nvme_subsystem_paths:max"
 
 
 def rules(c):
     cfg = c.cfg
     nvme, dm = c.on("subsystem"), c.on("device")
     return [
+        # The exporter shows a subsystem of one PCIe path as the drive it is (analysis.paths.multipathed):
+        # a dual-ported drive that loses one port leaves the families, so its paths are kept by NQN here
+        # for StoragePathsMissing to compare with.
+        c.record(BY_NQN, c.expr("""
+            max ${by_nqn} (
+              ${nvme_paths} * ${on_subsystem} group_left(nqn) storpath_nvme_subsystem_info
+            )
+        """, by_nqn=c.by("nqn"), nvme_paths=NVME_PATHS, on_subsystem=c.on("subsystem"))),
         c.alert(
             "StoragePathLost",
             c.expr("""
@@ -56,12 +67,19 @@ def rules(c):
                 max_over_time(${nvme_paths}[${window}]) > ${nvme_paths}
                 or
                 max_over_time(${map_paths}[${window}]) > ${map_paths}
-            """, nvme_paths=NVME_PATHS, map_paths=MAP_PATHS, window=cfg.missing_window),
+                or
+                (
+                  max_over_time(${by_nqn}[${window}]) > 1
+                  unless ${on_nqn} ${by_nqn}
+                )
+                and ${on_target} storpath_scrape_collector_success{collector="nvme_subsystem"} == 1
+            """, nvme_paths=NVME_PATHS, map_paths=MAP_PATHS, window=cfg.missing_window, by_nqn=BY_NQN,
+                   on_nqn=c.on("nqn"), on_target=c.on()),
             cfg.missing_for, "warning",
             "A multipath device has fewer paths than it had.",
             f"""{WHAT} had {{{{ printf "%.0f" $value }}}} paths in the last {cfg.missing_window} and
             has fewer now: a path was removed altogether (a controller deleted after ctrl_loss_tmo, a
-            SCSI device gone).""",
+            SCSI device gone, one port of a dual-ported drive lost).""",
         ),
         c.alert(
             "StorageNoOptimizedPath",
