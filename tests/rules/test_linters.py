@@ -43,7 +43,7 @@ def run(*argv: str) -> subprocess.CompletedProcess:
 def test_pint_finds_nothing():
     pint = find("pint")
     rules = sorted(str(p.relative_to(REPO)) for p in (REPO / "rules").glob("*.yml"))
-    result = run(pint, "--offline", "--config", "rules/.pint.hcl", "lint", "--fail-on", "warning", *rules)
+    result = run(pint, "--no-color", "--offline", "--config", "rules/.pint.hcl", "lint", "--fail-on", "warning", *rules)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
