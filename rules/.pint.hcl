@@ -14,18 +14,3 @@ rule {
   // most one sample.
   disable = ["rule/dependency"]
 }
-
-rule {
-  match {
-    path = "rules/capacity\\.yml"
-    name = "instance_device:storpath_block_device_(read|written)_bytes:rate5m"
-  }
-  // The 5-minute disk rates find a host's node_exporter two ways and keep one (rules/generate.py
-  // node_exporter_series): by its instance, `or ignoring(nodename)` by node_uname_info's nodename,
-  // which label_replace writes into `instance` (kube-prometheus-stack's node-exporter keeps
-  // <pod ip>:9100 as its instance). pint's promql/impossible follows the labels of each side but
-  // not label_replace's rewrite of `instance`, and reports that the right side can never match:
-  // it does, as capacity.test.yml's "node_exporter found by instance ... and by node_uname_info's
-  // nodename" shows with promtool (node-b is found only through it).
-  disable = ["promql/impossible"]
-}

@@ -78,7 +78,7 @@ def node_exporter_series(series, config: dict, host: str = "") -> str:
     compose, kube-prometheus, which relabels node-exporter's instance to the node's name), and,
     with `join_via_nodename`, node_exporter's own node_uname_info{nodename}, the node's host name
     on kube-prometheus-stack too, whose node-exporter keeps `<ip>:9100` as its instance. Where both
-    ways find the same series, `or ignoring(nodename)` keeps one.
+    ways find the same series (the same labels once nodename is dropped), `or` keeps one.
     """
     # `host` is a dashboard's variable: matched as a regex (Prometheus anchors it), as the
     # linters want of every query and as a multi-value variable needs.
@@ -97,8 +97,12 @@ def node_exporter_series(series, config: dict, host: str = "") -> str:
         named = "nodename=~\"%s\"" % host
         return (f'{series(matchers(f"instance=~{chr(34)}{host}{chr(34)}"))}\nor\n'
                 f'{series(matchers())}\n* on(job, instance) group_left() node_uname_info{{{matchers(named)}}}')
-    return (f'{series(matchers())}\nor ignoring(nodename)\nlabel_replace(\n  {series(matchers())}\n'
-            f'  * on(job, instance) group_left(nodename) {uname},\n  "instance", "$1", "nodename", "(.+)"\n)')
+    # nodename is dropped once it has named `instance`, so the second way's series have the first
+    # way's labels and a plain `or` keeps one. (`or ignoring(nodename)` kept one too, but pint's
+    # promql/impossible reads ignoring() of a label a group_left joined as dropping it.)
+    return (f'{series(matchers())}\nor\nlabel_replace(label_replace(\n  {series(matchers())}\n'
+            f'  * on(job, instance) group_left(nodename) {uname},\n  "instance", "$1", "nodename", "(.+)"\n'
+            f'), "nodename", "", "", "")')
 
 
 class Section:

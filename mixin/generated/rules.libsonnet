@@ -1618,12 +1618,12 @@ local format = import '../lib/format.libsonnet';
                   max by (%(capacityHostLabelsJoined)s, device) (
                     (
                       rate(node_disk_read_bytes_total{%(nodeExporterSelector)s}[5m])
-                      or ignoring(nodename)
-                      label_replace(
+                      or
+                      label_replace(label_replace(
                         rate(node_disk_read_bytes_total{%(nodeExporterSelector)s}[5m])
                         * on(job, instance) group_left(nodename) node_uname_info{%(nodeExporterSelector)s},
                         "instance", "$1", "nodename", "(.+)"
-                      )
+                      ), "nodename", "", "", "")
                     )
                     and on(%(capacityHostLabelsJoined)s, device)
                     (
@@ -1652,12 +1652,12 @@ local format = import '../lib/format.libsonnet';
                   max by (%(capacityHostLabelsJoined)s, device) (
                     (
                       rate(node_disk_written_bytes_total{%(nodeExporterSelector)s}[5m])
-                      or ignoring(nodename)
-                      label_replace(
+                      or
+                      label_replace(label_replace(
                         rate(node_disk_written_bytes_total{%(nodeExporterSelector)s}[5m])
                         * on(job, instance) group_left(nodename) node_uname_info{%(nodeExporterSelector)s},
                         "instance", "$1", "nodename", "(.+)"
-                      )
+                      ), "nodename", "", "", "")
                     )
                     and on(%(capacityHostLabelsJoined)s, device)
                     (
