@@ -325,9 +325,15 @@ def fleet(t: dict) -> dict:
     offenders = [
         table("Worst offenders: links below expected (bandwidth lost)", [
             q(f"sort_desc(storpath_pcie_expected_link_bandwidth_bytes_per_second{{{sel}}} "
-              f"- storpath_pcie_current_link_bandwidth_bytes_per_second{{{sel}}} > 0)"),
+              f"- storpath_pcie_current_link_bandwidth_bytes_per_second{{{sel}}} > 0 "
+              f"unless on(job, instance, address) storpath_pcie_gpu_info{{{sel}}} "
+              f"unless on(job, instance, address) label_join(max by (job, instance, upstream) ("
+              f"storpath_pcie_device_info{{{sel}}} and on(job, instance, address) storpath_pcie_gpu_info{{{sel}}}), "
+              f"\"address\", \"\", \"upstream\"))"),
         ], {"bandwidth lost": Column("bandwidth lost", BPS)}, width=12, height=9, hide=["job"], labels=host_link,
-            description="Every link end trained below expectation, most bandwidth lost first. Click a host.",
+            description="Every link end trained below expectation, most bandwidth lost first. Click a host. "
+                        "GPUs and the ports above them, whose links train down when the GPU idles, are judged on "
+                        "each Host board's GPU links row.",
             links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected")]),
         table("Worst offenders: devices below capability (placement)", [
             q(f"sort_desc((storpath_pcie_max_link_speed_transfers_per_second{{{sel}}} "
@@ -811,7 +817,7 @@ def host(t: dict) -> dict:
              description="SAS drives reached through fewer paths than the drives of the same model on this host: "
                          "a cable, expander or HBA port of their other path is gone.",
              links=[runbook(rb, "StorageDrivePathMissing")]),
-        stat("NVMe namespaces without an optimized path",
+        stat("Namespaces without an optimized path",
              f"count(storpath_nvme_namespace_optimized_paths{{{sel}}} == 0) or vector(0)", width=4,
              thresholds=warn,
              description="Namespaces whose live paths are all non-optimized in ANA terms: every I/O goes through "
