@@ -419,6 +419,11 @@ LINK_STATE = value_map({"0": ("at expected", GREEN), "1": ("speed below expected
                         "2": ("lanes below expected", RED), "3": ("speed and lanes below", RED)})
 LINK_DOWN = dm.RangeMap(options=dm.DashboardRangeMapOptions(
     from_val=4, to=7, result=dm.ValueMappingResult(text="link down", color=RED)))
+# In the PCIe tree, 8 more where a GPU's link end (the GPU or the port above it) runs below the
+# expected speed: GPUs train down when idle, so its speed is judged on the GPU links row.
+GPU_LINK_STATE = value_map({"9": ("GPU link idle: see GPU links", BLUE), "11": ("speed and lanes below", RED)})
+GPU_LINK_DOWN = dm.RangeMap(options=dm.DashboardRangeMapOptions(
+    from_val=12, to=15, result=dm.ValueMappingResult(text="link down", color=RED)))
 PLACEMENT_STATE = value_map({"0": ("as capable", GREEN), "1": ("port limits device", ORANGE)})
 
 
@@ -441,6 +446,18 @@ def host(t: dict) -> dict:
                 f"< bool storpath_pcie_expected_link_speed_transfers_per_second{s}) "
                 f"+ 2 * (storpath_pcie_current_link_width{s} < bool storpath_pcie_expected_link_width{s}) "
                 f"+ 4 * (storpath_pcie_current_link_width{s} == bool 0)")
+
+    def gpu_link_end(series: str = "") -> str:
+        """8 where the link end is a GPU or the port above one and runs below the expected speed, else 0."""
+        s = f"{{{sel}{series}}}"
+        gpu = f"storpath_pcie_gpu_info{{{sel}}}"
+        ends = (f"group by (job, instance, address) ({gpu}) or label_join(max by (job, instance, upstream) ("
+                f"storpath_pcie_device_info{{{sel}}} and on(job, instance, address) {gpu}), "
+                f"\"address\", \"\", \"upstream\")")
+        below = (f"storpath_pcie_current_link_speed_transfers_per_second{s} "
+                 f"< bool storpath_pcie_expected_link_speed_transfers_per_second{s}")
+        return (f"8 * (({below}) and on(job, instance, address) ({ends}) "
+                f"or on(job, instance, address) 0 * storpath_pcie_current_link_speed_transfers_per_second{s})")
 
     def placement_state(series: str = "") -> str:
         s = f"{{{sel}{series}}}"
@@ -514,13 +531,15 @@ def host(t: dict) -> dict:
             q(f"storpath_pcie_device_info{{{sel}}} * on(instance, address) group_left() "
               f"(count by (instance, address) (storpath_pcie_expected_link_speed_transfers_per_second{{{sel}}}))"),
             *[q(f"{m}{{{sel}}}{scaled(m)}") for m in link_queries],
-            q(link_state()),
-        ], {"present": Column("present"), **speed_cols, "link": Column("link", mappings=[LINK_STATE, LINK_DOWN])},
+            q(f"{link_state()} + {gpu_link_end()}"),
+        ], {"present": Column("present"), **speed_cols,
+            "link": Column("link", mappings=[LINK_STATE, LINK_DOWN, GPU_LINK_STATE, GPU_LINK_DOWN])},
             width=16, height=10,
             hide=["job", "instance", "present", "subsystem_vendor_id", "subsystem_device_id", "vendor_id",
                   "device_id"],
             description="Every link end with its upstream port and root port: follow `upstream` to climb the tree. "
-                        "A switch's upstream port limits every drive below it."),
+                        "A switch's upstream port limits every drive below it. A GPU and the port above it train "
+                        "down when the GPU idles: their speed is judged on the GPU links row."),
         table("Which hop limits each device", [
             q(f"storpath_pcie_path_bottleneck_bandwidth_bytes_per_second{{{sel}}}"),
         ], {"bottleneck bandwidth": Column("bottleneck bandwidth", BPS)}, width=8, height=10, hide=["job", "instance"],

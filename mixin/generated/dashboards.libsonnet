@@ -3017,7 +3017,7 @@ local format = import '../lib/format.libsonnet';
               'type': 'prometheus',
               'uid': '${datasource}',
             },
-            'description': 'Every link end with its upstream port and root port: follow `upstream` to climb the tree. A switch\'s upstream port limits every drive below it.',
+            'description': 'Every link end with its upstream port and root port: follow `upstream` to climb the tree. A switch\'s upstream port limits every drive below it. A GPU and the port above it train down when the GPU idles: their speed is judged on the GPU links row.',
             'fieldConfig': {
               'defaults': {
                 'custom': {
@@ -3144,6 +3144,32 @@ local format = import '../lib/format.libsonnet';
                           },
                           'type': 'range',
                         },
+                        {
+                          'options': {
+                            '11': {
+                              'color': 'red',
+                              'index': 1,
+                              'text': 'speed and lanes below',
+                            },
+                            '9': {
+                              'color': 'blue',
+                              'index': 0,
+                              'text': 'GPU link idle: see GPU links',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                        {
+                          'options': {
+                            'from': 12,
+                            'result': {
+                              'color': 'red',
+                              'text': 'link down',
+                            },
+                            'to': 15,
+                          },
+                          'type': 'range',
+                        },
                       ],
                     },
                     {
@@ -3259,7 +3285,7 @@ local format = import '../lib/format.libsonnet';
                   'type': 'prometheus',
                   'uid': '${datasource}',
                 },
-                'expr': 'max without () ((storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"}) + 2 * (storpath_pcie_current_link_width{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_width{job=~"$job", instance=~"$instance"}) + 4 * (storpath_pcie_current_link_width{job=~"$job", instance=~"$instance"} == bool 0))',
+                'expr': 'max without () ((storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"}) + 2 * (storpath_pcie_current_link_width{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_width{job=~"$job", instance=~"$instance"}) + 4 * (storpath_pcie_current_link_width{job=~"$job", instance=~"$instance"} == bool 0) + 8 * ((storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"}) and on(job, instance, address) (group by (job, instance, address) (storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}) or label_join(max by (job, instance, upstream) (storpath_pcie_device_info{job=~"$job", instance=~"$instance"} and on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}), "address", "", "upstream")) or on(job, instance, address) 0 * storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"}))',
                 'format': 'table',
                 'instant': true,
                 'range': false,

@@ -87,3 +87,14 @@ def test_host_shows_the_idle_gpu_against_its_link(fleet_prometheus):
               for t in graph["targets"]}
     assert values == {"A": [pytest.approx(2.5)], "B": [pytest.approx(16)]}
     assert table_rows(fleet_prometheus, panel(HOST, "GPU links: highest"), "supermicro") == []
+
+
+def test_pcie_tree_leaves_the_idle_gpu_to_the_gpu_links_row(fleet_prometheus):
+    """The RTX 3060 and its root port at 2.5 GT/s of 16: "GPU link idle" (9), not "speed below
+    expected" (1); every other link end of the Z690 at expected, and the x2 link still below."""
+    tree = table_rows(fleet_prometheus, panel(HOST, "PCIe tree"), "z690-gpu")
+    states = {r["address"]: r["link"] for r in tree}
+    assert states.pop("0000:01:00.0") == 9 and states.pop("0000:00:01.0") == 9
+    assert set(states.values()) == {0}
+    x2 = table_rows(fleet_prometheus, panel(HOST, "PCIe tree"), "am4-x2")
+    assert _one(x2, address="0000:05:00.0")["link"] == 2  # "lanes below expected"
