@@ -325,9 +325,15 @@ def fleet(t: dict) -> dict:
     offenders = [
         table("Worst offenders: links below expected (bandwidth lost)", [
             q(f"sort_desc(storpath_pcie_expected_link_bandwidth_bytes_per_second{{{sel}}} "
-              f"- storpath_pcie_current_link_bandwidth_bytes_per_second{{{sel}}} > 0)"),
+              f"- storpath_pcie_current_link_bandwidth_bytes_per_second{{{sel}}} > 0 "
+              f"unless on(job, instance, address) storpath_pcie_gpu_info{{{sel}}} "
+              f"unless on(job, instance, address) label_join(max by (job, instance, upstream) ("
+              f"storpath_pcie_device_info{{{sel}}} and on(job, instance, address) storpath_pcie_gpu_info{{{sel}}}), "
+              f"\"address\", \"\", \"upstream\"))"),
         ], {"bandwidth lost": Column("bandwidth lost", BPS)}, width=12, height=9, hide=["job"], labels=host_link,
-            description="Every link end trained below expectation, most bandwidth lost first. Click a host.",
+            description="Every link end trained below expectation, most bandwidth lost first. Click a host. "
+                        "GPUs and the ports above them, whose links train down when the GPU idles, are judged on "
+                        "each Host board's GPU links row.",
             links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected")]),
         table("Worst offenders: devices below capability (placement)", [
             q(f"sort_desc((storpath_pcie_max_link_speed_transfers_per_second{{{sel}}} "
@@ -413,6 +419,11 @@ LINK_STATE = value_map({"0": ("at expected", GREEN), "1": ("speed below expected
                         "2": ("lanes below expected", RED), "3": ("speed and lanes below", RED)})
 LINK_DOWN = dm.RangeMap(options=dm.DashboardRangeMapOptions(
     from_val=4, to=7, result=dm.ValueMappingResult(text="link down", color=RED)))
+# In the PCIe tree, 8 more where a GPU's link end (the GPU or the port above it) runs below the
+# expected speed: GPUs train down when idle, so its speed is judged on the GPU links row.
+GPU_LINK_STATE = value_map({"9": ("GPU link idle: see GPU links", BLUE), "11": ("speed and lanes below", RED)})
+GPU_LINK_DOWN = dm.RangeMap(options=dm.DashboardRangeMapOptions(
+    from_val=12, to=15, result=dm.ValueMappingResult(text="link down", color=RED)))
 PLACEMENT_STATE = value_map({"0": ("as capable", GREEN), "1": ("port limits device", ORANGE)})
 
 
@@ -435,6 +446,18 @@ def host(t: dict) -> dict:
                 f"< bool storpath_pcie_expected_link_speed_transfers_per_second{s}) "
                 f"+ 2 * (storpath_pcie_current_link_width{s} < bool storpath_pcie_expected_link_width{s}) "
                 f"+ 4 * (storpath_pcie_current_link_width{s} == bool 0)")
+
+    def gpu_link_end(series: str = "") -> str:
+        """8 where the link end is a GPU or the port above one and runs below the expected speed, else 0."""
+        s = f"{{{sel}{series}}}"
+        gpu = f"storpath_pcie_gpu_info{{{sel}}}"
+        ends = (f"group by (job, instance, address) ({gpu}) or label_join(max by (job, instance, upstream) ("
+                f"storpath_pcie_device_info{{{sel}}} and on(job, instance, address) {gpu}), "
+                f"\"address\", \"\", \"upstream\")")
+        below = (f"storpath_pcie_current_link_speed_transfers_per_second{s} "
+                 f"< bool storpath_pcie_expected_link_speed_transfers_per_second{s}")
+        return (f"8 * (({below}) and on(job, instance, address) ({ends}) "
+                f"or on(job, instance, address) 0 * storpath_pcie_current_link_speed_transfers_per_second{s})")
 
     def placement_state(series: str = "") -> str:
         s = f"{{{sel}{series}}}"
@@ -508,13 +531,15 @@ def host(t: dict) -> dict:
             q(f"storpath_pcie_device_info{{{sel}}} * on(instance, address) group_left() "
               f"(count by (instance, address) (storpath_pcie_expected_link_speed_transfers_per_second{{{sel}}}))"),
             *[q(f"{m}{{{sel}}}{scaled(m)}") for m in link_queries],
-            q(link_state()),
-        ], {"present": Column("present"), **speed_cols, "link": Column("link", mappings=[LINK_STATE, LINK_DOWN])},
+            q(f"{link_state()} + {gpu_link_end()}"),
+        ], {"present": Column("present"), **speed_cols,
+            "link": Column("link", mappings=[LINK_STATE, LINK_DOWN, GPU_LINK_STATE, GPU_LINK_DOWN])},
             width=16, height=10,
             hide=["job", "instance", "present", "subsystem_vendor_id", "subsystem_device_id", "vendor_id",
                   "device_id"],
             description="Every link end with its upstream port and root port: follow `upstream` to climb the tree. "
-                        "A switch's upstream port limits every drive below it."),
+                        "A switch's upstream port limits every drive below it. A GPU and the port above it train "
+                        "down when the GPU idles: their speed is judged on the GPU links row."),
         table("Which hop limits each device", [
             q(f"storpath_pcie_path_bottleneck_bandwidth_bytes_per_second{{{sel}}}"),
         ], {"bottleneck bandwidth": Column("bottleneck bandwidth", BPS)}, width=8, height=10, hide=["job", "instance"],
@@ -778,6 +803,136 @@ def host(t: dict) -> dict:
                           "PCI function it is or sits behind and that function's physical slot.",
               links=[runbook(rb, "InventoryDevicesVanished"), runbook(rb, "InventoryFewerDevicesThanModel")]),
     ]
+    # ---- every path to the data (issue: NVMe multipath, dm-multipath, dual-ported drives)
+    path_count = value_map({"0": ("every path serves", GREEN), "1": ("fewer paths serve", ORANGE),
+                            "2": ("no path serves", RED)})
+    path_state = [value_map({"live": ("live", GREEN), "running": ("running", GREEN)}),
+                  regex_map("^(new|connecting|resetting|created|quiesce)$", "", ORANGE),
+                  regex_map("^(dead|deleting.*|offline|transport-offline|blocked|cancel|deleted|unknown)$", "", RED)]
+    nvme_degraded = (f"storpath_nvme_subsystem_paths_live{{{sel}}} "
+                     f"< on(job, instance, subsystem) storpath_nvme_subsystem_paths{{{sel}}}")
+    mpath_degraded = (f"storpath_multipath_paths_active{{{sel}}} "
+                      f"< on(job, instance, device) storpath_multipath_paths{{{sel}}}")
+    path_links = [runbook(rb, "StoragePathsDegraded"), runbook(rb, "StoragePathLost"),
+                  runbook(rb, "StoragePathsMissing")]
+    paths = [
+        stat("Multipath devices on fewer paths", f"count(({nvme_degraded}) or ({mpath_degraded})) or vector(0)",
+             width=4, thresholds=warn,
+             description="NVMe subsystems with fewer live controllers than they list, and dm-multipath maps with "
+                         "fewer active paths than they have: I/O still flows, redundancy is gone.",
+             links=path_links),
+        stat("Multipath devices without a path",
+             f"count((storpath_nvme_subsystem_paths_live{{{sel}}} == 0) "
+             f"or (storpath_multipath_paths_active{{{sel}}} == 0)) or vector(0)", width=4,
+             description="NVMe subsystems with no live controller and dm-multipath maps with no active path: "
+                         "I/O to them queues or fails.", links=[runbook(rb, "StoragePathLost")]),
+        stat("Failed multipath paths", f"sum(storpath_multipath_paths_failed{{{sel}}}) or vector(0)", width=4,
+             description="Paths dm-multipath counts as failed, over every map of the host.",
+             links=[runbook(rb, "StoragePathsDegraded")]),
+        stat("Dual-ported drives missing a path",
+             f"count(storpath_scsi_drive_paths{{{sel}}} "
+             f"< on(job, instance, wwid, model) storpath_scsi_drive_paths_expected{{{sel}}}) or vector(0)",
+             width=4, thresholds=warn,
+             description="SAS drives reached through fewer paths than the drives of the same model on this host: "
+                         "a cable, expander or HBA port of their other path is gone.",
+             links=[runbook(rb, "StorageDrivePathMissing")]),
+        stat("Namespaces without an optimized path",
+             f"count(storpath_nvme_namespace_optimized_paths{{{sel}}} == 0) or vector(0)", width=4,
+             thresholds=warn,
+             description="Namespaces whose live paths are all non-optimized in ANA terms: every I/O goes through "
+                         "the array's non-owning controller.", links=[runbook(rb, "StorageNoOptimizedPath")]),
+        stat("Multipath maps over mixed link rates",
+             f"count(storpath_multipath_link_rates{{{sel}}} > 1) or vector(0)", width=4, thresholds=warn,
+             description="dm-multipath maps whose paths negotiated different link rates: round-robin I/O runs at "
+                         "the slower path's pace.", links=[runbook(rb, "StorageMultipathMixedLinkRates")]),
+        table("NVMe subsystems: paths vs live paths", [
+            q(f"storpath_nvme_subsystem_paths{{{sel}}}"),
+            q(f"storpath_nvme_subsystem_paths_live{{{sel}}}"),
+            q(f"(storpath_nvme_subsystem_paths_live{{{sel}}} < bool on(job, instance, subsystem) "
+              f"storpath_nvme_subsystem_paths{{{sel}}}) + (storpath_nvme_subsystem_paths_live{{{sel}}} == bool 0)"),
+            q(f"storpath_nvme_subsystem_info{{{sel}}}"),
+        ], {"paths": Column("paths"), "live": Column("live"), "verdict": Column("verdict", mappings=[path_count]),
+            "present": Column("present")},
+            width=12, height=7, hide=["job", "instance", "present", "serial"],
+            description="Each NVMe subsystem (native multipath): the controllers the kernel lists and those in "
+                        "state live. A controller deleted after ctrl_loss_tmo leaves the list: StoragePathsMissing "
+                        "compares with the last day's maximum.", links=path_links),
+        table("Multipath maps: paths vs active vs failed", [
+            q(f"storpath_multipath_paths{{{sel}}}"),
+            q(f"storpath_multipath_paths_active{{{sel}}}"),
+            q(f"storpath_multipath_paths_failed{{{sel}}}"),
+            q(f"(storpath_multipath_paths_active{{{sel}}} < bool on(job, instance, device) "
+              f"storpath_multipath_paths{{{sel}}}) + (storpath_multipath_paths_active{{{sel}}} == bool 0)"),
+            q(f"storpath_multipath_device_info{{{sel}}}"),
+        ], {"paths": Column("paths"), "active": Column("active"),
+            "failed": Column("failed", thresholds=steps((None, GREEN), (1, RED))),
+            "verdict": Column("verdict", mappings=[path_count]), "present": Column("present")},
+            width=12, height=7, hide=["job", "instance", "present", "uuid"],
+            description="Each dm-multipath map: its paths, those that serve (dmsetup's A, or a running device "
+                        "without dmsetup) and those failed.", links=path_links),
+        table("NVMe paths: each controller's state", [
+            q(f"(storpath_nvme_path_state{{{sel}}} == 1) * on(job, instance, subsystem, controller) "
+              f"group_left(address) storpath_nvme_path_info{{{sel}}}"),
+        ], {"present": Column("present")}, width=12, height=8, hide=["job", "instance", "present"],
+            labels={"state": Column("state", mappings=path_state)},
+            description="Every controller of every NVMe subsystem: its transport, where it goes and its state "
+                        "(live serves; connecting and resetting are retrying; dead and deleting are gone).",
+            links=path_links),
+        table("Multipath paths: each path's state", [
+            q(f"storpath_multipath_path_state{{{sel}}} == 1"),
+            q(f"storpath_multipath_path_failed{{{sel}}}"),
+        ], {"present": Column("present"),
+            "failed in map": Column("failed in map", mappings=[value_map({"0": ("no", GREEN), "1": ("yes", RED)})])},
+            width=12, height=8, hide=["job", "instance", "present"],
+            labels={"state": Column("state", mappings=path_state)},
+            description="Every path of every dm-multipath map: the path device's SCSI state (or NVMe controller "
+                        "state) and whether the map counts it as failed (basis: dmsetup status, or the device "
+                        "state where dmsetup did not run).", links=path_links),
+        table("Dual-ported drives: paths vs their peers", [
+            q(f"storpath_scsi_drive_paths{{{sel}}}"),
+            q(f"storpath_scsi_drive_paths_expected{{{sel}}}"),
+            q(f"storpath_scsi_drive_paths{{{sel}}} < bool on(job, instance, wwid, model) "
+              f"storpath_scsi_drive_paths_expected{{{sel}}}"),
+        ], {"paths": Column("paths"), "peers' paths": Column("peers' paths"),
+            "verdict": Column("verdict", mappings=[value_map({"0": ("as its peers", GREEN),
+                                                              "1": ("missing a path", ORANGE)})])},
+            width=24, height=7, hide=["job", "instance"],
+            description="Each SAS drive (by WWID) of a model of which some drive on the host is reached through "
+                        "more than one port: its paths, and the most any drive of the same model has.",
+            links=[runbook(rb, "StorageDrivePathMissing")]),
+    ]
+    gpu_only = f"and on(job, instance, address) storpath_pcie_gpu_info{{{sel}}}"
+    below = value_map({"0": ("at expected", GREEN), "1": ("below expected", ORANGE)})
+    gpu_links = [runbook(rb, "PcieGpuLinkSpeedBelowExpected"), runbook(rb, "PcieGpuLinkWidthBelowExpected")]
+    gpus = [
+        table("GPU links: highest observed vs expected", [
+            q(f"storpath_pcie_gpu_info{{{sel}}}"),
+            q(f"(storpath_pcie_current_link_speed_transfers_per_second{{{sel}}} {gpu_only}) / 1e9"),
+            q(f"storpath_pcie_max_observed_link_speed_transfers_per_second{{{sel}}} / 1e9"),
+            q(f"(storpath_pcie_expected_link_speed_transfers_per_second{{{sel}}} {gpu_only}) / 1e9"),
+            q(f"storpath_pcie_max_observed_link_width{{{sel}}}"),
+            q(f"storpath_pcie_expected_link_width{{{sel}}} {gpu_only}"),
+            q(f"storpath_pcie_max_observed_link_speed_transfers_per_second{{{sel}}} < bool on(job, instance, address) "
+              f"storpath_pcie_expected_link_speed_transfers_per_second{{{sel}}}"),
+            q(f"storpath_pcie_max_observed_link_width{{{sel}}} < bool on(job, instance, address) "
+              f"storpath_pcie_expected_link_width{{{sel}}}"),
+        ], {"present": Column("present"), "speed now": Column("speed now", GTS),
+            "highest speed": Column("highest speed", GTS), "expected speed": Column("expected speed", GTS),
+            "highest lanes": Column("highest lanes", LANES), "expected lanes": Column("expected lanes", LANES),
+            "speed": Column("speed", mappings=[below]), "lanes": Column("lanes", mappings=[below])},
+            width=14, height=7, hide=["job", "instance", "present"],
+            description="Each GPU or accelerator: the highest link speed and width sampled over the collector's "
+                        "window against what both ends support. An idle GPU trains down to 2.5 GT/s, so a speed "
+                        "below expected is a fault only while it works (the alerts look at busy GPUs); a width "
+                        "below expected is one at any time.", links=gpu_links),
+        timeseries("GPU link speed: highest observed vs expected", [
+            q(f"storpath_pcie_max_observed_link_speed_transfers_per_second{{{sel}}} / 1e9", "{{address}} highest"),
+            q(f"(storpath_pcie_expected_link_speed_transfers_per_second{{{sel}}} {gpu_only}) / 1e9",
+              "{{address}} expected"),
+        ], width=10, height=7, unit=GTS,
+            description="The highest speed each GPU's link reached in the window, over time: it rises to the "
+                        "expected speed when the GPU works and falls back when it idles.", links=gpu_links),
+    ]
     annotations = [
         db.AnnotationQuery().name("Link speed or width changed").datasource(DS).enable(True).hide(False).icon_color(
             "orange").expr(f"changes(storpath_pcie_current_link_speed_transfers_per_second{{{sel}}}[5m]) > 0 "
@@ -786,7 +941,8 @@ def host(t: dict) -> dict:
     return dashboard("storpath-host", "storpath / Host",
                      "One host: every storage path, its links, formats, arrays and pools, and whether it runs at "
                      "the speed its hardware allows.",
-                     [("", verdicts), ("PCIe", pcie), ("NVMe", nvme), ("SAS and SATA", sas_sata), ("NUMA", numa),
+                     [("", verdicts), ("PCIe", pcie), ("NVMe", nvme), ("SAS and SATA", sas_sata), ("Paths", paths),
+                      ("GPU links", gpus), ("NUMA", numa),
                       ("md and ZFS", arrays), ("Hardware RAID", raid), ("Throughput and probes", throughput),
                       ("NVMe temperature, health and alignment", nvme_health), ("Inventory", inventory)],
                      host_variables(t), annotations=annotations)

@@ -568,7 +568,7 @@ local format = import '../lib/format.libsonnet';
               'type': 'prometheus',
               'uid': '${datasource}',
             },
-            'description': 'Every link end trained below expectation, most bandwidth lost first. Click a host.',
+            'description': 'Every link end trained below expectation, most bandwidth lost first. Click a host. GPUs and the ports above them, whose links train down when the GPU idles, are judged on each Host board\'s GPU links row.',
             'fieldConfig': {
               'defaults': {
                 'custom': {
@@ -668,7 +668,7 @@ local format = import '../lib/format.libsonnet';
                   'type': 'prometheus',
                   'uid': '${datasource}',
                 },
-                'expr': 'max without () (sort_desc(storpath_pcie_expected_link_bandwidth_bytes_per_second{job=~"$job", instance=~"$instance"} - storpath_pcie_current_link_bandwidth_bytes_per_second{job=~"$job", instance=~"$instance"} > 0))',
+                'expr': 'max without () (sort_desc(storpath_pcie_expected_link_bandwidth_bytes_per_second{job=~"$job", instance=~"$instance"} - storpath_pcie_current_link_bandwidth_bytes_per_second{job=~"$job", instance=~"$instance"} > 0 unless on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"} unless on(job, instance, address) label_join(max by (job, instance, upstream) (storpath_pcie_device_info{job=~"$job", instance=~"$instance"} and on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}), "address", "", "upstream")))',
                 'format': 'table',
                 'instant': true,
                 'range': false,
@@ -3017,7 +3017,7 @@ local format = import '../lib/format.libsonnet';
               'type': 'prometheus',
               'uid': '${datasource}',
             },
-            'description': 'Every link end with its upstream port and root port: follow `upstream` to climb the tree. A switch\'s upstream port limits every drive below it.',
+            'description': 'Every link end with its upstream port and root port: follow `upstream` to climb the tree. A switch\'s upstream port limits every drive below it. A GPU and the port above it train down when the GPU idles: their speed is judged on the GPU links row.',
             'fieldConfig': {
               'defaults': {
                 'custom': {
@@ -3144,6 +3144,32 @@ local format = import '../lib/format.libsonnet';
                           },
                           'type': 'range',
                         },
+                        {
+                          'options': {
+                            '11': {
+                              'color': 'red',
+                              'index': 1,
+                              'text': 'speed and lanes below',
+                            },
+                            '9': {
+                              'color': 'blue',
+                              'index': 0,
+                              'text': 'GPU link idle: see GPU links',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                        {
+                          'options': {
+                            'from': 12,
+                            'result': {
+                              'color': 'red',
+                              'text': 'link down',
+                            },
+                            'to': 15,
+                          },
+                          'type': 'range',
+                        },
                       ],
                     },
                     {
@@ -3259,7 +3285,7 @@ local format = import '../lib/format.libsonnet';
                   'type': 'prometheus',
                   'uid': '${datasource}',
                 },
-                'expr': 'max without () ((storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"}) + 2 * (storpath_pcie_current_link_width{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_width{job=~"$job", instance=~"$instance"}) + 4 * (storpath_pcie_current_link_width{job=~"$job", instance=~"$instance"} == bool 0))',
+                'expr': 'max without () ((storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"}) + 2 * (storpath_pcie_current_link_width{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_width{job=~"$job", instance=~"$instance"}) + 4 * (storpath_pcie_current_link_width{job=~"$job", instance=~"$instance"} == bool 0) + 8 * ((storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} < bool storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"}) and on(job, instance, address) (group by (job, instance, address) (storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}) or label_join(max by (job, instance, upstream) (storpath_pcie_device_info{job=~"$job", instance=~"$instance"} and on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}), "address", "", "upstream")) or on(job, instance, address) 0 * storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"}))',
                 'format': 'table',
                 'instant': true,
                 'range': false,
@@ -4335,6 +4361,1892 @@ local format = import '../lib/format.libsonnet';
             },
             'id': 21,
             'panels': [],
+            'title': 'Paths',
+            'type': 'row',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'NVMe subsystems with fewer live controllers than they list, and dm-multipath maps with fewer active paths than they have: I/O still flows, redundancy is gone.',
+            'fieldConfig': {
+              'defaults': {
+                'thresholds': {
+                  'mode': 'absolute',
+                  'steps': [
+                    {
+                      'color': 'green',
+                      'value': null,
+                    },
+                    {
+                      'color': 'orange',
+                      'value': 1,
+                    },
+                  ],
+                },
+                'unit': 'none',
+              },
+              'overrides': [],
+            },
+            'gridPos': {
+              'h': 4,
+              'w': 4,
+              'x': 0,
+              'y': 50,
+            },
+            'id': 22,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsDegraded',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathLost',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsMissing',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+              },
+            ],
+            'options': {
+              'colorMode': 'background',
+              'graphMode': 'none',
+              'justifyMode': 'auto',
+              'orientation': 'auto',
+              'percentChangeColorMode': 'standard',
+              'reduceOptions': {
+                'calcs': [
+                  'lastNotNull',
+                ],
+                'values': false,
+              },
+              'showPercentChange': false,
+              'textMode': 'value',
+              'wideLayout': true,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'count((storpath_nvme_subsystem_paths_live{job=~"$job", instance=~"$instance"} < on(job, instance, subsystem) storpath_nvme_subsystem_paths{job=~"$job", instance=~"$instance"}) or (storpath_multipath_paths_active{job=~"$job", instance=~"$instance"} < on(job, instance, device) storpath_multipath_paths{job=~"$job", instance=~"$instance"})) or vector(0)',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+            ],
+            'title': 'Multipath devices on fewer paths',
+            'transparent': false,
+            'type': 'stat',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'NVMe subsystems with no live controller and dm-multipath maps with no active path: I/O to them queues or fails.',
+            'fieldConfig': {
+              'defaults': {
+                'thresholds': {
+                  'mode': 'absolute',
+                  'steps': [
+                    {
+                      'color': 'green',
+                      'value': null,
+                    },
+                    {
+                      'color': 'red',
+                      'value': 1,
+                    },
+                  ],
+                },
+                'unit': 'none',
+              },
+              'overrides': [],
+            },
+            'gridPos': {
+              'h': 4,
+              'w': 4,
+              'x': 4,
+              'y': 50,
+            },
+            'id': 23,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathLost',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+              },
+            ],
+            'options': {
+              'colorMode': 'background',
+              'graphMode': 'none',
+              'justifyMode': 'auto',
+              'orientation': 'auto',
+              'percentChangeColorMode': 'standard',
+              'reduceOptions': {
+                'calcs': [
+                  'lastNotNull',
+                ],
+                'values': false,
+              },
+              'showPercentChange': false,
+              'textMode': 'value',
+              'wideLayout': true,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'count((storpath_nvme_subsystem_paths_live{job=~"$job", instance=~"$instance"} == 0) or (storpath_multipath_paths_active{job=~"$job", instance=~"$instance"} == 0)) or vector(0)',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+            ],
+            'title': 'Multipath devices without a path',
+            'transparent': false,
+            'type': 'stat',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Paths dm-multipath counts as failed, over every map of the host.',
+            'fieldConfig': {
+              'defaults': {
+                'thresholds': {
+                  'mode': 'absolute',
+                  'steps': [
+                    {
+                      'color': 'green',
+                      'value': null,
+                    },
+                    {
+                      'color': 'red',
+                      'value': 1,
+                    },
+                  ],
+                },
+                'unit': 'none',
+              },
+              'overrides': [],
+            },
+            'gridPos': {
+              'h': 4,
+              'w': 4,
+              'x': 8,
+              'y': 50,
+            },
+            'id': 24,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsDegraded',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+              },
+            ],
+            'options': {
+              'colorMode': 'background',
+              'graphMode': 'none',
+              'justifyMode': 'auto',
+              'orientation': 'auto',
+              'percentChangeColorMode': 'standard',
+              'reduceOptions': {
+                'calcs': [
+                  'lastNotNull',
+                ],
+                'values': false,
+              },
+              'showPercentChange': false,
+              'textMode': 'value',
+              'wideLayout': true,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'sum(storpath_multipath_paths_failed{job=~"$job", instance=~"$instance"}) or vector(0)',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+            ],
+            'title': 'Failed multipath paths',
+            'transparent': false,
+            'type': 'stat',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'SAS drives reached through fewer paths than the drives of the same model on this host: a cable, expander or HBA port of their other path is gone.',
+            'fieldConfig': {
+              'defaults': {
+                'thresholds': {
+                  'mode': 'absolute',
+                  'steps': [
+                    {
+                      'color': 'green',
+                      'value': null,
+                    },
+                    {
+                      'color': 'orange',
+                      'value': 1,
+                    },
+                  ],
+                },
+                'unit': 'none',
+              },
+              'overrides': [],
+            },
+            'gridPos': {
+              'h': 4,
+              'w': 4,
+              'x': 12,
+              'y': 50,
+            },
+            'id': 25,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StorageDrivePathMissing',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStorageDrivePathMissing.md' % v,
+              },
+            ],
+            'options': {
+              'colorMode': 'background',
+              'graphMode': 'none',
+              'justifyMode': 'auto',
+              'orientation': 'auto',
+              'percentChangeColorMode': 'standard',
+              'reduceOptions': {
+                'calcs': [
+                  'lastNotNull',
+                ],
+                'values': false,
+              },
+              'showPercentChange': false,
+              'textMode': 'value',
+              'wideLayout': true,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'count(storpath_scsi_drive_paths{job=~"$job", instance=~"$instance"} < on(job, instance, wwid, model) storpath_scsi_drive_paths_expected{job=~"$job", instance=~"$instance"}) or vector(0)',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+            ],
+            'title': 'Dual-ported drives missing a path',
+            'transparent': false,
+            'type': 'stat',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Namespaces whose live paths are all non-optimized in ANA terms: every I/O goes through the array\'s non-owning controller.',
+            'fieldConfig': {
+              'defaults': {
+                'thresholds': {
+                  'mode': 'absolute',
+                  'steps': [
+                    {
+                      'color': 'green',
+                      'value': null,
+                    },
+                    {
+                      'color': 'orange',
+                      'value': 1,
+                    },
+                  ],
+                },
+                'unit': 'none',
+              },
+              'overrides': [],
+            },
+            'gridPos': {
+              'h': 4,
+              'w': 4,
+              'x': 16,
+              'y': 50,
+            },
+            'id': 26,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StorageNoOptimizedPath',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStorageNoOptimizedPath.md' % v,
+              },
+            ],
+            'options': {
+              'colorMode': 'background',
+              'graphMode': 'none',
+              'justifyMode': 'auto',
+              'orientation': 'auto',
+              'percentChangeColorMode': 'standard',
+              'reduceOptions': {
+                'calcs': [
+                  'lastNotNull',
+                ],
+                'values': false,
+              },
+              'showPercentChange': false,
+              'textMode': 'value',
+              'wideLayout': true,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'count(storpath_nvme_namespace_optimized_paths{job=~"$job", instance=~"$instance"} == 0) or vector(0)',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+            ],
+            'title': 'Namespaces without an optimized path',
+            'transparent': false,
+            'type': 'stat',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'dm-multipath maps whose paths negotiated different link rates: round-robin I/O runs at the slower path\'s pace.',
+            'fieldConfig': {
+              'defaults': {
+                'thresholds': {
+                  'mode': 'absolute',
+                  'steps': [
+                    {
+                      'color': 'green',
+                      'value': null,
+                    },
+                    {
+                      'color': 'orange',
+                      'value': 1,
+                    },
+                  ],
+                },
+                'unit': 'none',
+              },
+              'overrides': [],
+            },
+            'gridPos': {
+              'h': 4,
+              'w': 4,
+              'x': 20,
+              'y': 50,
+            },
+            'id': 27,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StorageMultipathMixedLinkRates',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStorageMultipathMixedLinkRates.md' % v,
+              },
+            ],
+            'options': {
+              'colorMode': 'background',
+              'graphMode': 'none',
+              'justifyMode': 'auto',
+              'orientation': 'auto',
+              'percentChangeColorMode': 'standard',
+              'reduceOptions': {
+                'calcs': [
+                  'lastNotNull',
+                ],
+                'values': false,
+              },
+              'showPercentChange': false,
+              'textMode': 'value',
+              'wideLayout': true,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'count(storpath_multipath_link_rates{job=~"$job", instance=~"$instance"} > 1) or vector(0)',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+            ],
+            'title': 'Multipath maps over mixed link rates',
+            'transparent': false,
+            'type': 'stat',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Each NVMe subsystem (native multipath): the controllers the kernel lists and those in state live. A controller deleted after ctrl_loss_tmo leaves the list: StoragePathsMissing compares with the last day\'s maximum.',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'verdict',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '0': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'every path serves',
+                            },
+                            '1': {
+                              'color': 'orange',
+                              'index': 1,
+                              'text': 'fewer paths serve',
+                            },
+                            '2': {
+                              'color': 'red',
+                              'index': 2,
+                              'text': 'no path serves',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 7,
+              'w': 12,
+              'x': 0,
+              'y': 54,
+            },
+            'id': 28,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsDegraded',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathLost',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsMissing',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_nvme_subsystem_paths{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_nvme_subsystem_paths_live{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'B',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () ((storpath_nvme_subsystem_paths_live{job=~"$job", instance=~"$instance"} < bool on(job, instance, subsystem) storpath_nvme_subsystem_paths{job=~"$job", instance=~"$instance"}) + (storpath_nvme_subsystem_paths_live{job=~"$job", instance=~"$instance"} == bool 0))',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'C',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_nvme_subsystem_info{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'D',
+              },
+            ],
+            'title': 'NVMe subsystems: paths vs live paths',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    'Value #D': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                    'serial': true,
+                  },
+                  'renameByName': {
+                    'Value #A': 'paths',
+                    'Value #B': 'live',
+                    'Value #C': 'verdict',
+                    'Value #D': 'present',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Each dm-multipath map: its paths, those that serve (dmsetup\'s A, or a running device without dmsetup) and those failed.',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'failed',
+                  },
+                  'properties': [
+                    {
+                      'id': 'thresholds',
+                      'value': {
+                        'mode': 'absolute',
+                        'steps': [
+                          {
+                            'color': 'green',
+                            'value': null,
+                          },
+                          {
+                            'color': 'red',
+                            'value': 1,
+                          },
+                        ],
+                      },
+                    },
+                    {
+                      'id': 'color',
+                      'value': {
+                        'mode': 'thresholds',
+                      },
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'verdict',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '0': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'every path serves',
+                            },
+                            '1': {
+                              'color': 'orange',
+                              'index': 1,
+                              'text': 'fewer paths serve',
+                            },
+                            '2': {
+                              'color': 'red',
+                              'index': 2,
+                              'text': 'no path serves',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 7,
+              'w': 12,
+              'x': 12,
+              'y': 54,
+            },
+            'id': 29,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsDegraded',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathLost',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsMissing',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_multipath_paths{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_multipath_paths_active{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'B',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_multipath_paths_failed{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'C',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () ((storpath_multipath_paths_active{job=~"$job", instance=~"$instance"} < bool on(job, instance, device) storpath_multipath_paths{job=~"$job", instance=~"$instance"}) + (storpath_multipath_paths_active{job=~"$job", instance=~"$instance"} == bool 0))',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'D',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_multipath_device_info{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'E',
+              },
+            ],
+            'title': 'Multipath maps: paths vs active vs failed',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    'Value #E': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                    'uuid': true,
+                  },
+                  'renameByName': {
+                    'Value #A': 'paths',
+                    'Value #B': 'active',
+                    'Value #C': 'failed',
+                    'Value #D': 'verdict',
+                    'Value #E': 'present',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Every controller of every NVMe subsystem: its transport, where it goes and its state (live serves; connecting and resetting are retrying; dead and deleting are gone).',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'state',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            'live': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'live',
+                            },
+                            'running': {
+                              'color': 'green',
+                              'index': 1,
+                              'text': 'running',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                        {
+                          'options': {
+                            'pattern': '^(new|connecting|resetting|created|quiesce)$',
+                            'result': {
+                              'color': 'orange',
+                              'text': '',
+                            },
+                          },
+                          'type': 'regex',
+                        },
+                        {
+                          'options': {
+                            'pattern': '^(dead|deleting.*|offline|transport-offline|blocked|cancel|deleted|unknown)$',
+                            'result': {
+                              'color': 'red',
+                              'text': '',
+                            },
+                          },
+                          'type': 'regex',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 8,
+              'w': 12,
+              'x': 0,
+              'y': 61,
+            },
+            'id': 30,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsDegraded',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathLost',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsMissing',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () ((storpath_nvme_path_state{job=~"$job", instance=~"$instance"} == 1) * on(job, instance, subsystem, controller) group_left(address) storpath_nvme_path_info{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+            ],
+            'title': 'NVMe paths: each controller\'s state',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    'Value': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                  },
+                  'renameByName': {
+                    'Value': 'present',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Every path of every dm-multipath map: the path device\'s SCSI state (or NVMe controller state) and whether the map counts it as failed (basis: dmsetup status, or the device state where dmsetup did not run).',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'failed in map',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '0': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'no',
+                            },
+                            '1': {
+                              'color': 'red',
+                              'index': 1,
+                              'text': 'yes',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'state',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            'live': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'live',
+                            },
+                            'running': {
+                              'color': 'green',
+                              'index': 1,
+                              'text': 'running',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                        {
+                          'options': {
+                            'pattern': '^(new|connecting|resetting|created|quiesce)$',
+                            'result': {
+                              'color': 'orange',
+                              'text': '',
+                            },
+                          },
+                          'type': 'regex',
+                        },
+                        {
+                          'options': {
+                            'pattern': '^(dead|deleting.*|offline|transport-offline|blocked|cancel|deleted|unknown)$',
+                            'result': {
+                              'color': 'red',
+                              'text': '',
+                            },
+                          },
+                          'type': 'regex',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 8,
+              'w': 12,
+              'x': 12,
+              'y': 61,
+            },
+            'id': 31,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsDegraded',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathLost',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StoragePathsMissing',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_multipath_path_state{job=~"$job", instance=~"$instance"} == 1)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_multipath_path_failed{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'B',
+              },
+            ],
+            'title': 'Multipath paths: each path\'s state',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    'Value #A': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                  },
+                  'renameByName': {
+                    'Value #A': 'present',
+                    'Value #B': 'failed in map',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Each SAS drive (by WWID) of a model of which some drive on the host is reached through more than one port: its paths, and the most any drive of the same model has.',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'verdict',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '0': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'as its peers',
+                            },
+                            '1': {
+                              'color': 'orange',
+                              'index': 1,
+                              'text': 'missing a path',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 7,
+              'w': 24,
+              'x': 0,
+              'y': 69,
+            },
+            'id': 32,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: StorageDrivePathMissing',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sStorageDrivePathMissing.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_scsi_drive_paths{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_scsi_drive_paths_expected{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'B',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_scsi_drive_paths{job=~"$job", instance=~"$instance"} < bool on(job, instance, wwid, model) storpath_scsi_drive_paths_expected{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'C',
+              },
+            ],
+            'title': 'Dual-ported drives: paths vs their peers',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                  },
+                  'renameByName': {
+                    'Value #A': 'paths',
+                    'Value #B': 'peers\' paths',
+                    'Value #C': 'verdict',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'collapsed': false,
+            'gridPos': {
+              'h': 1,
+              'w': 24,
+              'x': 0,
+              'y': 76,
+            },
+            'id': 33,
+            'panels': [],
+            'title': 'GPU links',
+            'type': 'row',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'Each GPU or accelerator: the highest link speed and width sampled over the collector\'s window against what both ends support. An idle GPU trains down to 2.5 GT/s, so a speed below expected is a fault only while it works (the alerts look at busy GPUs); a width below expected is one at any time.',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'speed now',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'suffix: GT/s',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'highest speed',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'suffix: GT/s',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'expected speed',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'suffix: GT/s',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'highest lanes',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'prefix:x',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'expected lanes',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'prefix:x',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'speed',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '0': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'at expected',
+                            },
+                            '1': {
+                              'color': 'orange',
+                              'index': 1,
+                              'text': 'below expected',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'lanes',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '0': {
+                              'color': 'green',
+                              'index': 0,
+                              'text': 'at expected',
+                            },
+                            '1': {
+                              'color': 'orange',
+                              'index': 1,
+                              'text': 'below expected',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 7,
+              'w': 14,
+              'x': 0,
+              'y': 77,
+            },
+            'id': 34,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: PcieGpuLinkSpeedBelowExpected',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sPcieGpuLinkSpeedBelowExpected.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: PcieGpuLinkWidthBelowExpected',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sPcieGpuLinkWidthBelowExpected.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () ((storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} and on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}) / 1e9)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'B',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_pcie_max_observed_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} / 1e9)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'C',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () ((storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} and on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}) / 1e9)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'D',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_pcie_max_observed_link_width{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'E',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_pcie_expected_link_width{job=~"$job", instance=~"$instance"} and on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'F',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_pcie_max_observed_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} < bool on(job, instance, address) storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'G',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_pcie_max_observed_link_width{job=~"$job", instance=~"$instance"} < bool on(job, instance, address) storpath_pcie_expected_link_width{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'H',
+              },
+            ],
+            'title': 'GPU links: highest observed vs expected',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    'Value #A': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                  },
+                  'renameByName': {
+                    'Value #A': 'present',
+                    'Value #B': 'speed now',
+                    'Value #C': 'highest speed',
+                    'Value #D': 'expected speed',
+                    'Value #E': 'highest lanes',
+                    'Value #F': 'expected lanes',
+                    'Value #G': 'speed',
+                    'Value #H': 'lanes',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
+            'description': 'The highest speed each GPU\'s link reached in the window, over time: it rises to the expected speed when the GPU works and falls back when it idles.',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'fillOpacity': 0,
+                  'lineWidth': 1,
+                  'showPoints': 'never',
+                },
+                'unit': 'suffix: GT/s',
+              },
+              'overrides': [],
+            },
+            'gridPos': {
+              'h': 7,
+              'w': 10,
+              'x': 14,
+              'y': 77,
+            },
+            'id': 35,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: PcieGpuLinkSpeedBelowExpected',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sPcieGpuLinkSpeedBelowExpected.md' % v,
+              },
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: PcieGpuLinkWidthBelowExpected',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(runbookUrlBase)sPcieGpuLinkWidthBelowExpected.md' % v,
+              },
+            ],
+            'options': {
+              'legend': {
+                'calcs': [
+                  'lastNotNull',
+                  'max',
+                ],
+                'displayMode': 'table',
+                'placement': 'bottom',
+                'showLegend': true,
+              },
+              'tooltip': {
+                'mode': 'multi',
+                'sort': 'desc',
+              },
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'storpath_pcie_max_observed_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} / 1e9',
+                'instant': false,
+                'legendFormat': '{{address}} highest',
+                'range': true,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': '(storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} and on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}) / 1e9',
+                'instant': false,
+                'legendFormat': '{{address}} expected',
+                'range': true,
+                'refId': 'B',
+              },
+            ],
+            'title': 'GPU link speed: highest observed vs expected',
+            'transparent': false,
+            'type': 'timeseries',
+          },
+          {
+            'collapsed': false,
+            'gridPos': {
+              'h': 1,
+              'w': 24,
+              'x': 0,
+              'y': 84,
+            },
+            'id': 36,
+            'panels': [],
             'title': 'NUMA',
             'type': 'row',
           },
@@ -4363,9 +6275,9 @@ local format = import '../lib/format.libsonnet';
               'h': 4,
               'w': 4,
               'x': 0,
-              'y': 50,
+              'y': 85,
             },
-            'id': 22,
+            'id': 37,
             'options': {
               'colorMode': 'background',
               'graphMode': 'none',
@@ -4480,9 +6392,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 10,
               'x': 4,
-              'y': 50,
+              'y': 85,
             },
-            'id': 23,
+            'id': 38,
             'links': [
               {
                 'asDropdown': false,
@@ -4616,9 +6528,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 10,
               'x': 14,
-              'y': 50,
+              'y': 85,
             },
-            'id': 24,
+            'id': 39,
             'links': [
               {
                 'asDropdown': false,
@@ -4688,9 +6600,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 57,
+              'y': 92,
             },
-            'id': 25,
+            'id': 40,
             'panels': [],
             'title': 'md and ZFS',
             'type': 'row',
@@ -4793,9 +6705,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 0,
-              'y': 58,
+              'y': 93,
             },
-            'id': 26,
+            'id': 41,
             'links': [
               {
                 'asDropdown': false,
@@ -4993,9 +6905,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 12,
-              'y': 58,
+              'y': 93,
             },
-            'id': 27,
+            'id': 42,
             'links': [
               {
                 'asDropdown': false,
@@ -5210,9 +7122,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 0,
-              'y': 65,
+              'y': 100,
             },
-            'id': 28,
+            'id': 43,
             'links': [
               {
                 'asDropdown': false,
@@ -5442,9 +7354,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 12,
-              'y': 65,
+              'y': 100,
             },
-            'id': 29,
+            'id': 44,
             'links': [
               {
                 'asDropdown': false,
@@ -5515,9 +7427,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 72,
+              'y': 107,
             },
-            'id': 30,
+            'id': 45,
             'panels': [],
             'title': 'Hardware RAID',
             'type': 'row',
@@ -5614,9 +7526,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 0,
-              'y': 73,
+              'y': 108,
             },
-            'id': 31,
+            'id': 46,
             'links': [
               {
                 'asDropdown': false,
@@ -5864,9 +7776,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 12,
-              'y': 73,
+              'y': 108,
             },
-            'id': 32,
+            'id': 47,
             'links': [
               {
                 'asDropdown': false,
@@ -6050,9 +7962,9 @@ local format = import '../lib/format.libsonnet';
               'h': 6,
               'w': 24,
               'x': 0,
-              'y': 81,
+              'y': 116,
             },
-            'id': 33,
+            'id': 48,
             'links': [
               {
                 'asDropdown': false,
@@ -6148,9 +8060,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 87,
+              'y': 122,
             },
-            'id': 34,
+            'id': 49,
             'panels': [],
             'title': 'Throughput and probes',
             'type': 'row',
@@ -6176,9 +8088,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 0,
-              'y': 88,
+              'y': 123,
             },
-            'id': 35,
+            'id': 50,
             'options': {
               'legend': {
                 'calcs': [
@@ -6244,9 +8156,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 12,
-              'y': 88,
+              'y': 123,
             },
-            'id': 36,
+            'id': 51,
             'options': {
               'legend': {
                 'calcs': [
@@ -6312,9 +8224,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 8,
               'x': 0,
-              'y': 96,
+              'y': 131,
             },
-            'id': 37,
+            'id': 52,
             'links': [
               {
                 'asDropdown': false,
@@ -6412,9 +8324,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 8,
               'x': 8,
-              'y': 96,
+              'y': 131,
             },
-            'id': 38,
+            'id': 53,
             'links': [
               {
                 'asDropdown': false,
@@ -6483,9 +8395,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 8,
               'x': 16,
-              'y': 96,
+              'y': 131,
             },
-            'id': 39,
+            'id': 54,
             'options': {
               'legend': {
                 'calcs': [
@@ -6525,9 +8437,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 104,
+              'y': 139,
             },
-            'id': 40,
+            'id': 55,
             'panels': [],
             'title': 'NVMe temperature, health and alignment',
             'type': 'row',
@@ -6553,9 +8465,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 0,
-              'y': 105,
+              'y': 140,
             },
-            'id': 41,
+            'id': 56,
             'links': [
               {
                 'asDropdown': false,
@@ -6648,9 +8560,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 12,
-              'y': 105,
+              'y': 140,
             },
-            'id': 42,
+            'id': 57,
             'links': [
               {
                 'asDropdown': false,
@@ -6749,9 +8661,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 8,
               'x': 0,
-              'y': 113,
+              'y': 148,
             },
-            'id': 43,
+            'id': 58,
             'links': [
               {
                 'asDropdown': false,
@@ -6895,9 +8807,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 8,
               'x': 8,
-              'y': 113,
+              'y': 148,
             },
-            'id': 44,
+            'id': 59,
             'links': [
               {
                 'asDropdown': false,
@@ -7030,9 +8942,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 8,
               'x': 16,
-              'y': 113,
+              'y': 148,
             },
-            'id': 45,
+            'id': 60,
             'links': [
               {
                 'asDropdown': false,
@@ -7127,9 +9039,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 120,
+              'y': 155,
             },
-            'id': 46,
+            'id': 61,
             'panels': [],
             'title': 'Inventory',
             'type': 'row',
@@ -7154,9 +9066,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 6,
               'x': 0,
-              'y': 121,
+              'y': 156,
             },
-            'id': 47,
+            'id': 62,
             'links': [
               {
                 'asDropdown': false,
@@ -7252,9 +9164,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 18,
               'x': 6,
-              'y': 121,
+              'y': 156,
             },
-            'id': 48,
+            'id': 63,
             'links': [
               {
                 'asDropdown': false,

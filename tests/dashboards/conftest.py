@@ -49,6 +49,12 @@ FLEET = [  # (instance label, machine, variant)
     ("am4-hot", "am4-x570-firecuda", "hot-drive"),
     ("intel-misaligned", "intel-r2224wft-switches", "misaligned-partition"),
     ("perc", "dell-r730xd-perc-h730p", "degraded-writethrough"),
+    # every path to the data: an NVMe/TCP controller reconnecting, a SAS shelf with a failed
+    # dm-multipath path and one with a drive reached through one port only; a GPU
+    ("r750-tcp", "dell-r750-nvmeof", "tcp-path-dead"),
+    ("shelf-failed", "supermicro-dualport-sas-shelf", "path-failed"),
+    ("shelf-missing", "supermicro-dualport-sas-shelf", "path-missing"),
+    ("z690-gpu", "desktop-z690-single-socket", "healthy"),
 ]
 HISTORY_DAYS = 30
 HISTORY_STEP = 6 * 3600

@@ -198,7 +198,7 @@ def test_fleet_lists_the_x2_link_with_its_host(fleet_prometheus):
     rows = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Worst offenders: links below"))
     row = _one(rows, instance="am4-x2", address="0000:05:00.0")
     assert row["bandwidth lost"] == pytest.approx(3.938e9, rel=1e-3)
-    assert {r["instance"] for r in rows} == {"am4-x2"}
+    assert {r["instance"] for r in rows} == {"am4-x2"}  # not the idle GPU (z690-gpu) nor its root port
     placement = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Worst offenders: devices below"))
     assert ("am4-gen3", "0000:07:00.0") in {(r["instance"], r["address"]) for r in placement}
     degraded = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Degraded arrays"))
@@ -233,9 +233,18 @@ def test_fleet_shows_devices_per_host_against_the_model(fleet_prometheus):
     rows = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Inventory: devices per host"))
     am4 = [r for r in rows if r["instance"].startswith("am4-") and r["kind"] == "nvme_controller"]
     assert {r["instance"] for r in am4} == {"am4-x2", "am4-gen3", "am4-sata", "am4-hot"}
-    assert {(r["devices"], r["model median"], r["hosts of model"], r["vs model"]) for r in am4} == {(4, 4, 4, 0)}
+    # The Z690 desktop (the fleet's GPU) is an ASUS board too, and ASUS desktop firmware reports the
+    # placeholder product name "System Product Name": the model key (sys_vendor, product_name) makes
+    # it a fifth host of the same model, with 2 NVMe controllers where the median is 4.
+    assert {(r["devices"], r["model median"], r["hosts of model"], r["vs model"]) for r in am4} == {(4, 4, 5, 0)}
     assert all(r["product_name"] for r in am4)
+    z690 = _one(rows, instance="z690-gpu", kind="nvme_controller")
+    assert (z690["product_name"], z690["devices"], z690["model median"], z690["vs model"]) == (
+        "System Product Name", 2, 4, 1)
     supermicro = _one(rows, instance="supermicro", kind="nvme_controller")
     assert supermicro["devices"] == 4
     below = panel("storpath-fleet.json", "Hosts with fewer devices than their model")
-    assert float(query(fleet_prometheus, substitute(below["targets"][0]["expr"]))[0]["value"][1]) == 0
+    # The Z690 (see above), and the shelf whose drive lost a path: one SAS disk (sd device) fewer
+    # than the same server with both paths.
+    assert float(query(fleet_prometheus, substitute(below["targets"][0]["expr"]))[0]["value"][1]) == 2
+    assert {r["instance"] for r in rows if r["vs model"] == 1} == {"z690-gpu", "shelf-missing"}
