@@ -1864,6 +1864,14 @@ local format = import '../lib/format.libsonnet';
             name: 'storpath-paths',
             rules: [
               {
+                record: 'instance_nqn:storpath_nvme_subsystem_paths:max',
+                expr: |||
+                  max by (%(targetLabelsJoined)s, nqn) (
+                    storpath_nvme_subsystem_paths * on(%(targetLabelsJoined)s, subsystem) group_left(nqn) storpath_nvme_subsystem_info
+                  )
+                ||| % v,
+              },
+              {
                 alert: 'StoragePathLost',
                 expr: |||
                   (storpath_nvme_subsystem_paths_live == 0 and on(%(targetLabelsJoined)s, subsystem) storpath_nvme_subsystem_paths > 0)
@@ -1876,7 +1884,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A multipath device has no working path left.',
-                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else }}multipath map {{ $labels.device }}{{ end }} has no working path of the {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} the kernel lists: I/O to it queues or fails.' % v,
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else }}multipath map {{ $labels.device }}{{ end }} has no working path of the {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} the kernel lists: I/O to it queues or fails.' % v,
                   runbook_url: '%(runbookUrlBase)sStoragePathLost.md' % v,
                 },
               },
@@ -1893,7 +1901,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A multipath device runs on fewer paths than it has.',
-                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else }}multipath map {{ $labels.device }}{{ end }} runs on {{ printf "%%.0f" $value }} of its {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} paths: less throughput on active/active paths and less redundancy.' % v,
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else }}multipath map {{ $labels.device }}{{ end }} runs on {{ printf "%%.0f" $value }} of its {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} paths: less throughput on active/active paths and less redundancy.' % v,
                   runbook_url: '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
                 },
               },
@@ -1903,6 +1911,12 @@ local format = import '../lib/format.libsonnet';
                   max_over_time(storpath_nvme_subsystem_paths[%(pathsMissingWindow)s]) > storpath_nvme_subsystem_paths
                   or
                   max_over_time(storpath_multipath_paths[%(pathsMissingWindow)s]) > storpath_multipath_paths
+                  or
+                  (
+                    max_over_time(instance_nqn:storpath_nvme_subsystem_paths:max[%(pathsMissingWindow)s]) > 1
+                    unless on(%(targetLabelsJoined)s, nqn) instance_nqn:storpath_nvme_subsystem_paths:max
+                  )
+                  and on(%(targetLabelsJoined)s) storpath_scrape_collector_success{collector="nvme_subsystem"} == 1
                 ||| % v,
                 [if format.seconds(c.pathsMissingFor) > 0 then 'for']: c.pathsMissingFor,
                 labels: {
@@ -1910,7 +1924,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A multipath device has fewer paths than it had.',
-                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else }}multipath map {{ $labels.device }}{{ end }} had {{ printf "%%.0f" $value }} paths in the last %(pathsMissingWindow)s and has fewer now: a path was removed altogether (a controller deleted after ctrl_loss_tmo, a SCSI device gone).' % v,
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else }}multipath map {{ $labels.device }}{{ end }} had {{ printf "%%.0f" $value }} paths in the last %(pathsMissingWindow)s and has fewer now: a path was removed altogether (a controller deleted after ctrl_loss_tmo, a SCSI device gone, one port of a dual-ported drive lost).' % v,
                   runbook_url: '%(runbookUrlBase)sStoragePathsMissing.md' % v,
                 },
               },
@@ -1940,7 +1954,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A multipath device spreads I/O over paths on several NUMA nodes.',
-                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else }}multipath map {{ $labels.device }}{{ end }} sends I/O over paths on several NUMA nodes whatever CPU submits it: part of it crosses the interconnect though a near path exists.',
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else }}multipath map {{ $labels.device }}{{ end }} sends I/O over paths on several NUMA nodes whatever CPU submits it: part of it crosses the interconnect though a near path exists.',
                   runbook_url: '%(runbookUrlBase)sStoragePathsCrossNuma.md' % v,
                 },
               },
