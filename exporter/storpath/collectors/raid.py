@@ -24,7 +24,7 @@ from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
-from storpath.readers.raid import RaidPass, RaidReader, RaidSnapshot, ToolStatus
+from storpath.readers.raid import TOOLS, RaidPass, RaidReader, RaidSnapshot, ToolStatus
 from storpath.readers.raid_records import BATTERY_STATES, DRIVE_STATES, VOLUME_STATES, RaidInventory
 from storpath.snapshot import Source, no_problems
 
@@ -174,7 +174,7 @@ class RaidCollector(Collector):
     def __init__(self, ctx):
         super().__init__(ctx)
         cfg = {**self.config_defaults, **(ctx.config or {})}
-        paths = {tool: str(cfg[f"{tool}_path"]) for tool in ("storcli", "megacli", "ssacli", "arcconf", "smartctl")}
+        paths = {tool: str(cfg[f"{tool}_path"]) for tool in TOOLS}
         self.reader = RaidReader(self.roots, paths, timeout=float(cfg["timeout"]))
         self.startup_wait = float(cfg["startup_wait"])
         self._lock = threading.Lock()
@@ -194,8 +194,8 @@ class RaidCollector(Collector):
                 log.once(self.log, logging.WARNING, ("raid-tool", tool), "RAID tool failed", tool=tool,
                          reason=status.reason)
         with self._lock:
-            self._snapshot = None if snapshot.source == "none" and not snapshot.tools else snapshot
-            if snapshot.tools and all(s.ok for s in snapshot.tools.values()) and not self.roots.captured:
+            self._snapshot = None if snapshot.empty else snapshot
+            if snapshot.all_succeeded:
                 self._last_success = snapshot.finished_at
 
     def close(self) -> None:

@@ -18,10 +18,9 @@ from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
-from storpath.readers.block import device_physical_block_size
 from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolPass, ZpoolReader,
                                   ZpoolRun,
-                                  find_zfs, find_zpool, zfs_present)
+                                  find_zfs, find_zpool, leaf_block_sizes, zfs_present)
 from storpath.snapshot import Source, no_problems
 
 
@@ -164,9 +163,7 @@ class ZfsCollector(Collector):
             with self._lock:
                 self._snapshot = None  # a replayed machine without ZFS
             return
-        sizes: Dict[str, Dict[str, Optional[int]]] = {}
-        for pool in snapshot.pools:
-            sizes[pool.name] = {v.name: device_physical_block_size(self.roots, v.name) for v in pool.vdevs if v.leaf}
+        sizes = leaf_block_sizes(self.roots, snapshot.pools)
         if not snapshot.ok:
             # The details of a failed run are left out rather than served stale: the pool
             # state still comes from kstat on every scrape, and the last success

@@ -41,6 +41,9 @@ from storpath.sysfs import WHOLE_FILE, read_attr
 CAPTURE_SYSFS = tuple(f"bus/pci/drivers/{driver}" for driver in DRIVERS)
 
 
+# The tools whose path is configurable (collectors.raid's `<tool>_path`).
+TOOLS = ("storcli", "megacli", "ssacli", "arcconf", "smartctl")
+
 REPLAY_WITHOUT_CAPTURE = Problem(
     "RAID tools not run: --path.sysfs replays another machine and --path.captured is not given, so this host's "
     "controllers would be reported as the replayed one's", level=INFO)
@@ -57,6 +60,16 @@ class RaidSnapshot:
     problems: Tuple[Problem, ...] = ()
     # tool -> when its last successful live pass ended (a failed tool's records are that old)
     succeeded: Dict[str, float] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """No RAID controller here and nothing captured: no families, no findings."""
+        return self.source == "none" and not self.tools
+
+    @property
+    def all_succeeded(self) -> bool:
+        """Every tool this host needed ran live and succeeded (when `finished_at` is the last success)."""
+        return self.source == "live" and bool(self.tools) and all(s.ok for s in self.tools.values())
 
 
 class RaidPass(NamedTuple):
@@ -122,5 +135,5 @@ def _listing(folder: Optional[str]) -> List[str]:
         return []
 
 
-__all__ = ["RaidReader", "RaidSnapshot", "RaidPass", "ToolStatus", "RaidController", "RaidDrive",
+__all__ = ["TOOLS", "RaidReader", "RaidSnapshot", "RaidPass", "ToolStatus", "RaidController", "RaidDrive",
            "bound_controllers", "find_tool", "tools_needed", "parse_storcli"]

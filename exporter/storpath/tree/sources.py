@@ -119,15 +119,14 @@ def nvme_models(controllers) -> Dict[str, str]:
 
 
 def from_check(facts: Facts, result: CheckResult) -> TreeInput:
-    """The machine as `storpath check` read it: its snapshot, the pools its zfs subsystem
-    read (memoised, so nothing runs twice)."""
+    """The machine as `storpath check` read it: its snapshot, with the RAID tools' pass and the
+    pools zpool listed (read now, storpath.snapshot.read_now_sources)."""
     snapshot = facts.snapshot
     arrays: List[Array] = []
     if "md" in result.ran:
         arrays += md_arrays(snapshot.md or [])
-    if "zfs" in result.ran:
-        zpool = facts.memo("zfs.snapshot", lambda: None)
-        arrays += zfs_pools(zpool.pools if zpool is not None else [])
+    if "zfs" in result.ran and snapshot.zpool is not None and snapshot.zpool.snapshot is not None:
+        arrays += zfs_pools(snapshot.zpool.snapshot.pools)
     arrays += path_arrays(snapshot.nvme_subsystems if "nvme_paths" in result.ran else None,
                           snapshot.multipath_maps if "multipath" in result.ran else None, snapshot.dmsetup,
                           snapshot.blocks)
@@ -138,7 +137,7 @@ def from_check(facts: Facts, result: CheckResult) -> TreeInput:
                      models=models, arrays=arrays, findings=list(result.findings),
                      groups={s: facts.group_of(s) for s in subjects},
                      disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [], drives),
-                     extra_children=raid_nodes(facts.memo("raid.snapshot", lambda: None) if "raid" in result.ran
+                     extra_children=raid_nodes(snapshot.raid.snapshot if "raid" in result.ran and snapshot.raid
                                                else None, facts.block_devices()))
 
 
