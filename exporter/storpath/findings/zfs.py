@@ -26,28 +26,28 @@ def check(facts: Facts, out: Outcome) -> None:
         found = facts.part("zpool")
     except SourceFailed as exc:  # zpool ran past the check's deadline
         found = ZpoolPass(ZpoolRun(pools=[], ok=False, reason=str(exc), finished_at=0.0, source="none"), {}, None)
-    snapshot = found.snapshot
+    run = found.run
     try:
         kstat = dict(facts.part("zfs_kstat"))
     except SourceFailed:
         kstat = {}
-    if snapshot is None:  # no ZFS here (or a replayed machine without it): kstat's states only
-        snapshot = ZpoolRun(pools=[], ok=True, reason=None, finished_at=0.0, source="none")
-    if not snapshot.ok and not snapshot.pools:
+    if run is None:  # no ZFS here (or a replayed machine without it): kstat's states only
+        run = ZpoolRun(pools=[], ok=True, reason=None, finished_at=0.0, source="none")
+    if not run.ok and not run.pools:
         out.add(Finding(
             subject="zfs", severity=INFO, kind="zfs.unreadable",
             title="ZFS pool details could not be read" if kstat else "ZFS pools could not be read",
-            evidence=snapshot.reason or "zpool failed",
+            evidence=run.reason or "zpool failed",
             impact="vdevs, errors, capacity and ashift are unknown" + (
                 "; pool states come from /proc/spl/kstat/zfs" if kstat else "; so is pool health"),
             remedy="Run as root or check that zpool works (`zpool status`)."))
     # A pool zpool did not list (it failed, or was not run on a replay) still has kstat's
     # state, as the metrics have it.
-    listed = {pool.name for pool in snapshot.pools}
+    listed = {pool.name for pool in run.pools}
     for name in sorted(set(kstat) - listed):
         if kstat[name] != "online":
             out.add(_not_online(name, kstat[name], [], "kstat"))
-    for pool in snapshot.pools:
+    for pool in run.pools:
         state = kstat.get(pool.name) or pool.state
         if state and state != "online":
             bad = [v for v in pool.vdevs if v.state and v.state != "online" and v.leaf]

@@ -170,7 +170,7 @@ class ZpoolRun:
 class ZpoolPass(NamedTuple):
     """The zfs collector's background task's last zpool run, as the snapshot carries it."""
 
-    snapshot: Optional[ZpoolRun]  # None: no ZFS here
+    run: Optional[ZpoolRun]  # None: no ZFS here
     block_sizes: Dict[str, Dict[str, Optional[int]]]  # pool -> leaf -> physical block bytes
     last_success: Optional[float]  # Unix seconds
 
