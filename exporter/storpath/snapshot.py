@@ -30,7 +30,7 @@ import threading
 import time
 from functools import partial
 from dataclasses import dataclass, field, fields
-from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional,
+from typing import (Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional,
                     Sequence, Tuple)
 
 from storpath import log, sysfs
@@ -52,15 +52,13 @@ from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader, ide
 from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor, read_health
 from storpath.readers.nvme_subsystem import NvmeSubsystem, NvmeSubsystemReader
 from storpath.readers.pci import PciDevice, PciReader
+from storpath.readers.raid import TOOLS as RAID_TOOLS, RaidPass, RaidReader
 from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
 from storpath.readers.scsi_paths import ScsiDisk, ScsiPathReader
 from storpath.readers.sas_pcd import DrivePhysResult, read_all as read_drive_phys
-from storpath.readers.zfs import read_kstat_states
+from storpath.readers.zfs import (ZpoolPass, ZpoolReader, find_zfs, find_zpool, leaf_block_sizes, read_kstat_states,
+                                  zfs_present)
 from storpath.roots import Roots
-
-if TYPE_CHECKING:  # the background tasks' results
-    from storpath.readers.raid import RaidPass
-    from storpath.readers.zfs import ZpoolPass
 
 LOG = log.get("snapshot")
 
@@ -105,9 +103,9 @@ class Snapshot:
     nvme_smart: Optional[Dict[str, HealthResult]] = None  # controller -> its SMART log
     sas_errors: Optional[Tuple[Dict[str, SasPhyErrors], Optional[float]]] = None  # (PHY -> counters, when read)
     sas_drive_phys: Optional[Dict[str, DrivePhysResult]] = None  # end device -> its SAS drive's PHYs
-    zpool: Optional["ZpoolPass"] = None
+    zpool: Optional[ZpoolPass] = None
     dmsetup: Optional[DmsetupStatus] = None  # which paths each dm-multipath map counts failed
-    raid: Optional["RaidPass"] = None
+    raid: Optional[RaidPass] = None
     probes: Optional[ProbeResults] = None
     pcie_observed: Optional[Dict[str, Observed]] = None  # GPU/accelerator address -> its link's maxima over the window
     # How the reading went.
@@ -198,8 +196,8 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
 
 def read_now_sources(roots: Roots, settings: Mapping[str, Mapping[str, Any]]) -> Dict[str, Source]:
     """What the exporter's background tasks serve (link error counters, SAS drives' PHYs,
-    NVMe Identify and SMART logs), read when the snapshot is taken: a one-shot command (`storpath
-    check`) can wait for the HBA and the drives. `settings`: the enabled collectors'
+    NVMe Identify and SMART logs, dmsetup status, the RAID tools, zpool), read when the snapshot
+    is taken: a one-shot command (`storpath check`) can wait for the HBA, the drives and the tools. `settings`: the enabled collectors'
     settings by name (Collector.settings); a collector not among them is not read for."""
     out: Dict[str, Source] = {}
     sas_settings = settings.get("sas")
@@ -243,6 +241,29 @@ def read_now_sources(roots: Roots, settings: Mapping[str, Mapping[str, Any]]) ->
             return read_dmsetup_status(roots, dmsetup, dmsetup_timeout) if maps else None
 
         out["dmsetup"] = Source("dmsetup", no_problems(status), needs=("multipath_maps",))
+    raid = settings.get("raid")
+    if raid is not None:
+        raid_paths, raid_timeout = {tool: str(raid[f"{tool}_path"]) for tool in RAID_TOOLS}, float(raid["timeout"])
+
+        def raid_pass() -> Read:
+            run = RaidReader(roots, raid_paths, timeout=raid_timeout).read()
+            return RaidPass(None if run.empty else run, run.finished_at if run.all_succeeded else None), run.problems
+
+        out["raid"] = Source("raid", raid_pass)
+    zfs = settings.get("zfs")
+    if zfs is not None:
+        zpool_path, zfs_path, zpool_timeout = str(zfs["zpool_path"]), str(zfs["zfs_path"]), float(zfs["timeout"])
+
+        def zpool_pass() -> Read:
+            if not roots.captured and not zfs_present(roots):
+                return ZpoolPass(None, {}, None), ()
+            zpool = find_zpool(zpool_path)
+            run = ZpoolReader(roots, zpool=zpool, timeout=zpool_timeout, zfs=find_zfs(zfs_path, zpool)).read()
+            found = None if run.source == "none" and run.ok else run  # a replayed machine without ZFS
+            return (ZpoolPass(found, leaf_block_sizes(roots, run.pools),
+                              run.finished_at if run.ok and not roots.captured else None), run.problems)
+
+        out["zpool"] = Source("zpool", zpool_pass)
     return out
 
 

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List
 
-from storpath.readers import raid
+from storpath.readers import raid_tools
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "systemd" / "storpath.service"
@@ -48,7 +48,7 @@ def settings(path: Path) -> Dict[str, List[str]]:
 
 
 def test_every_tool_storpath_runs_has_its_needs_written_down():
-    assert set(NEEDS) == set(raid.ALIASES)
+    assert set(NEEDS) == set(raid_tools.ALIASES)
     text = (REPO / "docs" / "raid-tools.md").read_text()
     for name in ("storcli", "perccli", "MegaCli", "ssacli", "hpssacli", "hpacucli", "arcconf", "smartctl"):
         assert f"| {name}" in text or f", {name}" in text, name

@@ -83,7 +83,7 @@ def test_a_degraded_volume_stays_degraded_through_ten_passes_of_a_hung_storcli(t
     _outputs(folder, state="Dgrd")
     collector = _collector(_sysfs(tmp_path), {"storcli": _storcli(tmp_path, folder), "megacli": "/nonexistent"})
     collector.refresh()
-    first = getattr(collector.latest().snapshot, "succeeded", {}).get("storcli")
+    first = getattr(collector.latest().run, "succeeded", {}).get("storcli")
     (folder / "hang").write_text("")
     for _ in range(10):
         collector.refresh()
@@ -94,7 +94,7 @@ def test_a_degraded_volume_stays_degraded_through_ten_passes_of_a_hung_storcli(t
         assert any(line.startswith("storpath_raid_controller_info{") and 'controller="storcli/c0"' in line
                    for line in body.splitlines())
         assert 'storpath_raid_tool_last_success_timestamp_seconds{tool="storcli"} ' in body
-    assert collector.latest().snapshot.succeeded["storcli"] == first  # the age grows, honestly
+    assert collector.latest().run.succeeded["storcli"] == first  # the age grows, honestly
     # A pass that succeeds says what is true now.
     (folder / "hang").unlink()
     _outputs(folder, state="Optl")
@@ -102,7 +102,7 @@ def test_a_degraded_volume_stays_degraded_through_ten_passes_of_a_hung_storcli(t
     body = _body(collector)
     assert 'storpath_raid_tool_up{tool="storcli"} 1.0' in body
     assert 'storpath_raid_volume_state{controller="storcli/c0",state="optimal",volume="0/0"} 1.0' in body
-    assert collector.latest().snapshot.succeeded["storcli"] > first
+    assert collector.latest().run.succeeded["storcli"] > first
     collector.close()
 
 

@@ -24,7 +24,7 @@ from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
-from storpath.readers.raid import RaidPass, RaidReader, RaidSnapshot, ToolStatus
+from storpath.readers.raid import TOOLS, RaidPass, RaidReader, RaidRun, ToolStatus
 from storpath.readers.raid_records import BATTERY_STATES, DRIVE_STATES, VOLUME_STATES, RaidInventory
 from storpath.snapshot import Source, no_problems
 
@@ -174,29 +174,29 @@ class RaidCollector(Collector):
     def __init__(self, ctx):
         super().__init__(ctx)
         cfg = {**self.config_defaults, **(ctx.config or {})}
-        paths = {tool: str(cfg[f"{tool}_path"]) for tool in ("storcli", "megacli", "ssacli", "arcconf", "smartctl")}
+        paths = {tool: str(cfg[f"{tool}_path"]) for tool in TOOLS}
         self.reader = RaidReader(self.roots, paths, timeout=float(cfg["timeout"]))
         self.startup_wait = float(cfg["startup_wait"])
         self._lock = threading.Lock()
-        self._snapshot: Optional[RaidSnapshot] = None
+        self._run: Optional[RaidRun] = None
         self._last_success: Optional[float] = None
         interval = max(10.0, float(cfg["interval"]))
         self.task = ctx.scheduler.add(TASK, self.refresh, interval=interval, jitter=min(30.0, interval / 10))
 
     def refresh(self) -> None:
         """The background task: one pass of the tools (or one read of their captures)."""
-        snapshot = self.reader.read()
-        for problem in snapshot.problems:  # the task runs outside the snapshot step: said here, once each
+        run = self.reader.read()
+        for problem in run.problems:  # the task runs outside the snapshot step: said here, once each
             log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
-        for tool, status in sorted(snapshot.tools.items()):
+        for tool, status in sorted(run.tools.items()):
             if not status.ok:
                 # Keyed without the reason: it names pids and parse errors, new on every run.
                 log.once(self.log, logging.WARNING, ("raid-tool", tool), "RAID tool failed", tool=tool,
                          reason=status.reason)
         with self._lock:
-            self._snapshot = None if snapshot.source == "none" and not snapshot.tools else snapshot
-            if snapshot.tools and all(s.ok for s in snapshot.tools.values()) and not self.roots.captured:
-                self._last_success = snapshot.finished_at
+            self._run = None if run.empty else run
+            if run.all_succeeded:
+                self._last_success = run.finished_at
 
     def close(self) -> None:
         """Kill the tools running now and start none again (stop, or a reload's old collectors)."""
@@ -213,26 +213,26 @@ class RaidCollector(Collector):
             self.task.raise_if_failed()
         except TaskFailed as exc:
             with self._lock:
-                previous = self._snapshot
+                previous = self._run
                 tools = {t: ToolStatus(False, str(exc)) for t in (previous.tools if previous else {"storcli": None})}
-                failed = RaidSnapshot(previous.inventory, tools, self.task.last_run_end or 0.0, previous.source,
+                failed = RaidRun(previous.inventory, tools, self.task.last_run_end or 0.0, previous.source,
                                       succeeded=previous.succeeded) if previous is not None else \
-                    RaidSnapshot(RaidInventory(), tools, self.task.last_run_end or 0.0, "none")
+                    RaidRun(RaidInventory(), tools, self.task.last_run_end or 0.0, "none")
                 return RaidPass(failed, self._last_success)
         with self._lock:
-            return RaidPass(self._snapshot, self._last_success)
+            return RaidPass(self._run, self._last_success)
 
     def values(self, found) -> Optional[Rows]:
-        snapshot, last_success = found.raid if found.raid is not None else (None, None)
-        if snapshot is None:
+        run, last_success = found.raid if found.raid is not None else (None, None)
+        if run is None:
             return None  # no RAID controller bound, nothing captured: no families at all
         rows = Rows()
-        for tool, status in sorted(snapshot.tools.items()):
+        for tool, status in sorted(run.tools.items()):
             rows.add(TOOL_UP, (tool,), 1.0 if status.ok else 0.0)
         rows.add(LAST_SUCCESS, (), last_success)
-        for tool, when in sorted(snapshot.succeeded.items()):
+        for tool, when in sorted(run.succeeded.items()):
             rows.add(TOOL_LAST_SUCCESS, (tool,), when)
-        inventory = snapshot.inventory
+        inventory = run.inventory
         for ctrl in inventory.controllers:
             rows.add(CONTROLLER_INFO, (ctrl.name, ctrl.tool, ctrl.model or "", ctrl.firmware or "",
                                        ctrl.pci_address or "", ctrl.status or ""), 1)

@@ -18,10 +18,9 @@ from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
-from storpath.readers.block import device_physical_block_size
 from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolPass, ZpoolReader,
                                   ZpoolRun,
-                                  find_zfs, find_zpool, zfs_present)
+                                  find_zfs, find_zpool, leaf_block_sizes, zfs_present)
 from storpath.snapshot import Source, no_problems
 
 
@@ -144,7 +143,7 @@ class ZfsCollector(Collector):
         self.reader = ZpoolReader(self.roots, zpool=zpool, timeout=float(self.config["timeout"]),
                                   zfs=find_zfs(str(self.config["zfs_path"]), zpool))
         self._lock = threading.Lock()
-        self._snapshot: Optional[ZpoolRun] = None
+        self._run: Optional[ZpoolRun] = None
         self._block_sizes: Dict[str, Dict[str, Optional[int]]] = {}  # pool -> leaf -> physical block bytes
         self._last_success: Optional[float] = None
         interval = float(self.config["interval"])
@@ -155,29 +154,27 @@ class ZfsCollector(Collector):
         if not self.roots.captured and not zfs_present(self.roots):
             log.once(self.log, logging.DEBUG, ("zfs-absent",), "no ZFS module loaded: zpool not run")
             with self._lock:
-                self._snapshot = None
+                self._run = None
             return
-        snapshot = self.reader.read()
-        for problem in snapshot.problems:  # the task runs outside the snapshot step: said here, once each
+        run = self.reader.read()
+        for problem in run.problems:  # the task runs outside the snapshot step: said here, once each
             log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
-        if snapshot.source == "none" and snapshot.ok:
+        if run.source == "none" and run.ok:
             with self._lock:
-                self._snapshot = None  # a replayed machine without ZFS
+                self._run = None  # a replayed machine without ZFS
             return
-        sizes: Dict[str, Dict[str, Optional[int]]] = {}
-        for pool in snapshot.pools:
-            sizes[pool.name] = {v.name: device_physical_block_size(self.roots, v.name) for v in pool.vdevs if v.leaf}
-        if not snapshot.ok:
+        sizes = leaf_block_sizes(self.roots, run.pools)
+        if not run.ok:
             # The details of a failed run are left out rather than served stale: the pool
             # state still comes from kstat on every scrape, and the last success
             # timestamp says how old the last good details were.
             # Keyed without the reason: it names pids and parse errors, new on every run.
-            log.once(self.log, logging.WARNING, ("zpool",), "zpool failed", reason=snapshot.reason)
+            log.once(self.log, logging.WARNING, ("zpool",), "zpool failed", reason=run.reason)
         with self._lock:
-            self._snapshot = snapshot
+            self._run = run
             self._block_sizes = sizes
-            if snapshot.ok and not self.roots.captured:
-                self._last_success = snapshot.finished_at
+            if run.ok and not self.roots.captured:
+                self._last_success = run.finished_at
 
     def sources(self):
         return (Source("zpool", no_problems(self.latest)),)
@@ -194,17 +191,17 @@ class ZfsCollector(Collector):
             with self._lock:
                 return ZpoolPass(failed, {}, self._last_success)
         with self._lock:
-            return ZpoolPass(self._snapshot, self._block_sizes, self._last_success)
+            return ZpoolPass(self._run, self._block_sizes, self._last_success)
 
     def values(self, found) -> Rows:
         kstat = found.zfs_kstat
-        snapshot, block_sizes, last_success = found.zpool
+        run, block_sizes, last_success = found.zpool
         rows = Rows()
-        if snapshot is not None:
-            rows.add(ZPOOL_UP, (), 1.0 if snapshot.ok else 0.0)
+        if run is not None:
+            rows.add(ZPOOL_UP, (), 1.0 if run.ok else 0.0)
         rows.add(ZPOOL_LAST_SUCCESS, (), last_success)
 
-        pools = {p.name: p for p in (snapshot.pools if snapshot else [])}
+        pools = {p.name: p for p in (run.pools if run else [])}
         for name in sorted(set(pools) | set(kstat)):
             pool = pools.get(name)
             state = kstat.get(name) or (pool.state if pool else None)

@@ -198,14 +198,20 @@ class Facts:
 
 def take_snapshot(roots: Roots, config: Optional[Dict[str, Any]] = None, timeout: float = 30.0) -> Snapshot:
     """One snapshot of everything sysfs and procfs hold, for a one-shot command; with the sas,
-    nvme, nvme_health and multipath collectors enabled, what their tasks read (link error
-    counters, SAS drives' PHYs, Identify, SMART logs, dmsetup status), read now."""
+    nvme, nvme_health, multipath, raid and zfs collectors enabled, what their tasks read (link
+    error counters, SAS drives' PHYs, Identify, SMART logs, dmsetup status, the RAID tools,
+    zpool), read now. The deadline is `timeout` plus the RAID tools' and zpool's own timeouts:
+    a check waits for a slow tool as the exporter's task would."""
     config = config or {}
     specs = collectors.load_all()
     settings = {name: specs[name].cls.settings(config.get("collectors", {}).get(name, {}))
-                for name in ("sas", "nvme", "nvme_health", "multipath")
-                if name in specs and collector_enabled(config, name)}
+                for name in READ_NOW if name in specs and collector_enabled(config, name)}
+    timeout += sum(float(settings[name]["timeout"]) for name in ("raid", "zfs") if name in settings)
     return take_once(roots, extra=read_now_sources(roots, settings).values(), timeout=timeout)
+
+
+# The collectors whose background tasks' results a one-shot command reads now (read_now_sources).
+READ_NOW = ("sas", "nvme", "nvme_health", "multipath", "raid", "zfs")
 
 
 # PCI class codes (base class, subclass) in the words of lspci.

@@ -2,38 +2,30 @@
 judged (with their rate and what is unknown), volumes degraded or rebuilding, write cache
 fallen to write-through, batteries. The judgement is storpath.analysis.raid's, the one
 behind storpath_raid_drive_expected_link_rate_transfers_per_second and the alerts in
-rules/raid.yml. The tools run inline here (or their captured outputs are read) with the
-raid collector's paths and timeout, unless the snapshot is a scrape's."""
+rules/raid.yml. The tools' pass (or the read of their captured outputs) is the snapshot's: run
+with the raid collector's paths and timeout when the snapshot is taken
+(storpath.snapshot.read_now_sources), or the collector's last when it is a scrape's."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from storpath import log
 from storpath.analysis.raid import (FAR_END_UNKNOWN, PORT_LIMIT_UNKNOWN, RATE_IS_EXPANDER_LINK, below_expected,
                                     cache_fell_back,
                                     judged, off_strip, own_link_rate, unverifiable_reason, volume_members)
 from storpath.collectors.base import SourceFailed
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, natural_key, register
-from storpath.readers.raid import RaidReader, RaidSnapshot
-
-LOG = log.get("raid")
-
+from storpath.readers.raid import RaidRun
 
 def _gbit(rate: Optional[float]) -> str:
     return "an unknown rate" if rate is None else f"{rate / 1e9:g} Gbit/s"
 
 
-def raid_snapshot(facts: Facts) -> Optional[RaidSnapshot]:
-    """The raid collector's last pass when the snapshot is a scrape's, else one run now."""
-    if facts.snapshot.raid is not None:
-        return facts.snapshot.raid.snapshot
-    if facts.roots is None:
-        return None
-    settings = facts.collector_config("raid")
-    paths = {tool: str(settings.get(f"{tool}_path", "")) or None for tool in ("storcli", "megacli", "ssacli", "arcconf", "smartctl")}
-    return facts.memo("raid.snapshot", lambda: RaidReader(facts.roots, {k: v for k, v in paths.items() if v},
-                                                          timeout=float(settings.get("timeout", 60))).read())
+def raid_run(facts: Facts) -> Optional[RaidRun]:
+    """The RAID tools' pass in the snapshot: the raid collector's last when the snapshot is a
+    scrape's, else one run now (storpath.snapshot.read_now_sources). SourceFailed when it
+    could not be read (the tools ran past the check's deadline)."""
+    return facts.part("raid").run
 
 
 _REMEDIES = {
@@ -53,19 +45,25 @@ def _slots(slots: List[str]) -> str:
 
 @register("raid", collector="raid", order=35)
 def check(facts: Facts, out: Outcome) -> None:
-    snapshot = raid_snapshot(facts)
-    if snapshot is None or (snapshot.source == "none" and not snapshot.tools):
+    try:
+        run = raid_run(facts)
+    except SourceFailed as exc:
+        out.add(Finding(
+            subject="raid", severity=WARNING, kind="raid.unreadable", title="the RAID tools could not be read",
+            evidence=str(exc), impact="the drives, volumes and cache behind the RAID controllers are not judged",
+            remedy="Run the tool by hand as root (storcli /call show all, ssacli ctrl all show config detail, "
+                   "arcconf GETCONFIG 1) to see why it is slow; collectors.raid.timeout bounds each command."))
         return
-    for problem in snapshot.problems:
-        log.once(LOG, problem.level, problem.key, problem.message, **dict(problem.fields))
-    for tool, status in sorted(snapshot.tools.items()):
+    if run is None or run.empty:
+        return
+    for tool, status in sorted(run.tools.items()):
         if not status.ok:
             out.add(Finding(
                 subject=tool, severity=WARNING, kind="raid.tool_failed", title=f"{tool} could not be read",
                 evidence=status.reason or "failed",
                 impact="the drives, volumes and cache behind its controllers are not judged",
                 remedy=f"Install {tool} (or set collectors.raid.{tool}_path) and run it as root by hand to see why."))
-    inventory = snapshot.inventory
+    inventory = run.inventory
     for ctrl in inventory.controllers:
         if ctrl.battery in ("failed", "missing", "degraded"):
             out.add(Finding(
@@ -103,7 +101,7 @@ def check(facts: Facts, out: Outcome) -> None:
                 remedy="Fix the battery or CacheVault (or wait for its learn cycle to end); the controller returns to "
                        "write-back by itself.",
                 related=(volume.device,) if volume.device else ()))
-    _strip_alignment(facts, snapshot, out)
+    _strip_alignment(facts, run, out)
     unverifiable: Dict[Tuple[str, str], List] = {}
     for drive, ctrl, expectation in judged(inventory.drives, inventory.controllers):
         if below_expected(drive, expectation):
@@ -138,13 +136,13 @@ def check(facts: Facts, out: Outcome) -> None:
     out.count(len(inventory.volumes), "RAID volumes")
 
 
-def _strip_alignment(facts: Facts, snapshot: RaidSnapshot, out: Outcome) -> None:
+def _strip_alignment(facts: Facts, run: RaidRun, out: Outcome) -> None:
     """Partitions on a RAID volume's block device that start off its strip."""
     try:
         partitions = facts.part("alignment").partitions
     except SourceFailed:
         return
-    for volume in snapshot.inventory.volumes:
+    for volume in run.inventory.volumes:
         if not volume.device or not volume.strip_bytes:
             continue
         for part in partitions:

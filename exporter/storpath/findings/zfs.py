@@ -2,21 +2,19 @@
 an ashift below the devices' physical sector size, and a scan in progress. Verdicts as
 in rules/zfs.yml (capacity 70 % warning, 90 % critical); the ashift expectation is
 storpath.analysis.zfs.expected_ashift, the one behind
-`storpath_zfs_pool_expected_ashift`. zpool runs inline here (or its captured output is
-read), with the zfs collector's path and timeout. The pool state is kstat's
+`storpath_zfs_pool_expected_ashift`, over the devices' block sizes read with the pools. The
+zpool run (or the read of its captured output) is the snapshot's: run with the zfs
+collector's path and timeout when the snapshot is taken (storpath.snapshot.read_now_sources),
+or the collector's last when it is a scrape's. The pool state is kstat's
 (/proc/spl/kstat/zfs/<pool>/state, in the snapshot as `zfs_kstat`) wherever it has
 one, as in the metrics (collectors/zfs.py): so check and the alerts on
 storpath_zfs_pool_state agree, also when zpool cannot be run."""
 
 from __future__ import annotations
 
-from storpath import log
 from storpath.analysis.zfs import data_leaves, expected_ashift
 from storpath.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, SourceFailed, register
-from storpath.readers.block import device_physical_block_size
-from storpath.readers.zfs import ZpoolReader, find_zfs, find_zpool, zfs_present
-
-LOG = log.get("zfs")
+from storpath.readers.zfs import ZpoolPass, ZpoolRun
 
 # As rules/config/thresholds.yml zfs.capacity_warning_ratio / capacity_critical_ratio.
 CAPACITY_WARNING, CAPACITY_CRITICAL = 0.70, 0.90
@@ -24,35 +22,32 @@ CAPACITY_WARNING, CAPACITY_CRITICAL = 0.70, 0.90
 
 @register("zfs", collector="zfs", order=60)
 def check(facts: Facts, out: Outcome) -> None:
-    if not facts.roots.captured and not zfs_present(facts.roots):
-        return
-    settings = facts.collector_config("zfs")
-    # Memoised: `storpath tree` draws the pools from the same run of zpool.
-    zpool = find_zpool(str(settings.get("zpool_path", "zpool")))
-    snapshot = facts.memo("zfs.snapshot", lambda: ZpoolReader(
-        facts.roots, zpool=zpool, zfs=find_zfs(str(settings.get("zfs_path", "zfs")), zpool),
-        timeout=float(settings.get("timeout", 10))).read())
-    for problem in snapshot.problems:  # zpool ran here, outside the snapshot step
-        log.once(LOG, problem.level, problem.key, problem.message, **dict(problem.fields))
+    try:
+        found = facts.part("zpool")
+    except SourceFailed as exc:  # zpool ran past the check's deadline
+        found = ZpoolPass(ZpoolRun(pools=[], ok=False, reason=str(exc), finished_at=0.0, source="none"), {}, None)
+    run = found.run
     try:
         kstat = dict(facts.part("zfs_kstat"))
     except SourceFailed:
         kstat = {}
-    if not snapshot.ok and not snapshot.pools:
+    if run is None:  # no ZFS here (or a replayed machine without it): kstat's states only
+        run = ZpoolRun(pools=[], ok=True, reason=None, finished_at=0.0, source="none")
+    if not run.ok and not run.pools:
         out.add(Finding(
             subject="zfs", severity=INFO, kind="zfs.unreadable",
             title="ZFS pool details could not be read" if kstat else "ZFS pools could not be read",
-            evidence=snapshot.reason or "zpool failed",
+            evidence=run.reason or "zpool failed",
             impact="vdevs, errors, capacity and ashift are unknown" + (
                 "; pool states come from /proc/spl/kstat/zfs" if kstat else "; so is pool health"),
             remedy="Run as root or check that zpool works (`zpool status`)."))
     # A pool zpool did not list (it failed, or was not run on a replay) still has kstat's
     # state, as the metrics have it.
-    listed = {pool.name for pool in snapshot.pools}
+    listed = {pool.name for pool in run.pools}
     for name in sorted(set(kstat) - listed):
         if kstat[name] != "online":
             out.add(_not_online(name, kstat[name], [], "kstat"))
-    for pool in snapshot.pools:
+    for pool in run.pools:
         state = kstat.get(pool.name) or pool.state
         if state and state != "online":
             bad = [v for v in pool.vdevs if v.state and v.state != "online" and v.leaf]
@@ -91,7 +86,7 @@ def check(facts: Facts, out: Outcome) -> None:
                            "down, more so as fragmentation grows",
                     remedy="Free space (old snapshots: `zfs list -t snapshot -o name,used -s used`) or add a "
                            "vdev of the same shape."))
-        sizes = [device_physical_block_size(facts.roots, v.name) for v in data_leaves(pool.vdevs)]
+        sizes = [found.block_sizes.get(pool.name, {}).get(v.name) for v in data_leaves(pool.vdevs)]
         wanted = expected_ashift(sizes)
         if pool.ashift and wanted and pool.ashift < wanted:
             out.add(Finding(

@@ -16,7 +16,7 @@ block device on the same controller: `smartctl -j -i -d sat+megaraid,<DID> /dev/
 words 76/77 passed through by the firmware. ssacli's drives have no number smartctl's
 `cciss,N` is known to match: their smartctl outputs come from captures only.
 
-A failed tool's last successful inventory is kept (`RaidSnapshot.succeeded` says when that
+A failed tool's last successful inventory is kept (`RaidRun.succeeded` says when that
 pass ended) until a pass of that tool succeeds or the exporter restarts: a hung storcli never
 turns a degraded volume into no volume (docs/metrics.md, "Last known state").
 """
@@ -41,13 +41,16 @@ from storpath.sysfs import WHOLE_FILE, read_attr
 CAPTURE_SYSFS = tuple(f"bus/pci/drivers/{driver}" for driver in DRIVERS)
 
 
+# The tools whose path is configurable (collectors.raid's `<tool>_path`).
+TOOLS = ("storcli", "megacli", "ssacli", "arcconf", "smartctl")
+
 REPLAY_WITHOUT_CAPTURE = Problem(
     "RAID tools not run: --path.sysfs replays another machine and --path.captured is not given, so this host's "
     "controllers would be reported as the replayed one's", level=INFO)
 
 
 @dataclass
-class RaidSnapshot:
+class RaidRun:
     """One pass of the tools (or one read of their captured outputs)."""
 
     inventory: RaidInventory  # a failed tool's records are those of its last successful pass
@@ -58,11 +61,21 @@ class RaidSnapshot:
     # tool -> when its last successful live pass ended (a failed tool's records are that old)
     succeeded: Dict[str, float] = field(default_factory=dict)
 
+    @property
+    def empty(self) -> bool:
+        """No RAID controller here and nothing captured: no families, no findings."""
+        return self.source == "none" and not self.tools
+
+    @property
+    def all_succeeded(self) -> bool:
+        """Every tool this host needed ran live and succeeded (when `finished_at` is the last success)."""
+        return self.source == "live" and bool(self.tools) and all(s.ok for s in self.tools.values())
+
 
 class RaidPass(NamedTuple):
     """The raid background task's last pass, as the snapshot carries it."""
 
-    snapshot: Optional[RaidSnapshot]  # None: no RAID controller here, nothing captured
+    run: Optional[RaidRun]  # None: no RAID controller here, nothing captured
     last_success: Optional[float]  # when every tool last succeeded in one pass
 
 
@@ -83,7 +96,7 @@ class RaidReader:
         """Kill the tools running now; start none again (exporter stop, reload)."""
         self.runner.close()
 
-    def read(self) -> RaidSnapshot:
+    def read(self) -> RaidRun:
         bound = bound_controllers(self.roots)
         tools: Dict[str, ToolStatus] = {}
         if self.roots.captured:
@@ -92,11 +105,11 @@ class RaidReader:
                                       lambda folder: _listing(path(folder)), tools)
             source = "captured" if tools else "none"
         elif not bound:
-            return RaidSnapshot(RaidInventory(), {}, time.time(), "none")
+            return RaidRun(RaidInventory(), {}, time.time(), "none")
         elif not self.roots.devices:
             # --path.sysfs replays another machine (storpath.roots): this host's controllers are
             # not its controllers. Its tools' outputs need --path.captured.
-            return RaidSnapshot(RaidInventory(), {}, time.time(), "none", (REPLAY_WITHOUT_CAPTURE,))
+            return RaidRun(RaidInventory(), {}, time.time(), "none", (REPLAY_WITHOUT_CAPTURE,))
         else:
             outputs, tools = self.runner.run_tools(bound)
             inventory = parse_outputs(lambda folder, name: outputs.get((folder, name)),
@@ -106,7 +119,7 @@ class RaidReader:
         finished = time.time()
         inventory, self._kept = with_last_known(deduplicated(inventory), tools, finished, self._kept)
         succeeded = {t: k.at for t, k in self._kept.items() if t in tools} if source == "live" else {}
-        return RaidSnapshot(inventory, tools, finished, source, tuple(inventory.problems), succeeded)
+        return RaidRun(inventory, tools, finished, source, tuple(inventory.problems), succeeded)
 
 
 def _read(path: Optional[str]) -> Optional[str]:
@@ -122,5 +135,5 @@ def _listing(folder: Optional[str]) -> List[str]:
         return []
 
 
-__all__ = ["RaidReader", "RaidSnapshot", "RaidPass", "ToolStatus", "RaidController", "RaidDrive",
+__all__ = ["TOOLS", "RaidReader", "RaidRun", "RaidPass", "ToolStatus", "RaidController", "RaidDrive",
            "bound_controllers", "find_tool", "tools_needed", "parse_storcli"]

@@ -52,6 +52,7 @@ from storpath.readers.zpool_output import (ERROR_TYPES, POOL_STATES, SCAN_FUNCTI
                                            apply_list, parse_count, parse_creation, parse_ctime, parse_list,
                                            parse_scan_line, parse_status_json, parse_status_text, pool_state,
                                            vdev_state)
+from storpath.readers.block import device_physical_block_size
 from storpath.roots import Roots
 from storpath.sysfs import WHOLE_FILE, list_dir, read_attr, read_attr_why
 
@@ -161,17 +162,24 @@ class ZpoolRun:
     reason: Optional[str]  # why the run failed or was partial
     finished_at: float
     source: str  # "json", "text", "captured-json", "captured-text", "none"
-    # What the operator should hear of once (ZpoolReader runs outside the snapshot step: in
-    # the zfs collector's background task and in `storpath check`, which log them).
+    # What the operator should hear of once (logged by the zfs collector's background task, or
+    # by the snapshot step when `storpath check` reads zpool now).
     problems: Tuple[Problem, ...] = ()
 
 
 class ZpoolPass(NamedTuple):
     """The zfs collector's background task's last zpool run, as the snapshot carries it."""
 
-    snapshot: Optional[ZpoolRun]  # None: no ZFS here
+    run: Optional[ZpoolRun]  # None: no ZFS here
     block_sizes: Dict[str, Dict[str, Optional[int]]]  # pool -> leaf -> physical block bytes
     last_success: Optional[float]  # Unix seconds
+
+
+def leaf_block_sizes(roots: Roots, pools: List[ZfsPool]) -> Dict[str, Dict[str, Optional[int]]]:
+    """Pool -> leaf vdev -> its device's physical block size in bytes (None: not a block
+    device here), for the ashift a pool's devices call for."""
+    return {pool.name: {v.name: device_physical_block_size(roots, v.name) for v in pool.vdevs if v.leaf}
+            for pool in pools}
 
 
 REPLAY_WITHOUT_CAPTURE = Problem(
@@ -334,6 +342,6 @@ def capture_commands(roots: Roots, folder: str) -> List[str]:
     return notes
 
 
-__all__ = ["ZfsPool", "Vdev", "ScanStatus", "ZpoolReader", "ZpoolRun", "ZpoolOutputError", "read_kstat_states",
+__all__ = ["leaf_block_sizes", "ZfsPool", "Vdev", "ScanStatus", "ZpoolReader", "ZpoolRun", "ZpoolOutputError", "read_kstat_states",
            "zfs_present", "parse_status_json", "parse_status_text", "parse_list",
            "parse_scan_line", "parse_ctime", "parse_creation", "find_zpool", "find_zfs", "run_zpool"]

@@ -74,7 +74,7 @@ def _layout(vdev) -> str:
 
 
 def raid_nodes(raid, blocks) -> Dict[str, tuple]:
-    """A RAID controller's volumes and drives (readers.raid.RaidSnapshot) as nodes below its
+    """A RAID controller's volumes and drives (readers.raid.RaidRun) as nodes below its
     PCI function: a volume below the block device it is (when the tool names it and the
     kernel has it), its drives below the volume, spares and JBOD drives below the controller.
     Node ids are the subjects of the raid findings, so those attach where they belong."""
@@ -119,15 +119,14 @@ def nvme_models(controllers) -> Dict[str, str]:
 
 
 def from_check(facts: Facts, result: CheckResult) -> TreeInput:
-    """The machine as `storpath check` read it: its snapshot, the pools its zfs subsystem
-    read (memoised, so nothing runs twice)."""
+    """The machine as `storpath check` read it: its snapshot, with the RAID tools' pass and the
+    pools zpool listed (read now, storpath.snapshot.read_now_sources)."""
     snapshot = facts.snapshot
     arrays: List[Array] = []
     if "md" in result.ran:
         arrays += md_arrays(snapshot.md or [])
-    if "zfs" in result.ran:
-        zpool = facts.memo("zfs.snapshot", lambda: None)
-        arrays += zfs_pools(zpool.pools if zpool is not None else [])
+    if "zfs" in result.ran and snapshot.zpool is not None and snapshot.zpool.run is not None:
+        arrays += zfs_pools(snapshot.zpool.run.pools)
     arrays += path_arrays(snapshot.nvme_subsystems if "nvme_paths" in result.ran else None,
                           snapshot.multipath_maps if "multipath" in result.ran else None, snapshot.dmsetup,
                           snapshot.blocks)
@@ -138,7 +137,7 @@ def from_check(facts: Facts, result: CheckResult) -> TreeInput:
                      models=models, arrays=arrays, findings=list(result.findings),
                      groups={s: facts.group_of(s) for s in subjects},
                      disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [], drives),
-                     extra_children=raid_nodes(facts.memo("raid.snapshot", lambda: None) if "raid" in result.ran
+                     extra_children=raid_nodes(snapshot.raid.run if "raid" in result.ran and snapshot.raid
                                                else None, facts.block_devices()))
 
 
@@ -149,7 +148,7 @@ def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> 
     pci, blocks = snapshot.pci or [], snapshot.blocks or []
     facts = Facts(roots=None, config=config or {}, snapshot=snapshot)
     links = facts.pcie_links() if snapshot.pci is not None else {}
-    zpool = snapshot.zpool.snapshot if snapshot.zpool is not None else None
+    zpool = snapshot.zpool.run if snapshot.zpool is not None else None
     arrays = md_arrays(snapshot.md or []) + zfs_pools(zpool.pools if zpool is not None else []) + path_arrays(
         snapshot.nvme_subsystems, snapshot.multipath_maps, snapshot.dmsetup, blocks)
     read = {"md": snapshot.md, "nvme_paths": snapshot.nvme_subsystems, "multipath": snapshot.multipath_maps}
@@ -161,4 +160,4 @@ def from_scrape(snapshot: Snapshot, config: Optional[Dict[str, Any]] = None) -> 
                      groups={s: facts.group_of(s) for s in subjects},
                      disk_links=disk_link_texts(snapshot.sas_phys or [], snapshot.ata_links or [],
                                                 snapshot.sas_drive_phys),
-                     extra_children=raid_nodes(snapshot.raid.snapshot if snapshot.raid is not None else None, blocks))
+                     extra_children=raid_nodes(snapshot.raid.run if snapshot.raid is not None else None, blocks))
