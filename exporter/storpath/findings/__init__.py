@@ -146,13 +146,20 @@ class Facts:
 
     def blocks_below(self, address: str) -> List[str]:
         """Block devices whose PCI path passes through `address` (itself included)."""
+        return list(self.memo("blocks_below", self._blocks_below).get(address, ()))
+
+    def _blocks_below(self) -> Dict[str, List[str]]:
+        # Each block device's path walked once (asking per address walked every path for every
+        # address: 1.3 s of the landing page's drawing on a host of 1024 drives).
         by_address = self.pci_by_address()
-        found = []
+        below: Dict[str, set] = {}
         for dev in self.block_devices():
-            if dev.pci_address == address or any(
-                    node.address == address for node in path_to_root(by_address.get(dev.pci_address), by_address)):
-                found.append(dev.name)
-        return sorted(found, key=natural_key)
+            if dev.pci_address is None:
+                continue
+            below.setdefault(dev.pci_address, set()).add(dev.name)
+            for node in path_to_root(by_address.get(dev.pci_address), by_address):
+                below.setdefault(node.address, set()).add(dev.name)
+        return {address: sorted(names, key=natural_key) for address, names in below.items()}
 
     # ---- how subjects are named in the report ------------------------------
     def add_label(self, subject: str, text: str) -> None:
