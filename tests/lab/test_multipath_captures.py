@@ -150,14 +150,17 @@ def test_removed_controller_leaves_the_subsystem(roots):
     assert controllers(roots[FAILED]) == lab.MULTIPATH_NVME_PORTS[:1]
 
 
-@pytest.mark.xfail(strict=True, reason="analysis.paths.multipathed() drops a PCIe subsystem down to one live path: "
-                   "the series StoragePathsMissing compares with vanish instead of dropping to 1")
-def test_removed_pcie_controller_leaves_a_series_to_compare(scrapes):
-    """The PCIe subsystem that lost a controller is still exported, with one path, so that
-    StoragePathsMissing (max_over_time(paths[1d]) > paths) can see the drop from 2 to 1."""
-    s = scrapes[FAILED]
-    sub = subsystem_of(s, lab.MULTIPATH_NQN)
-    assert s.value("storpath_nvme_subsystem_paths", subsystem=sub) == 1
+def test_removed_pcie_controller_leaves_the_families_for_the_rule_to_see(scrapes):
+    """The PCIe subsystem that lost a controller is, to the exporter, a local drive of one
+    controller again: its path families go (analysis.paths.multipathed). StoragePathsMissing
+    sees it through the NQN it had (rules/paths.yml's instance_nqn recording rule; the promtool
+    case "a dual-ported PCIe NVMe drive loses one port")."""
+    healthy = scrapes[HEALTHY]
+    sub = subsystem_of(healthy, lab.MULTIPATH_NQN)
+    assert healthy.value("storpath_nvme_subsystem_paths", subsystem=sub) == 2
+    failed = scrapes[FAILED]
+    assert not [l for l, _ in failed.series("storpath_nvme_subsystem_info") if l.get("nqn") == lab.MULTIPATH_NQN]
+    assert failed.value("storpath_scrape_collector_success", collector="nvme_subsystem") == 1
 
 
 def test_check_names_the_lost_paths(roots, scrapes):
