@@ -51,7 +51,8 @@ def _expositions(root: str) -> str:
     context = Context(roots=Roots(sysfs=sys, procfs=os.path.join(root, "proc"), dev=""), scheduler=Scheduler())
     exporter = StorpathExporter([NvmeCollector(context), PcieCollector(context), HostCollector(context)])
     text = generate_latest(exporter).decode()
-    return "\n".join(line for line in text.splitlines() if "_duration_seconds" not in line)
+    return "\n".join(line for line in text.splitlines()
+                     if "_duration_seconds" not in line and "_collected_timestamp_seconds" not in line)
 
 
 def _pad_text_files(folder: str) -> int:
