@@ -56,7 +56,7 @@ def assert_possible(inventory: RaidInventory) -> None:
         assert ctrl.port_rate in PLAUSIBLE_RATES + (None,)
 
 
-def refused_or_possible(parse, text) -> None:
+def assert_refused_or_possible(parse, text) -> None:
     """parse(text) returns something possible, or refuses the text as the tool's output; it never
     raises anything else, and never fails inside (the fence's message)."""
     try:
@@ -79,18 +79,18 @@ _TEXT_PARSERS = (raid_ssacli.parse_config_detail, raid_megacli.parse_listing, ra
 def test_storcli_and_smartctl_any_json_structure(data):
     text = json.dumps(data)
     for parse in _JSON_PARSERS:
-        refused_or_possible(parse, text)
+        assert_refused_or_possible(parse, text)
     if isinstance(data, dict):  # under the keys each parser looks for
         for wrapped in ({"Controllers": [{"Command Status": {"Controller": 0}, "Response Data": data}]},
                         {"smartctl": {}, "interface_speed": data}):
             for parse in _JSON_PARSERS:
-                refused_or_possible(parse, json.dumps(wrapped))
+                assert_refused_or_possible(parse, json.dumps(wrapped))
 
 
 @given(st.text(max_size=400))
 def test_text_parsers_of_any_text(text):
     for parse in _TEXT_PARSERS:
-        refused_or_possible(parse, text)
+        assert_refused_or_possible(parse, text)
 
 
 # Pieces of the tools' outputs, and of what made their patterns backtrack or int() raise: any
@@ -111,7 +111,7 @@ _PIECES = st.sampled_from([
 @given(st.lists(st.one_of(_PIECES, st.text(max_size=3)), max_size=80).map("".join))
 def test_text_parsers_of_text_made_of_their_words(text):
     for parse in _TEXT_PARSERS:
-        refused_or_possible(parse, text)
+        assert_refused_or_possible(parse, text)
 
 
 @given(st.lists(st.tuples(_RATES, _RATES, st.sampled_from(["Onln", "Rbld", "GHS", "UBad", "JBOD", "?"])),
@@ -145,4 +145,4 @@ def test_ssacli_reads_back_and_survives_cut_lines(drives, data):
     assert_possible(inventory)
     assert len(inventory.drives) == len(drives)
     cut = data.draw(st.integers(0, len(text)))
-    refused_or_possible(raid_ssacli.parse_config_detail, text[:cut])
+    assert_refused_or_possible(raid_ssacli.parse_config_detail, text[:cut])
