@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
 from storpath.parse import natural_key, parse_int
@@ -182,16 +182,23 @@ class NvmeSubsystemReader:
         # A local drive of one PCIe controller (most subsystems of a host) has no I/O policy to
         # choose and no ANA state to report: its state alone is read each scrape (on a host of
         # 1024 such drives this source took 127 ms a scrape, more than the whole PCI tree).
-        local = len(known) == 1 and known[0][2][0] == "pcie"
-        iopolicy = None if local else _text(self._attr(folder, name, "iopolicy", problems))
-        paths = tuple(self._path(path, controller, statics, cache, problems, ana=not local)
-                      for controller, path, statics in known)
+        # Decided on what this read found (a controller whose state is gone is forgotten, its
+        # transport with it), so a long-running reader answers as a fresh one would.
+        paths = [self._path(path, controller, statics, cache, problems) for controller, path, statics in known]
+        local = len(paths) == 1 and paths[0].transport == "pcie"
+        iopolicy = None
+        if not local:
+            iopolicy = _text(self._attr(folder, name, "iopolicy", problems))
+            paths = [replace(path, namespace_paths=self._namespace_paths(path_folder, path.controller,
+                                                                                     problems))
+                     for path, (_, path_folder, _) in zip(paths, known)]
+        paths = tuple(paths)
         namespaces = tuple(entry for entry, _ in entries if _HEAD_DISK.match(entry))
         return NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"], serial=statics["serial"],
                              iopolicy=iopolicy, paths=paths, namespaces=namespaces)
 
     def _path(self, folder: str, controller: str, known: Tuple[Optional[str], Optional[str], Optional[int]],
-              cache: InstanceCache, problems: List[Problem], ana: bool = True) -> SubsystemPath:
+              cache: InstanceCache, problems: List[Problem]) -> SubsystemPath:
         text = self._attr(folder, controller, "state", problems)
         if text is None:
             # A controller going away: its link may outlive its folder for a moment. What was
@@ -205,8 +212,7 @@ class NvmeSubsystemReader:
                                     INFO))
         transport, address, node = known
         return SubsystemPath(controller=controller, state=state, raw_state=text, transport=transport,
-                             address=address, numa_node=node,
-                             namespace_paths=self._namespace_paths(folder, controller, problems) if ana else ())
+                             address=address, numa_node=node, namespace_paths=())
 
     @staticmethod
     def _namespace_paths(folder: str, controller: str, problems: List[Problem]) -> Tuple[NamespacePath, ...]:
