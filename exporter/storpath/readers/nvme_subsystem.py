@@ -126,6 +126,11 @@ def parse_numa_node(text: Optional[str]) -> Optional[int]:
     return None if node is None or node < 0 else node
 
 
+def _natural(entries: List[Tuple[str, int]]) -> List[Tuple[str, int]]:
+    """(name, inode) entries in natural order (nvme2 before nvme10); most lists here hold one."""
+    return entries if len(entries) < 2 else sorted(entries, key=lambda entry: natural_key(entry[0]))
+
+
 def _text(value: Optional[str]) -> Optional[str]:
     """The subsystem's model and serial are space-padded to their Identify width."""
     if value is None:
@@ -144,6 +149,8 @@ class NvmeSubsystemReader:
         self.roots = roots
         self._subsystems = InstanceCache()
         self._controllers: Dict[str, InstanceCache] = {}  # subsystem -> its controllers' statics
+        self._listed: List[Tuple[str, int]] = []  # the last listing of the class, and it in natural order
+        self._ordered: List[Tuple[str, int]] = []
 
     def read(self) -> Tuple[List[NvmeSubsystem], List[Problem]]:
         base = self.roots.sys("class", "nvme-subsystem")
@@ -152,9 +159,11 @@ class NvmeSubsystemReader:
         def derive(name: str, folder: str) -> Dict[str, Optional[str]]:
             return {attr: _text(self._attr(folder, name, attr, problems)) for attr in ("subsysnqn", "model", "serial")}
 
-        listed = sorted(list_entries(base, self.roots.sysfs), key=lambda entry: natural_key(entry[0]))
+        listed = list_entries(base, self.roots.sysfs)
+        if listed != self._listed:  # the natural order of the same listing is known
+            self._listed, self._ordered = listed, _natural(listed)
         subsystems = [self._subsystem(folder, name, statics, problems)
-                      for name, folder, statics in self._subsystems.refresh(base, listed, derive)]
+                      for name, folder, statics in self._subsystems.refresh(base, self._ordered, derive)]
         for gone in set(self._controllers) - {s.name for s in subsystems}:
             del self._controllers[gone]
         return subsystems, problems
@@ -169,7 +178,7 @@ class NvmeSubsystemReader:
 
     def _subsystem(self, folder: str, name: str, statics: Dict[str, Optional[str]],
                    problems: List[Problem]) -> NvmeSubsystem:
-        entries = sorted(list_entries(folder), key=lambda entry: natural_key(entry[0]))
+        entries = list_entries(folder)
         cache = self._controllers.setdefault(name, InstanceCache())
 
         def derive(controller: str, path: str) -> Tuple[Optional[str], Optional[str], Optional[int]]:
@@ -177,7 +186,7 @@ class NvmeSubsystemReader:
                                         for attr in ("transport", "address", "numa_node"))
             return transport or None, address or None, parse_numa_node(node)
 
-        controllers = [entry for entry in entries if _CONTROLLER.match(entry[0])]
+        controllers = _natural([entry for entry in entries if _CONTROLLER.match(entry[0])])
         known = cache.refresh(folder, controllers, derive)
         # A local drive of one PCIe controller (most subsystems of a host) has no I/O policy to
         # choose and no ANA state to report: its state alone is read each scrape (on a host of
@@ -193,7 +202,7 @@ class NvmeSubsystemReader:
                                                                                      problems))
                      for path, (_, path_folder, _) in zip(paths, known)]
         paths = tuple(paths)
-        namespaces = tuple(entry for entry, _ in entries if _HEAD_DISK.match(entry))
+        namespaces = tuple(entry for entry, _ in _natural([e for e in entries if _HEAD_DISK.match(e[0])]))
         return NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"], serial=statics["serial"],
                              iopolicy=iopolicy, paths=paths, namespaces=namespaces)
 
