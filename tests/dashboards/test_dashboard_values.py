@@ -229,22 +229,22 @@ def test_capacity_shows_days_until_pools_fill(fleet_prometheus):
 
 
 def test_fleet_shows_devices_per_host_against_the_model(fleet_prometheus):
-    """Four hosts are the same ASRock X570 board with the same drives: each at the median."""
+    """Four hosts are the same ASUS X570 board with the same drives: each at the median."""
     rows = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Inventory: devices per host"))
     am4 = [r for r in rows if r["instance"].startswith("am4-") and r["kind"] == "nvme_controller"]
     assert {r["instance"] for r in am4} == {"am4-x2", "am4-gen3", "am4-sata", "am4-hot"}
-    # The Z690 desktop (the fleet's GPU) is an ASUS board too, and ASUS desktop firmware reports the
-    # placeholder product name "System Product Name": the model key (sys_vendor, product_name) makes
-    # it a fifth host of the same model, with 2 NVMe controllers where the median is 4.
-    assert {(r["devices"], r["model median"], r["hosts of model"], r["vs model"]) for r in am4} == {(4, 4, 5, 0)}
-    assert all(r["product_name"] for r in am4)
+    # ASUS desktop firmware reports the placeholder product name "System Product Name" on the X570
+    # and on the Z690 desktop alike: the board names the model, so the Z690 (2 NVMe controllers)
+    # is a model of its own, not a fifth X570 below the median of 4.
+    assert {(r["devices"], r["model median"], r["hosts of model"], r["vs model"], r["product_name"]) for r in am4} == {
+        (4, 4, 4, 0, "ROG CROSSHAIR VIII HERO")}
     z690 = _one(rows, instance="z690-gpu", kind="nvme_controller")
-    assert (z690["product_name"], z690["devices"], z690["model median"], z690["vs model"]) == (
-        "System Product Name", 2, 4, 1)
+    assert (z690["product_name"], z690["devices"], z690["model median"], z690["hosts of model"], z690["vs model"]) == (
+        "PRIME Z690-A", 2, 2, 1, 0)
     supermicro = _one(rows, instance="supermicro", kind="nvme_controller")
     assert supermicro["devices"] == 4
     below = panel("storpath-fleet.json", "Hosts with fewer devices than their model")
-    # The Z690 (see above), and the shelf whose drive lost a path: one SAS disk (sd device) fewer
-    # than the same server with both paths.
-    assert float(query(fleet_prometheus, substitute(below["targets"][0]["expr"]))[0]["value"][1]) == 2
-    assert {r["instance"] for r in rows if r["vs model"] == 1} == {"z690-gpu", "shelf-missing"}
+    # The shelf whose drive lost a path: one SAS disk (sd device) fewer than the same server with
+    # both paths.
+    assert float(query(fleet_prometheus, substitute(below["targets"][0]["expr"]))[0]["value"][1]) == 1
+    assert {r["instance"] for r in rows if r["vs model"] == 1} == {"shelf-missing"}

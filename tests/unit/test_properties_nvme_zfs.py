@@ -118,6 +118,8 @@ _ZJSON = st.recursive(st.one_of(st.integers(-(1 << 70), 1 << 70), st.floats(), s
 
 @given(_ZJSON)
 @example({"pools": {"tank": {"name": "tank", "error_count": "1" * 400, "vdevs": {}}}})
+@example({"pools": {"pools": {"state": 1}}})  # found by this test: a state that is no string
+@example({"pools": {"tank": {"name": "tank", "vdevs": {"tank": {"name": "tank", "state": ["ONLINE"]}}}}})
 @example({"pools": {"tank": {"name": "tank", "vdevs": {"tank": {"name": "tank", "total_space": -5, "alloc_space": 9,
                                                                  "vdevs": {}}}}}})
 @example({"pools": {"tank": {"name": "tank", "error_count": "\u0663K"}}})

@@ -40,6 +40,27 @@ def test_identify(dmi, flag, xen, hypervisor, virtualization):
     assert host.evidence
 
 
+@pytest.mark.parametrize("sys_vendor,product_name,board_vendor,board_name,model", [
+    ("Dell Inc.", "PowerEdge R750", "Dell Inc.", "0PJ7YJ", ("Dell Inc.", "PowerEdge R750")),
+    # ASUS desktop firmware: the board is the model (an X570 and a Z690 are not one model).
+    ("ASUS", "System Product Name", "ASUSTeK COMPUTER INC.", "ROG CROSSHAIR VIII HERO",
+     ("ASUSTeK COMPUTER INC.", "ROG CROSSHAIR VIII HERO")),
+    ("System manufacturer", "System Product Name", "ASUSTeK COMPUTER INC.", "PRIME Z690-A",
+     ("ASUSTeK COMPUTER INC.", "PRIME Z690-A")),
+    ("Supermicro", "Super Server", "Supermicro", "X11SSH-CTF", ("Supermicro", "X11SSH-CTF")),
+    ("To Be Filled By O.E.M.", "To Be Filled By O.E.M.", "ASRock", "B650D4U", ("ASRock", "B650D4U")),
+    ("System manufacturer", "SYS-6028R-TR", "Supermicro", "X10DRi", ("Supermicro", "SYS-6028R-TR")),
+    # Nothing names the build: no model, so such hosts are not compared as one.
+    ("To be filled by O.E.M.", "To be filled by O.E.M.", "Default string", "Default string", ("", "")),
+    ("", "", "", "", ("", "")),
+])
+def test_model_is_the_product_or_the_board_where_firmware_left_a_placeholder(sys_vendor, product_name, board_vendor,
+                                                                            board_name, model):
+    dmi = {"sys_vendor": sys_vendor, "product_name": product_name, "board_vendor": board_vendor,
+           "board_name": board_name}
+    assert identify(dmi, False, None).model == model
+
+
 def test_read_host_from_a_tree(tmp_path):
     b = MachineBuilder(str(tmp_path))
     b.identity(sys_vendor="QEMU", product_name="Standard PC (Q35 + ICH9, 2009)", bios_vendor="SeaBIOS",

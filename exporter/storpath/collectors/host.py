@@ -14,7 +14,11 @@ HOST_INFO = Family(
         "or, without CPU flags, DMI names a hypervisor), `none` (bare metal) or `unknown` (nothing readable); "
         "`hypervisor` as `systemd-detect-virt` names it (`kvm`, `qemu`, `vmware`, `microsoft`, `xen`, `oracle`, "
         "`amazon`, `google`, ...; `unknown` when only the CPU flag says so), empty on bare metal. Rules that need "
-        "bare metal exclude `storpath_host_info{virtualization=\"vm\"}`")
+        "bare metal exclude `storpath_host_info{virtualization=\"vm\"}`. `sys_vendor` and `product_name` name the "
+        "model that hosts of one build share: DMI's, or the board's (`board_vendor`, `board_name`) where firmware left "
+        "a placeholder product name (`System Product Name` on ASUS desktop boards, `Super Server` on Supermicro, "
+        "`To Be Filled By O.E.M.`); `product_name` is empty where the board name is a placeholder too, and such "
+        "hosts are compared with no model")
 
 FAMILIES = (HOST_INFO,)
 
@@ -29,5 +33,8 @@ class HostCollector(Collector):
     def values(self, snapshot) -> Rows:
         host = snapshot.host
         rows = Rows()
-        rows.add(HOST_INFO, tuple(host.dmi[k] for k in DMI_FIELDS) + (host.hypervisor, host.virtualization), 1)
+        # sys_vendor and product_name carry the model (readers.host.HostIdentity.model): DMI's
+        # own, or the board's where firmware left the product name a placeholder.
+        shown = dict(host.dmi, **dict(zip(("sys_vendor", "product_name"), host.model)))
+        rows.add(HOST_INFO, tuple(shown[k] for k in DMI_FIELDS) + (host.hypervisor, host.virtualization), 1)
         return rows

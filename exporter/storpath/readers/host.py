@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from storpath.parse import parse_identity
 from storpath.roots import Roots
@@ -47,6 +47,21 @@ _DMI_VENDORS = (
 # Hyper-V guests say `Microsoft Corporation` / `Virtual Machine` (a Surface says Microsoft too).
 _MICROSOFT_VM = ("Microsoft Corporation", "Virtual Machine")
 
+# What firmware leaves in an SMBIOS string nobody filled in: AMI's and Insyde's defaults, ASUS
+# desktop boards' `System Product Name`, Supermicro boards' `Super Server` (the board name is
+# the model there), compared without case. From published dmidecode output of such machines.
+_PLACEHOLDERS = frozenset(text.casefold() for text in (
+    "To be filled by O.E.M.", "To Be Filled By O.E.M.", "O.E.M.", "OEM", "Default string", "System Product Name",
+    "System manufacturer", "System Version", "Not Applicable", "Not Specified", "None", "Unknown", "N/A",
+    "Type1ProductConfigId", "Super Server", "All Series", "Product Name", "Invalid", "123456789", "x.x",
+))
+
+
+def placeholder(text: str) -> bool:
+    """True for an empty SMBIOS string or one firmware leaves unfilled."""
+    return text.strip().casefold() in _PLACEHOLDERS or not text.strip()
+
+
 # What `storpath capture` saves for this reader (globs relative to the sysfs and procfs roots).
 CAPTURE_SYSFS = ("class/dmi/id", "class/dmi/id/{%s}" % ",".join(DMI_FIELDS), "hypervisor/type")
 CAPTURE_PROCFS = ("cpuinfo",)
@@ -64,6 +79,19 @@ class HostIdentity:
     @property
     def virtual(self) -> bool:
         return self.virtualization == "vm"
+
+    @property
+    def model(self) -> Tuple[str, str]:
+        """(vendor, name) that hosts of one build share: the product's, or the board's where
+        the product name is a placeholder (ASUS desktops, Supermicro servers); name "" where
+        both are, so whitebox machines are not taken for one model."""
+        dmi = self.dmi
+        vendor = dmi["sys_vendor"] if not placeholder(dmi["sys_vendor"]) else dmi["board_vendor"]
+        if not placeholder(dmi["product_name"]):
+            return vendor, dmi["product_name"]
+        if not placeholder(dmi["board_name"]):
+            return (dmi["board_vendor"] if not placeholder(dmi["board_vendor"]) else vendor), dmi["board_name"]
+        return ("" if placeholder(vendor) else vendor), ""
 
 def parse_cpuinfo_hypervisor(text: Optional[str]) -> Optional[bool]:
     """True if the first `flags` line of /proc/cpuinfo lists `hypervisor`; None when the text

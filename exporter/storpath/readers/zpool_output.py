@@ -72,7 +72,7 @@ class ZfsPool:
 # ---- state words -------------------------------------------------------------
 
 def pool_state(word: Optional[str]) -> Optional[str]:
-    if not word:
+    if not isinstance(word, str) or not word:  # JSON may hold anything there
         return None
     value = word.strip().lower()
     return value if value in POOL_STATES else None
@@ -81,7 +81,7 @@ def pool_state(word: Optional[str]) -> Optional[str]:
 def vdev_state(word: Optional[str]) -> Optional[str]:
     """zpool_state_to_name() words; a hot spare reads AVAIL or INUSE, which are healthy;
     early 2.3 JSON printed HEALTHY (the vdev_state_t name) for ONLINE."""
-    if not word:
+    if not isinstance(word, str) or not word:  # JSON may hold anything there
         return None
     value = word.strip().lower()
     if value in ("avail", "inuse", "healthy"):
