@@ -176,8 +176,10 @@ def stat(title: str, expr: str, width: int = 4, unit: str = "none", description:
 
 def timeseries(title: str, targets: Sequence[prom.Dataquery], width: int = 12, height: int = 8, unit: str = "short",
                description: str = "", thresholds: Optional[db.ThresholdsConfig] = None, links: Sequence = (),
-               interval: str = "", soft_max: Optional[float] = None):
+               interval: str = "", soft_max: Optional[float] = None, axis_label: str = ""):
     p = ts_panel.Panel().unit(unit).line_width(1).fill_opacity(0).show_points(cm.VisibilityMode.NEVER)
+    if axis_label:  # a quantity Grafana has no unit for (GT/s): plain numbers, named on the axis
+        p.axis_label(axis_label)
     p.legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE).placement(
         cm.LegendPlacement.BOTTOM).show_legend(True).calcs(["lastNotNull", "max"]))
     p.tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
@@ -929,9 +931,9 @@ def host(t: dict) -> dict:
             q(f"storpath_pcie_max_observed_link_speed_transfers_per_second{{{sel}}} / 1e9", "{{address}} highest"),
             q(f"(storpath_pcie_expected_link_speed_transfers_per_second{{{sel}}} {gpu_only}) / 1e9",
               "{{address}} expected"),
-        ], width=10, height=7, unit=GTS,
-            description="The highest speed each GPU's link reached in the window, over time: it rises to the "
-                        "expected speed when the GPU works and falls back when it idles.", links=gpu_links),
+        ], width=10, height=7, unit="none", axis_label="GT/s",
+            description="The highest speed each GPU's link reached in the window, in GT/s, over time: it rises to "
+                        "the expected speed when the GPU works and falls back when it idles.", links=gpu_links),
     ]
     annotations = [
         db.AnnotationQuery().name("Link speed or width changed").datasource(DS).enable(True).hide(False).icon_color(

@@ -6148,15 +6148,16 @@ local format = import '../lib/format.libsonnet';
               'type': 'prometheus',
               'uid': '${datasource}',
             },
-            'description': 'The highest speed each GPU\'s link reached in the window, over time: it rises to the expected speed when the GPU works and falls back when it idles.',
+            'description': 'The highest speed each GPU\'s link reached in the window, in GT/s, over time: it rises to the expected speed when the GPU works and falls back when it idles.',
             'fieldConfig': {
               'defaults': {
                 'custom': {
+                  'axisLabel': 'GT/s',
                   'fillOpacity': 0,
                   'lineWidth': 1,
                   'showPoints': 'never',
                 },
-                'unit': 'suffix: GT/s',
+                'unit': 'none',
               },
               'overrides': [],
             },
