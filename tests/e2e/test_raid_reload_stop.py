@@ -6,47 +6,11 @@ The fake storcli notes every start in runs.log and whether another one's process
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 
+from tests import fake_storcli
 from tests.conftest import run_exporter
-
-
-def _storcli(tmp_path):
-    script = tmp_path / "storcli"
-    script.write_text(f"""#!/bin/sh
-for pid in $(cat {tmp_path}/runs.pids 2>/dev/null); do
-  kill -0 "$pid" 2>/dev/null && echo "overlap $pid" >> {tmp_path}/runs.log
-done
-echo $$ >> {tmp_path}/runs.pids
-echo "start $$" >> {tmp_path}/runs.log
-sleep 600
-""")
-    script.chmod(0o755)
-    return script
-
-
-def _starts(tmp_path):
-    log = tmp_path / "runs.log"
-    lines = log.read_text().splitlines() if log.exists() else []
-    return sum(line.startswith("start") for line in lines), sum(line.startswith("overlap") for line in lines)
-
-
-def _alive(tmp_path):
-    """The fake storcli's processes still alive (zombies are gone, only not reaped yet)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(tmp_path / "storcli").encode() in cmdline and state != b"Z":
-            found.append(pid)
-    return found
 
 
 def _wait(check, timeout):
@@ -62,7 +26,7 @@ def test_reload_and_sigterm_with_a_hung_storcli(tmp_path):
     sysfs = tmp_path / "sys"
     (sysfs / "bus/pci/drivers/megaraid_sas/0000:03:00.0").mkdir(parents=True)
     (tmp_path / "dev").mkdir()
-    storcli = _storcli(tmp_path)
+    storcli = fake_storcli.write(tmp_path)
     config = tmp_path / "storpath.yml"
 
     def write_config(timeout):
@@ -72,15 +36,15 @@ def test_reload_and_sigterm_with_a_hung_storcli(tmp_path):
     write_config("120s")
     args = [f"--path.sysfs={sysfs}", f"--path.dev={tmp_path / 'dev'}", f"--config.file={config}"]
     with run_exporter(args, str(tmp_path)) as exporter:
-        assert _wait(lambda: _starts(tmp_path)[0] == 1, 20), exporter.log()
+        assert _wait(lambda: fake_storcli.runs(tmp_path)[0] == 1, 20), exporter.log()
         write_config("110s")  # another raid configuration: the reload rebuilds the collectors
         exporter.proc.send_signal(signal.SIGHUP)
         assert _wait(lambda: "configuration reloaded" in exporter.log(), 20), exporter.log()
         # The old storcli was killed by the old collectors' close; the new one started after it.
-        assert _wait(lambda: _starts(tmp_path)[0] == 2, 20), exporter.log()
-        assert _starts(tmp_path)[1] == 0, (tmp_path / "runs.log").read_text()
-        assert _wait(lambda: len(_alive(tmp_path)) <= 2, 5)  # one run: sh and its sleep
+        assert _wait(lambda: fake_storcli.runs(tmp_path)[0] == 2, 20), exporter.log()
+        assert fake_storcli.runs(tmp_path)[1] == 0, (tmp_path / "runs.log").read_text()
+        assert _wait(lambda: len(fake_storcli.alive(tmp_path)) <= 2, 5)  # one run: sh and its sleep
         exporter.proc.send_signal(signal.SIGTERM)
         exporter.proc.wait(30)
-        assert _wait(lambda: _alive(tmp_path) == [], 5), _alive(tmp_path)
-        assert _starts(tmp_path) == (2, 0)
+        assert _wait(lambda: fake_storcli.alive(tmp_path) == [], 5), fake_storcli.alive(tmp_path)
+        assert fake_storcli.runs(tmp_path) == (2, 0)

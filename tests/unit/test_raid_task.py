@@ -10,7 +10,6 @@ import os
 import shutil
 import stat
 import subprocess
-import textwrap
 import threading
 import time
 from types import SimpleNamespace
@@ -25,6 +24,7 @@ from storpath.readers import raid_tools
 from storpath.readers.raid import RaidReader
 from storpath.readers.raid_merge import deduplicated, parse_storcli
 from storpath.roots import Roots
+from tests import fake_storcli
 from tests.fixtures import builders_raid as build
 from tests.unit.test_raid import _controller_with_disk, _smartctl
 
@@ -37,28 +37,6 @@ def _outputs(folder, state="Dgrd"):
                                                                        "SAS-12G"))
     (folder / "drives.json").write_text(build.storcli_drives(0, [DRIVE]))
     (folder / "volumes.json").write_text(build.storcli_volumes(0, [build.StorcliVolume(0, 0, state=state)]))
-
-
-def _storcli(tmp_path, folder):
-    """A storcli that answers from `folder` until a file named `hang` appears there, then sleeps
-    (a controller whose firmware stopped answering), noting each start and end in runs.log."""
-    path = tmp_path / "storcli"
-    path.write_text("#!/bin/sh\n" + textwrap.dedent(f"""\
-        for pid in $(cat {tmp_path}/runs.pids 2>/dev/null); do
-          kill -0 "$pid" 2>/dev/null && echo "overlap $pid" >> {tmp_path}/runs.log
-        done
-        echo $$ >> {tmp_path}/runs.pids
-        echo "start $$" >> {tmp_path}/runs.log
-        if [ -e {folder}/hang ]; then sleep 60; fi
-        case "$1" in
-          /call) cat {folder}/controllers.json ;;
-          /call/eall/sall) cat {folder}/drives.json ;;
-          /call/vall) cat {folder}/volumes.json ;;
-        esac
-        echo "end $$" >> {tmp_path}/runs.log
-        """))
-    path.chmod(0o755)
-    return str(path)
 
 
 def _collector(roots, paths, timeout=0.3):
@@ -81,7 +59,7 @@ def _sysfs(tmp_path):
 def test_a_degraded_volume_stays_degraded_through_ten_passes_of_a_hung_storcli(tmp_path):
     folder = tmp_path / "out"
     _outputs(folder, state="Dgrd")
-    collector = _collector(_sysfs(tmp_path), {"storcli": _storcli(tmp_path, folder), "megacli": "/nonexistent"})
+    collector = _collector(_sysfs(tmp_path), {"storcli": fake_storcli.write(tmp_path, folder), "megacli": "/nonexistent"})
     collector.refresh()
     first = getattr(collector.latest().run, "succeeded", {}).get("storcli")
     (folder / "hang").write_text("")
@@ -225,66 +203,41 @@ def test_smartctl_never_opens_a_block_device_below_another_controller(tmp_path):
     assert (tmp_path / "again/smartctl.args").read_text().split()[-1] == str(tmp_path / "dev/sda")
 
 
-def _runs(log):
-    """(how many runs started while another one's process lived, how many started), from the
-    fake storcli's runs.log."""
-    if not log.exists():
-        return 0, 0
-    lines = log.read_text().splitlines()
-    return sum(line.startswith("overlap") for line in lines), sum(line.startswith("start") for line in lines)
-
-
-def _tool_processes(tmp_path):
-    """The fake storcli's processes alive now (zombies left out: they are gone, only not reaped)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(tmp_path / "storcli").encode() in cmdline and state != b"Z":
-            found.append(pid)
-    return found
-
-
 def test_a_reload_never_starts_a_tool_beside_a_hung_one_and_stop_leaves_none(tmp_path):
     """The old collectors' storcli hangs; a reload builds new collectors (their task starts at
     once) before the old ones close: the new storcli starts only once the old one is gone."""
     folder = tmp_path / "out"
     _outputs(folder)
     (folder / "hang").write_text("")
-    paths = {"storcli": _storcli(tmp_path, folder), "megacli": "/nonexistent"}
+    paths = {"storcli": fake_storcli.write(tmp_path, folder), "megacli": "/nonexistent"}
     old = _collector(_sysfs(tmp_path), paths, timeout=30)
     first = threading.Thread(target=old.refresh)
     first.start()
     deadline = time.monotonic() + 5
-    while _runs(tmp_path / "runs.log")[1] < 1 and time.monotonic() < deadline:
+    while fake_storcli.runs(tmp_path)[0] < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert _runs(tmp_path / "runs.log")[1] == 1
+    assert fake_storcli.runs(tmp_path)[0] == 1
     new = _collector(_sysfs(tmp_path), paths, timeout=30)
     second = threading.Thread(target=new.refresh)
     second.start()
     time.sleep(1.0)
-    assert _runs(tmp_path / "runs.log")[1] == 1  # the new one waits while the old one's storcli lives
+    assert fake_storcli.runs(tmp_path)[0] == 1  # the new one waits while the old one's storcli lives
     old.close()  # the reload closes the old collectors: their hung storcli is killed
     first.join(10)
     deadline = time.monotonic() + 5
-    while _runs(tmp_path / "runs.log")[1] < 2 and time.monotonic() < deadline:
+    while fake_storcli.runs(tmp_path)[0] < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert _runs(tmp_path / "runs.log")[1] == 2
-    assert _tool_processes(tmp_path) and len(_tool_processes(tmp_path)) <= 2  # sh and its sleep: one run
+    assert fake_storcli.runs(tmp_path)[0] == 2
+    assert fake_storcli.alive(tmp_path) and len(fake_storcli.alive(tmp_path)) <= 2  # sh and its sleep: one run
     new.close()  # SIGTERM: the exporter stops, its collectors close
     second.join(10)
     assert not first.is_alive() and not second.is_alive()
     deadline = time.monotonic() + 3
-    while _tool_processes(tmp_path) and time.monotonic() < deadline:
+    while fake_storcli.alive(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _tool_processes(tmp_path) == []
+    assert fake_storcli.alive(tmp_path) == []
     assert raid_tools.live_groups() == []
-    overlaps, _ = _runs(tmp_path / "runs.log")
+    _, overlaps = fake_storcli.runs(tmp_path)
     assert overlaps == 0  # never two storcli runs at once
 
 
