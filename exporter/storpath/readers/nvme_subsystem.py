@@ -149,8 +149,6 @@ class NvmeSubsystemReader:
         self.roots = roots
         self._subsystems = InstanceCache()
         self._controllers: Dict[str, InstanceCache] = {}  # subsystem -> its controllers' statics
-        self._listed: List[Tuple[str, int]] = []  # the last listing of the class, and it in natural order
-        self._ordered: List[Tuple[str, int]] = []
 
     def read(self) -> Tuple[List[NvmeSubsystem], List[Problem]]:
         base = self.roots.sys("class", "nvme-subsystem")
@@ -159,11 +157,9 @@ class NvmeSubsystemReader:
         def derive(name: str, folder: str) -> Dict[str, Optional[str]]:
             return {attr: _text(self._attr(folder, name, attr, problems)) for attr in ("subsysnqn", "model", "serial")}
 
-        listed = list_entries(base, self.roots.sysfs)
-        if listed != self._listed:  # the natural order of the same listing is known
-            self._listed, self._ordered = listed, _natural(listed)
+        listed = _natural(list_entries(base, self.roots.sysfs))
         subsystems = [self._subsystem(folder, name, statics, problems)
-                      for name, folder, statics in self._subsystems.refresh(base, self._ordered, derive)]
+                      for name, folder, statics in self._subsystems.refresh(base, listed, derive)]
         for gone in set(self._controllers) - {s.name for s in subsystems}:
             del self._controllers[gone]
         return subsystems, problems
