@@ -8,8 +8,9 @@ from storpath.readers.host import DMI_FIELDS
 
 HOST_INFO = Family(
     "storpath_host_info", GAUGE,
-    "The machine's DMI identity and whether it is a virtual machine (`virtualization` vm, none or unknown; "
-    "`hypervisor` as systemd-detect-virt names it); always 1.", (*DMI_FIELDS, "hypervisor", "virtualization"),
+    "The machine's DMI identity (sys_vendor and product_name: its model, the board's where the product name is a "
+    "firmware placeholder) and whether it is a virtual machine (`virtualization` vm, none or unknown; `hypervisor` "
+    "as systemd-detect-virt names it); always 1.", (*DMI_FIELDS, "hypervisor", "virtualization"),
     doc="always 1. `virtualization` is `vm` (the CPU reports the hypervisor flag, `/sys/hypervisor/type` exists, "
         "or, without CPU flags, DMI names a hypervisor), `none` (bare metal) or `unknown` (nothing readable); "
         "`hypervisor` as `systemd-detect-virt` names it (`kvm`, `qemu`, `vmware`, `microsoft`, `xen`, `oracle`, "
