@@ -230,3 +230,44 @@ def test_real_prometheus_fires_on_the_failed_capture(roots, scrapes, tmp_path):
     tcp = subsystem_of(scrapes[FAILED], lab.MULTIPATH_TCP_NQN)
     assert firing(FAILED) == sorted([("StoragePathsDegraded", MAP), ("StoragePathsDegraded", tcp)])
     assert firing(RESTORED) == []
+
+
+@pytest.mark.integration
+def test_real_prometheus_fires_when_a_pcie_controller_leaves_a_running_host(roots, scrapes, tmp_path):
+    """One exporter and one Prometheus, the machine changing under them as the lab's did: the
+    healthy capture, then the failed one (the PCIe controller's function removed while the
+    host runs). The subsystem is a local drive of one controller afterwards and leaves the
+    path families, so StoragePathsMissing fires by its NQN (the rule's recording of paths per
+    NQN); while the host stays healthy it does not."""
+    from tests.integration import harness
+    try:
+        harness.check_binaries()
+    except harness.Missing as exc:
+        pytest.skip(str(exc))
+    rules = tmp_path / "rules"
+    harness.copy_rules(rules)
+    live = tmp_path / "live"  # the roots the exporter reads: a link, moved from one capture to the other
+    live.symlink_to(roots[HEALTHY])
+    backend = harness.ProcessBackend(tmp_path / "run")
+    try:
+        exporter = backend.host_exporter(live / "sys", live / "proc", live / "dev",
+                                         extra_args=[f"--path.captured={live}/captured"])
+        prom = backend.prometheus(harness.prometheus_config({"storpath": [exporter.address]}), rules)
+        prom.wait_targets_up(["storpath"])
+        recorded = f'instance_nqn:storpath_nvme_subsystem_paths:max{{nqn="{lab.MULTIPATH_NQN}"}}'
+        harness.wait_until(lambda: [r for r in prom.query(recorded) if r["value"][1] == "2"], 30,
+                           "two paths recorded for the dual-controller subsystem")
+
+        def missing():
+            return [a for a in prom.alerts() if a["labels"]["alertname"] == "StoragePathsMissing"
+                    and a["state"] == "firing"]
+        time.sleep(3)  # evaluations on the healthy host: nothing is missing
+        assert missing() == []
+        moved = tmp_path / "moved"
+        moved.symlink_to(roots[FAILED])
+        os.replace(moved, live)  # the function is removed while the exporter runs
+        fired = harness.wait_until(missing, 30, "StoragePathsMissing after the controller left")
+        assert [a["labels"].get("nqn") for a in fired] == [lab.MULTIPATH_NQN], fired
+        assert "2" in fired[0]["annotations"]["description"], fired[0]["annotations"]
+    finally:
+        backend.close()
