@@ -125,6 +125,21 @@ def exporter_metrics(guest: Guest, port: int = 9866, extra_args: str = "") -> st
     return guest.wait_http(f"http://127.0.0.1:{port}/metrics")
 
 
+def scrape_until(guest: Guest, predicate: Callable[[Scrape], object], timeout: float = 240,
+                 what: str = "condition") -> Scrape:
+    """Scrape the guest's exporter again until predicate(scrape) is true; return that scrape.
+    On timeout fails naming `what`, with the last scrape's tail and the exporter's log."""
+    end = time.monotonic() + timeout
+    while True:
+        s = Scrape(exporter_metrics(guest))
+        if predicate(s):
+            return s
+        if time.monotonic() > end:
+            log = guest.run("tail -50 /tmp/storpath.log", check=False).stdout
+            raise AssertionError(f"timed out waiting for {what}\nlast scrape:\n{s.text[-3000:]}\nexporter log:\n{log}")
+        time.sleep(2)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description="storpath lab: QEMU guests with emulated storage")
     sub = p.add_subparsers(dest="cmd", required=True)

@@ -6,7 +6,6 @@ Only metric names the exporter serves today are asserted (see docs/metrics.md).
 """
 
 import re
-import time
 
 import pytest
 
@@ -21,19 +20,6 @@ def scrape(guest):
     return lab.Scrape(lab.exporter_metrics(guest))
 
 
-def scrape_until(guest, predicate, timeout=240, what="condition"):
-    """Scrape again until predicate(scrape) is true; return that scrape."""
-    end = time.monotonic() + timeout
-    while True:
-        s = scrape(guest)
-        if predicate(s):
-            return s
-        if time.monotonic() > end:
-            log = guest.run("tail -50 /tmp/storpath.log", check=False).stdout
-            pytest.fail(f"timed out waiting for {what}\nexporter log:\n{log}")
-        time.sleep(2)
-
-
 def assert_collectors_ok(s):
     results = s.series("storpath_scrape_collector_success")
     assert results, "no storpath_scrape_collector_success series"
@@ -46,7 +32,7 @@ def assert_collectors_ok(s):
 @pytest.fixture(scope="module")
 def nvme_scrape(nvme_guest):
     """A scrape taken once the background NVMe Identify has run for every controller."""
-    return scrape_until(
+    return lab.scrape_until(
         nvme_guest,
         lambda s: len([v for _, v in s.series("storpath_nvme_identify_available")
                        if v == 1]) == len(lab.NVME_DRIVES),
@@ -159,7 +145,7 @@ def test_nvme_reformat_to_4k_is_followed(nvme_guest, nvme_scrape, nvme_addresses
         return (s.value("storpath_nvme_namespace_lba_size_bytes", device=dev) == 4096
                 and in_use == ["4"])
 
-    s = scrape_until(nvme_guest, followed, what=f"{dev} reformatted to 4 KiB in the metrics")
+    s = lab.scrape_until(nvme_guest, followed, what=f"{dev} reformatted to 4 KiB in the metrics")
     assert s.value("storpath_nvme_namespace_best_lba_size_bytes", device=dev) == 4096
     assert s.value("storpath_nvme_identify_timestamp_seconds", controller=ctrl) > before
     # The other namespaces stay at 512 B, still below their best format.
@@ -182,7 +168,7 @@ def test_nvme_unbind_hot_removal_and_rescan_are_followed(nvme_guest, nvme_scrape
         return info[0]["driver"] if info else None
 
     nvme_guest.sh(f"echo {address} > /sys/bus/pci/drivers/nvme/unbind")
-    s = scrape_until(nvme_guest, lambda s: driver(s) == "", what=f"{address} without a driver")
+    s = lab.scrape_until(nvme_guest, lambda s: driver(s) == "", what=f"{address} without a driver")
     assert s.value("storpath_nvme_controller_info", controller=ctrl) is None
     assert s.value("storpath_pcie_current_link_speed_transfers_per_second", address=address) == speed
     assert_collectors_ok(s)
@@ -191,14 +177,14 @@ def test_nvme_unbind_hot_removal_and_rescan_are_followed(nvme_guest, nvme_scrape
     # a device that comes back a new inode.
     inode_before = nvme_guest.sh(f"stat -c %i /sys/bus/pci/devices/{address}").strip()
     nvme_guest.sh(f"echo 1 > /sys/bus/pci/devices/{address}/remove")
-    s = scrape_until(nvme_guest, lambda s: driver(s) is None, what=f"{address} removed")
+    s = lab.scrape_until(nvme_guest, lambda s: driver(s) is None, what=f"{address} removed")
     assert s.value("storpath_pcie_current_link_speed_transfers_per_second", address=address) is None
     # The port stays, its link now down.
     assert s.value("storpath_pcie_current_link_width", address=port) is not None
     assert_collectors_ok(s)
 
     nvme_guest.sh("echo 1 > /sys/bus/pci/rescan")
-    s = scrape_until(
+    s = lab.scrape_until(
         nvme_guest, lambda s: driver(s) == "nvme" and any(
             labels["address"] == address for labels in s.label_sets("storpath_nvme_controller_info"))
         and any(v == 1 for _, v in s.series("storpath_nvme_identify_available")),
@@ -211,7 +197,7 @@ def test_nvme_unbind_hot_removal_and_rescan_are_followed(nvme_guest, nvme_scrape
     # With native multipath the disk is named after the subsystem, which a rescan may number anew.
     disks = [labels["device"] for labels in s.label_sets("storpath_block_device_info", address=address)]
     assert len(disks) == 1
-    s = scrape_until(nvme_guest, lambda s: s.value("storpath_nvme_identify_available", controller=back[0]) == 1,
+    s = lab.scrape_until(nvme_guest, lambda s: s.value("storpath_nvme_identify_available", controller=back[0]) == 1,
                      what=f"Identify of the namespace of {back[0]} after the rescan")
     assert s.value("storpath_nvme_namespace_lba_size_bytes", device=disks[0]) == 512
     assert s.value("storpath_nvme_namespace_best_lba_size_bytes", device=disks[0]) == 4096

@@ -111,8 +111,9 @@ def test_lost_tcp_path_stays_listed_not_live(scrapes):
     assert s.value("storpath_nvme_subsystem_paths_live", subsystem=sub) == 2
 
 
-def test_healthy_map_has_two_active_paths(scrapes):
-    s = scrapes[HEALTHY]
+@pytest.mark.parametrize("name", [HEALTHY, RESTORED])
+def test_healthy_and_restored_map_has_two_active_paths(scrapes, name):
+    s = scrapes[name]
     assert s.value("storpath_multipath_paths", device=MAP) == 2
     assert s.value("storpath_multipath_paths_active", device=MAP) == 2
     assert s.value("storpath_multipath_paths_failed", device=MAP) == 0
@@ -128,13 +129,6 @@ def test_failed_map_counts_the_failed_path(scrapes):
     assert verdicts == {"sda": ("dmsetup", 0), "sdb": ("dmsetup", 1)}, verdicts
     assert {l["path"]: l["state"] for l, v in s.series("storpath_multipath_path_state", device=MAP) if v == 1} \
         == {"sda": "running", "sdb": "running"}
-
-
-def test_restored_map_is_whole_again(scrapes):
-    s = scrapes[RESTORED]
-    assert s.value("storpath_multipath_paths", device=MAP) == 2
-    assert s.value("storpath_multipath_paths_active", device=MAP) == 2
-    assert s.value("storpath_multipath_paths_failed", device=MAP) == 0
 
 
 def test_removed_controller_leaves_the_subsystem(roots):
@@ -197,11 +191,10 @@ def _findings(report):
     return found
 
 
-@pytest.mark.integration
-def test_real_prometheus_fires_on_the_failed_capture(roots, scrapes, tmp_path):
-    """A real Prometheus with rules/ (every `for:` removed) scraping the exporter on the failed
-    capture: the map and the tcp subsystem, each running on one of its two paths, raise
-    StoragePathsDegraded, and no path alert fires for anything else; on the restored capture none fires."""
+@pytest.fixture
+def harness_rules(tmp_path):
+    """The integration harness and a copy of rules/ with every `for:` removed; skips naming
+    what is missing where Prometheus or promtool is not installed."""
     from tests.integration import harness
     try:
         harness.check_binaries()
@@ -209,16 +202,30 @@ def test_real_prometheus_fires_on_the_failed_capture(roots, scrapes, tmp_path):
         pytest.skip(str(exc))
     rules = tmp_path / "rules"
     harness.copy_rules(rules)
+    return harness, rules
+
+
+def _watched(harness, backend, root, rules):
+    """The exporter on `root` and a Prometheus with `rules` scraping it, its target up."""
+    exporter = backend.host_exporter(root / "sys", root / "proc", root / "dev",
+                                     extra_args=[f"--path.captured={root}/captured"])
+    prom = backend.prometheus(harness.prometheus_config({"storpath": [exporter.address]}), rules)
+    prom.wait_targets_up(["storpath"])
+    return prom
+
+
+@pytest.mark.integration
+def test_real_prometheus_fires_on_the_failed_capture(roots, scrapes, tmp_path, harness_rules):
+    """A real Prometheus with rules/ (every `for:` removed) scraping the exporter on the failed
+    capture: the map and the tcp subsystem, each running on one of its two paths, raise
+    StoragePathsDegraded, and no path alert fires for anything else; on the restored capture none fires."""
+    harness, rules = harness_rules
     path_alerts = {"StoragePathLost", "StoragePathsDegraded", "StoragePathsMissing"}
 
     def firing(name):
         backend = harness.ProcessBackend(tmp_path / name)
         try:
-            root = roots[name]
-            exporter = backend.host_exporter(root / "sys", root / "proc", root / "dev",
-                                             extra_args=[f"--path.captured={root}/captured"])
-            prom = backend.prometheus(harness.prometheus_config({"storpath": [exporter.address]}), rules)
-            prom.wait_targets_up(["storpath"])
+            prom = _watched(harness, backend, roots[name], rules)
             # Two evaluations after the background dmsetup task has run.
             harness.wait_until(lambda: prom.query("storpath_multipath_path_state"), 30, "map path states")
             time.sleep(3)
@@ -233,27 +240,18 @@ def test_real_prometheus_fires_on_the_failed_capture(roots, scrapes, tmp_path):
 
 
 @pytest.mark.integration
-def test_real_prometheus_fires_when_a_pcie_controller_leaves_a_running_host(roots, scrapes, tmp_path):
+def test_real_prometheus_fires_when_a_pcie_controller_leaves_a_running_host(roots, scrapes, tmp_path, harness_rules):
     """One exporter and one Prometheus, the machine changing under them as the lab's did: the
     healthy capture, then the failed one (the PCIe controller's function removed while the
     host runs). The subsystem is a local drive of one controller afterwards and leaves the
     path families, so StoragePathsMissing fires by its NQN (the rule's recording of paths per
     NQN); while the host stays healthy it does not."""
-    from tests.integration import harness
-    try:
-        harness.check_binaries()
-    except harness.Missing as exc:
-        pytest.skip(str(exc))
-    rules = tmp_path / "rules"
-    harness.copy_rules(rules)
+    harness, rules = harness_rules
     live = tmp_path / "live"  # the roots the exporter reads: a link, moved from one capture to the other
     live.symlink_to(roots[HEALTHY])
     backend = harness.ProcessBackend(tmp_path / "run")
     try:
-        exporter = backend.host_exporter(live / "sys", live / "proc", live / "dev",
-                                         extra_args=[f"--path.captured={live}/captured"])
-        prom = backend.prometheus(harness.prometheus_config({"storpath": [exporter.address]}), rules)
-        prom.wait_targets_up(["storpath"])
+        prom = _watched(harness, backend, live, rules)
         recorded = f'instance_nqn:storpath_nvme_subsystem_paths:max{{nqn="{lab.MULTIPATH_NQN}"}}'
         harness.wait_until(lambda: [r for r in prom.query(recorded) if r["value"][1] == "2"], 30,
                            "two paths recorded for the dual-controller subsystem")

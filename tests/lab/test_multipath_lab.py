@@ -18,7 +18,6 @@ archives are the fixtures tests/lab/test_multipath_captures.py replays (written 
 STORPATH_LAB_UPDATE_CAPTURES=1, else into a temporary folder)."""
 
 import os
-import time
 
 import pytest
 
@@ -44,16 +43,10 @@ def multipath_guest(lab_image, tmp_path_factory):
 def scrape_paths(guest, active, tcp_live, timeout=120):
     """A scrape once the background dmsetup status shows ACTIVE active paths of the map and
     the tcp subsystem TCP_LIVE live paths."""
-    end = time.monotonic() + timeout
-    while True:
-        s = lab.Scrape(lab.exporter_metrics(guest))
-        if s.value("storpath_multipath_paths_active", device=MAP) == active and \
-                s.series("storpath_multipath_path_state", device=MAP) and tcp_paths(s) == (2, tcp_live):
-            return s
-        if time.monotonic() > end:
-            log = guest.run("tail -50 /tmp/storpath.log", check=False).stdout
-            pytest.fail(f"never {active} active map paths and {tcp_live} live tcp paths:\n{s.text[-3000:]}\n{log}")
-        time.sleep(2)
+    return lab.scrape_until(
+        guest, lambda s: (s.value("storpath_multipath_paths_active", device=MAP) == active
+                          and s.series("storpath_multipath_path_state", device=MAP) and tcp_paths(s) == (2, tcp_live)),
+        timeout, f"{active} active map paths and {tcp_live} live tcp paths")
 
 
 def tcp_subsystem(s):

@@ -152,6 +152,16 @@ class Capture:
                 if not SKIP_FILES.match(n):
                     self.add_file(p, st)
 
+    def add_output(self, name, data):
+        """A command's output as the file `name` (relative to the archive's root, such as
+        captured/dmsetup/status.txt), with its folders."""
+        self.add_dir_entry("/" + os.path.dirname(name))
+        ti = tarfile.TarInfo(name)
+        ti.size = len(data)
+        ti.mode = 0o644
+        ti.mtime = self.now
+        self.tar.addfile(ti, io.BytesIO(data))
+
     def add_links_of(self, d):
         try:
             names = sorted(os.listdir(d))
@@ -186,13 +196,7 @@ def add_nvme_identify(c):
                         capture_output=True, timeout=60, check=True).stdout
                 except (OSError, subprocess.SubprocessError):
                     continue
-                name = f"captured/nvme/{ctrl}/ns{nsid}{suffix}"
-                c.add_dir_entry("/" + os.path.dirname(name))
-                ti = tarfile.TarInfo(name)
-                ti.size = len(data)
-                ti.mode = 0o644
-                ti.mtime = c.now
-                c.tar.addfile(ti, io.BytesIO(data))
+                c.add_output(f"captured/nvme/{ctrl}/ns{nsid}{suffix}", data)
 
 
 def add_dmsetup_status(c):
@@ -214,13 +218,7 @@ def add_dmsetup_status(c):
                               capture_output=True, timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return
-    name = "captured/dmsetup/status.txt"
-    c.add_dir_entry("/" + os.path.dirname(name))
-    ti = tarfile.TarInfo(name)
-    ti.size = len(data)
-    ti.mode = 0o644
-    ti.mtime = c.now
-    c.tar.addfile(ti, io.BytesIO(data))
+    c.add_output("captured/dmsetup/status.txt", data)
 
 
 def main():
