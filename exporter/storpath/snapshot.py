@@ -259,9 +259,8 @@ def read_now_sources(roots: Roots, settings: Mapping[str, Mapping[str, Any]]) ->
                 return ZpoolPass(None, {}, None), ()
             zpool = find_zpool(zpool_path)
             run = ZpoolReader(roots, zpool=zpool, timeout=zpool_timeout, zfs=find_zfs(zfs_path, zpool)).read()
-            found = None if run.source == "none" and run.ok else run  # a replayed machine without ZFS
-            return (ZpoolPass(found, leaf_block_sizes(roots, run.pools),
-                              run.finished_at if run.ok and not roots.captured else None), run.problems)
+            return (ZpoolPass(None if run.empty else run, leaf_block_sizes(roots, run.pools),
+                              run.finished_at if run.succeeded_live else None), run.problems)
 
         out["zpool"] = Source("zpool", zpool_pass)
     return out

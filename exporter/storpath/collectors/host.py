@@ -36,6 +36,7 @@ class HostCollector(Collector):
         rows = Rows()
         # sys_vendor and product_name carry the model (readers.host.HostIdentity.model): DMI's
         # own, or the board's where firmware left the product name a placeholder.
-        shown = dict(host.dmi, **dict(zip(("sys_vendor", "product_name"), host.model)))
+        vendor, product = host.model
+        shown = {**host.dmi, "sys_vendor": vendor, "product_name": product}
         rows.add(HOST_INFO, tuple(shown[k] for k in DMI_FIELDS) + (host.hypervisor, host.virtualization), 1)
         return rows

@@ -159,7 +159,7 @@ class ZfsCollector(Collector):
         run = self.reader.read()
         for problem in run.problems:  # the task runs outside the snapshot step: said here, once each
             log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
-        if run.source == "none" and run.ok:
+        if run.empty:
             with self._lock:
                 self._run = None  # a replayed machine without ZFS
             return
@@ -173,7 +173,7 @@ class ZfsCollector(Collector):
         with self._lock:
             self._run = run
             self._block_sizes = sizes
-            if run.ok and not self.roots.captured:
+            if run.succeeded_live:
                 self._last_success = run.finished_at
 
     def sources(self):

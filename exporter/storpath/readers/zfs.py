@@ -166,6 +166,16 @@ class ZpoolRun:
     # by the snapshot step when `storpath check` reads zpool now).
     problems: Tuple[Problem, ...] = ()
 
+    @property
+    def empty(self) -> bool:
+        """Nothing to serve: a replayed machine without ZFS (no pools captured)."""
+        return self.source == "none" and self.ok
+
+    @property
+    def succeeded_live(self) -> bool:
+        """zpool ran on this host and answered (a captured output is no success of this host's)."""
+        return self.ok and self.source in ("json", "text")
+
 
 class ZpoolPass(NamedTuple):
     """The zfs collector's background task's last zpool run, as the snapshot carries it."""
