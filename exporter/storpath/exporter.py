@@ -12,6 +12,7 @@ from storpath.collectors import Collector, Context, load_all
 from storpath.exposition import FamilyTexts, SeriesFamily
 from storpath.families import GAUGE, Family, Rows
 from storpath.roots import Roots
+from storpath.slow import SlowRunner
 from storpath.snapshot import BLOCKED_AFTER, Snapshot, snapshotter_for
 
 LOG = log.get("exporter")
@@ -162,15 +163,18 @@ class StorpathExporter:
         self.snapshotter.close()
 
 
-def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler) -> List[Collector]:
-    """Instantiate the collectors the config enables, in registry order."""
+def build_collectors(roots: Roots, config: Dict, scheduler: Scheduler,
+                     slow: Optional[SlowRunner] = None) -> List[Collector]:
+    """Instantiate the collectors the config enables, in registry order, sharing one runner
+    of the slow sources they enable (`slow`, or one over `scheduler`)."""
+    slow = slow or SlowRunner(roots, scheduler, config)
     specs = load_all()
     collectors = []
     for name, spec in specs.items():
         section = config.get("collectors", {}).get(name, {})
         if not section.get("enabled", spec.default_enabled):
             continue
-        ctx = Context(roots=roots, config=section, scheduler=scheduler, full_config=config)
+        ctx = Context(roots=roots, config=section, scheduler=scheduler, full_config=config, slow=slow)
         collectors.append(spec.cls(ctx))
     return collectors
 

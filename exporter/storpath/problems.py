@@ -18,7 +18,7 @@ DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logg
 # Fields of a problem that say where it is. Any other field (value, reason, err, ...) is what
 # was found there: left out of the key.
 PLACE_FIELDS = frozenset({"source", "address", "attribute", "device", "link", "phy", "path", "zpool", "node",
-                          "cpu"})
+                          "cpu", "tool", "controllers", "end_devices"})
 
 
 @dataclass(frozen=True)

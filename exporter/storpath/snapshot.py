@@ -34,30 +34,29 @@ from typing import (Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Nam
                     Sequence, Tuple)
 
 from storpath import log, sysfs
-from storpath.analysis.nvme import Identified, identified
+from storpath.analysis.nvme import Identified
 from storpath.analysis.observed import Observed
 from storpath.analysis.pcie import InstanceExpectations, PcieLink, expectations
 from storpath.problems import Problem
 from storpath.readers.alignment import AlignmentReader, BlockAlignment
 from storpath.readers.ata import AtaLink, AtaReader
 from storpath.readers.block import BlockDevice, BlockReader
-from storpath.readers.dm_multipath import DmsetupStatus, MultipathMap, MultipathReader, read_dmsetup_status
+from storpath.readers.dm_multipath import DmsetupStatus, MultipathMap, MultipathReader
 from storpath.readers.host import HostIdentity, read_host
 from storpath.readers.inventory import InventoryDevice, InventoryReader
 from storpath.readers.lspci import DumpRecord
 from storpath.readers.md import MdArray, read_md_arrays
 from storpath.readers.net import NetPort, NetReader
 from storpath.readers.numa import NumaTopology, read_numa
-from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader, identify_namespace
-from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor, read_health
+from storpath.readers.nvme import NvmeController, NvmeNamespace, NvmeReader
+from storpath.readers.nvme_health import HealthResult, HwmonReader, HwmonSensor
 from storpath.readers.nvme_subsystem import NvmeSubsystem, NvmeSubsystemReader
 from storpath.readers.pci import PciDevice, PciReader
-from storpath.readers.raid import TOOLS as RAID_TOOLS, RaidPass, RaidReader
+from storpath.readers.raid import RaidPass
 from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
 from storpath.readers.scsi_paths import ScsiDisk, ScsiPathReader
-from storpath.readers.sas_pcd import DrivePhysResult, read_all as read_drive_phys
-from storpath.readers.zfs import (ZpoolPass, ZpoolReader, find_zfs, find_zpool, leaf_block_sizes, read_kstat_states,
-                                  zfs_present)
+from storpath.readers.sas_pcd import DrivePhysResult
+from storpath.readers.zfs import ZpoolPass, read_kstat_states
 from storpath.roots import Roots
 
 LOG = log.get("snapshot")
@@ -97,8 +96,8 @@ class Snapshot:
     scsi_disks: Optional[List[ScsiDisk]] = None  # sd devices' WWIDs: a dual-ported drive seen twice
     numa: Optional[NumaTopology] = None  # with the PCI functions' nodes
     zfs_kstat: Optional[Dict[str, str]] = None  # pool -> state, from /proc/spl/kstat/zfs
-    # The latest results of background tasks (slow or privileged work on its own schedule),
-    # or for a one-shot command what they read, read now (read_now_sources).
+    # The slow sources (storpath.slow): in serve the latest pass of their background tasks,
+    # in a one-shot command one pass read now.
     nvme_identify: Optional[Dict[str, Identified]] = None  # namespace -> what Identify said
     nvme_smart: Optional[Dict[str, HealthResult]] = None  # controller -> its SMART log
     sas_errors: Optional[Tuple[Dict[str, SasPhyErrors], Optional[float]]] = None  # (PHY -> counters, when read)
@@ -194,84 +193,12 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
     return {source.name: source for source in table}
 
 
-def read_now_sources(roots: Roots, settings: Mapping[str, Mapping[str, Any]]) -> Dict[str, Source]:
-    """What the exporter's background tasks serve (link error counters, SAS drives' PHYs,
-    NVMe Identify and SMART logs, dmsetup status, the RAID tools, zpool), read when the snapshot
-    is taken: a one-shot command (`storpath check`) can wait for the HBA, the drives and the tools. `settings`: the enabled collectors'
-    settings by name (Collector.settings); a collector not among them is not read for."""
-    out: Dict[str, Source] = {}
-    sas_settings = settings.get("sas")
-    if sas_settings is not None:
-        sas = SasReader(roots)
-        sg_modes, drive_timeout = str(sas_settings["sg_modes"]), float(sas_settings["drive_phys_timeout"])
-
-        def errors() -> Read:
-            found, problems = sas.read_errors()
-            return (found, time.time()), problems
-
-        def drives(phys: List[SasPhy]) -> Dict[str, DrivePhysResult]:
-            ssp = any(p.attached is not None and p.attached.target_port_protocols == "ssp" for p in phys)
-            return read_drive_phys(roots, sg_modes, drive_timeout) if ssp else {}
-
-        out["sas_errors"] = Source("sas_errors", errors)
-        out["sas_drive_phys"] = Source("sas_drive_phys", no_problems(drives), needs=("sas_phys",))
-    nvme = settings.get("nvme")
-    if nvme is not None:
-        identify_cli, identify_timeout = str(nvme["nvme_cli"]), float(nvme["identify_timeout"])
-
-        def identify(namespaces: List[NvmeNamespace]) -> Dict[str, Identified]:
-            return {ns.device: identified(ns, identify_namespace(roots, ns.controller, ns.nsid, identify_cli,
-                                                                 identify_timeout))
-                    for ns in namespaces if ns.controller is not None and ns.nsid is not None}
-
-        out["nvme_identify"] = Source("nvme_identify", no_problems(identify), needs=("nvme_namespaces",))
-    health = settings.get("nvme_health")
-    if health is not None:
-        nvme_cli, smart_timeout = str(health["nvme_cli"]), float(health["smart_timeout"])
-
-        def smart(controllers: List[NvmeController]) -> Dict[str, HealthResult]:
-            return {c.name: read_health(roots, c.name, nvme_cli, smart_timeout) for c in controllers}
-
-        out["nvme_smart"] = Source("nvme_smart", no_problems(smart), needs=("nvme_controllers",))
-    multipath = settings.get("multipath")
-    if multipath is not None:
-        dmsetup, dmsetup_timeout = str(multipath["dmsetup_path"]), float(multipath["timeout"])
-
-        def status(maps: List[MultipathMap]) -> Optional[DmsetupStatus]:
-            return read_dmsetup_status(roots, dmsetup, dmsetup_timeout) if maps else None
-
-        out["dmsetup"] = Source("dmsetup", no_problems(status), needs=("multipath_maps",))
-    raid = settings.get("raid")
-    if raid is not None:
-        raid_paths, raid_timeout = {tool: str(raid[f"{tool}_path"]) for tool in RAID_TOOLS}, float(raid["timeout"])
-
-        def raid_pass() -> Read:
-            run = RaidReader(roots, raid_paths, timeout=raid_timeout).read()
-            return RaidPass(None if run.empty else run, run.finished_at if run.all_succeeded else None), run.problems
-
-        out["raid"] = Source("raid", raid_pass)
-    zfs = settings.get("zfs")
-    if zfs is not None:
-        zpool_path, zfs_path, zpool_timeout = str(zfs["zpool_path"]), str(zfs["zfs_path"]), float(zfs["timeout"])
-
-        def zpool_pass() -> Read:
-            if not roots.captured and not zfs_present(roots):
-                return ZpoolPass(None, {}, None), ()
-            zpool = find_zpool(zpool_path)
-            run = ZpoolReader(roots, zpool=zpool, timeout=zpool_timeout, zfs=find_zfs(zfs_path, zpool)).read()
-            return (ZpoolPass(None if run.empty else run, leaf_block_sizes(roots, run.pools),
-                              run.finished_at if run.succeeded_live else None), run.problems)
-
-        out["zpool"] = Source("zpool", zpool_pass)
-    return out
-
-
 def snapshotter_for(roots: Roots, names: Iterable[str], extra: Iterable[Source] = (),
                     blocked_after: float = BLOCKED_AFTER) -> Snapshotter:
     """The one way to a Snapshotter, for the scrape, `storpath check`, `tree`, `probe` and the
-    tests alike: the sysfs sources, with `extra` (the collectors' background results, or
-    `read_now_sources`) in place of those of the same name, limited to `names` and what
-    they need."""
+    tests alike: the sysfs sources, with `extra` (the slow sources of storpath.slow, a
+    sampler's window, the probes' results) in place of those of the same name, limited to
+    `names` and what they need."""
     table = sysfs_sources(roots)
     table.update({source.name: source for source in extra})
     return Snapshotter(needed(table, names), blocked_after=blocked_after)

@@ -1,5 +1,5 @@
 """`storpath check` judges the RAID tools' pass and zpool's pools from its snapshot
-(storpath.snapshot.read_now_sources), as it does NVMe Identify, SMART and dmsetup: the
+(storpath.slow, read now), as it does NVMe Identify, SMART and dmsetup: the
 findings run no tool and read no file, so a snapshot handed over (a scrape's, or one built
 here with no machine behind it) is judged alike."""
 
@@ -10,7 +10,8 @@ from storpath.findings import Facts, run_checks
 from storpath.readers.raid import RaidPass
 from storpath.readers.zfs import Vdev, ZfsPool, ZpoolPass, ZpoolRun
 from storpath.roots import Roots
-from storpath.snapshot import Snapshot, read_now_sources
+from storpath.slow import SlowRunner
+from storpath.snapshot import Snapshot
 
 
 def kinds(snapshot: Snapshot, subsystem: str):
@@ -41,8 +42,10 @@ def test_no_raid_controller_is_no_finding():
 
 def test_check_reads_the_raid_tools_and_zpool_now_with_the_collectors_settings(tmp_path):
     specs = load_all()
-    settings = {name: specs[name].cls.settings({}) for name in ("raid", "zfs")}
-    sources = read_now_sources(Roots(sysfs=str(tmp_path), procfs=str(tmp_path)), settings)
+    runner = SlowRunner(Roots(sysfs=str(tmp_path), procfs=str(tmp_path)))  # no scheduler: read now
+    for name in ("raid", "zfs"):
+        runner.enable(name, specs[name].cls.settings({}))
+    sources = {source.name: source for source in runner.sources()}
     assert {"raid", "zpool"} <= set(sources)
     zpool, problems = sources["zpool"].read()  # no ZFS module under this root: zpool not run
     assert zpool == ZpoolPass(None, {}, None) and problems == ()

@@ -1,4 +1,4 @@
-"""collectors.gpu: a GPU's link sampled between scrapes, the highest over a window served."""
+"""collectors.gpu and the pcie_observed slow source (storpath.slow.GpuLinks): a GPU's link sampled between scrapes, the highest over a window served."""
 
 from storpath.analysis.observed import Window
 from storpath.background import Scheduler
@@ -37,9 +37,9 @@ def test_highest_link_of_the_window_is_served_not_the_last(tmp_path):
     assert rows is not None
     assert snapshot.pcie_observed[GPU].max_speed == 2.5e9 and snapshot.pcie_observed[GPU].samples == 1
     b.set_link(GPU, cur_speed=16.0, cur_width=16)  # busy for a moment between two scrapes
-    collector.sample()
+    collector.ctx.scheduler.run_all_once()  # the sampling task's pass
     b.set_link(GPU, cur_speed=2.5, cur_width=8)  # idle again when the scrape comes
-    collector.sample()
+    collector.ctx.scheduler.run_all_once()  # the sampling task's pass
     _, snapshot = _scrape(collector)
     seen = snapshot.pcie_observed[GPU]
     assert (seen.max_speed, seen.max_width, seen.samples) == (16e9, 16, 3)

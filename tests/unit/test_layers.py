@@ -28,7 +28,7 @@ LAZY = {
     ("storpath.http.server", "storpath.landing"):
         "the landing page's modules (tree, findings) load on the first visit, not in a scrape-only exporter",
     ("storpath.http.webconfig", "bcrypt"): "only where --web.config.file configures basic auth",
-    ("storpath.collectors.probes", "storpath.probes.engine"): "fio's machinery only where probe targets are configured",
+    ("storpath.slow", "storpath.probes.engine"): "fio's machinery only where probe targets are configured",
     ("storpath.options", "storpath.configfile"): "PyYAML only where --config.file is given",
     ("storpath.http.webconfig", "storpath.configfile"): "PyYAML only where --web.config.file is given",
     ("storpath.exposition", "prometheus_client.parser"): "tests only: the serve path never parses its own text",

@@ -59,7 +59,7 @@ def value(found, name, **labels):
 
 def test_multipath_counts_and_states_equal_node_exporter(tree):
     collector = MultipathCollector(Context(tree, scheduler=Scheduler()))
-    collector.refresh()
+    collector.ctx.scheduler.run_all_once()  # the dmsetup task's pass
     found = samples(collector)
     names = {dict(key)["name"]: dict(key)["device"] for (metric, key) in found
              if metric == "storpath_multipath_device_info"}

@@ -11,7 +11,7 @@ from prometheus_client.core import CollectorRegistry
 from storpath import log
 from storpath.background import Scheduler
 from storpath.collectors.base import Context
-from storpath.collectors.nvme import TASK, NvmeCollector
+from storpath.collectors.nvme import NvmeCollector
 from storpath.exporter import StorpathExporter
 from storpath.roots import Roots
 from tests.fixtures.builders_nvme import Fmt, identify_namespace, reformat, write_captured
@@ -118,7 +118,7 @@ def test_live_without_ioctl_or_nvme_cli(tmp_path):
     b = _machine(tmp_path, drives=1)
     c = _collector(b, captured=False, nvme_cli="nvme-not-installed-here")
     c.ctx.scheduler.run_all_once()
-    assert c.task.last_error is None
+    assert c.ctx.slow.task("nvme_identify").last_error is None
     s = _samples(c)
     assert _get(s, "storpath_nvme_identify_available", controller="nvme0") == 0
     assert _get(s, "storpath_nvme_namespace_lba_size_bytes", device="nvme0n1") == 512
@@ -140,7 +140,7 @@ def _watched(tmp_path, captured=True):
         write_captured(b, "nvme0", 1, identify_namespace(FIRECUDA, 0, SIZE), "id-ns")
     c = _collector(b)
     triggered = []
-    c.task.trigger = lambda: triggered.append(True)
+    c.ctx.slow.task("nvme_identify").trigger = lambda: triggered.append(True)
     c.ctx.scheduler.run_all_once()
     return b, c, triggered
 
@@ -221,8 +221,8 @@ def test_no_nvme_at_all(tmp_path):
 def test_task_is_registered_with_the_configured_interval(tmp_path):
     b = _machine(tmp_path, drives=1)
     c = _collector(b, identify_interval=7200.0)
-    assert c.ctx.scheduler.tasks[TASK].interval == 7200.0
-    assert c.ctx.scheduler.tasks[TASK].jitter == 720.0
+    assert c.ctx.scheduler.tasks["nvme-identify"].interval == 7200.0
+    assert c.ctx.scheduler.tasks["nvme-identify"].jitter == 720.0
 
 
 def test_first_scrape_waits_for_the_first_pass_when_serving(tmp_path):
@@ -240,7 +240,7 @@ def test_first_scrape_waits_for_the_first_pass_when_serving(tmp_path):
 def test_identify_never_runs_on_the_scrape_path(tmp_path, monkeypatch):
     b = _machine(tmp_path, drives=1)
     c = _collector(b, captured=False)
-    import storpath.collectors.nvme as module
+    import storpath.slow as module
 
     def slow(*args, **kwargs):
         raise AssertionError("Identify called from collect()")

@@ -16,7 +16,8 @@ from storpath.readers.dm_multipath import DmsetupStatus, MapPath, MultipathMap, 
 from storpath.readers.nvme_subsystem import NamespacePath, NvmeSubsystem, SubsystemPath
 from storpath.readers.scsi_paths import ScsiDisk
 from storpath.roots import Roots
-from storpath.snapshot import read_now_sources, take_once
+from storpath.slow import SlowRunner
+from storpath.snapshot import take_once
 from tests.fixtures import machines
 from tests.snapshots import collect
 
@@ -98,7 +99,9 @@ def series(collector):
 
 def kinds(roots, collector):
     names = ["nvme_subsystems", "multipath_maps", "scsi_disks", "sas_phys", "blocks", "pci"]
-    extra = read_now_sources(roots, {collector: MultipathCollector.settings({})}).values()
+    runner = SlowRunner(roots)  # no scheduler: dmsetup read now, as `storpath check` reads it
+    runner.enable(collector, MultipathCollector.settings({}))
+    extra = runner.sources()
     snapshot = take_once(roots, names + [s.name for s in extra], extra)
     result = run_checks(Facts(roots, snapshot=snapshot), only=["nvme_paths", "multipath"])
     return sorted(f.kind for f in result.findings)
@@ -128,7 +131,7 @@ def test_dualport_shelf(tmp_path, variant, expected):
     roots = build(tmp_path, "supermicro-dualport-sas-shelf", variant)
     assert kinds(roots, "multipath") == expected
     collector = MultipathCollector(Context(roots, scheduler=Scheduler()))
-    collector.refresh()
+    collector.ctx.scheduler.run_all_once()  # the dmsetup task's pass
     found = series(collector)
     assert found[("storpath_multipath_dmsetup_up", ())] == 1
     failed = {dict(k)["path"]: dict(k)["basis"] for (name, k), v in found.items()

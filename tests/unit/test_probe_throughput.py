@@ -228,7 +228,7 @@ def test_a_probes_expectation_on_a_guest_is_the_scrapes(tmp_path, monkeypatch):
                    for family in exporter.collect(30.0) for s in family.samples}
     finally:
         exporter.close()
-        collectors[1].close()
+        collectors[1].ctx.slow.close()
     drive = (("address", "0000:01:00.0"),)
     assert samples[("storpath_pcie_expected_link_speed_transfers_per_second", drive)] == 16e9
     verdict = samples[("storpath_pcie_expected_link_bandwidth_bytes_per_second", drive)]

@@ -25,6 +25,7 @@ from storpath.readers.raid import RaidReader
 from storpath.readers.raid_merge import deduplicated, parse_storcli
 from storpath.roots import Roots
 from tests import fake_storcli
+from tests.snapshots import snapshot_for
 from tests.fixtures import builders_raid as build
 from tests.unit.test_raid import _controller_with_disk, _smartctl
 
@@ -45,8 +46,18 @@ def _collector(roots, paths, timeout=0.3):
                                  scheduler=Scheduler()))
 
 
+def _pass(collector) -> None:
+    """One pass of the raid slow source's background task (storpath.slow.Raid)."""
+    collector.ctx.slow.task("raid").run_once()
+
+
+def _latest(collector):
+    """What a scrape serves of the raid source: the latest pass."""
+    return snapshot_for(collector).raid
+
+
 def _body(collector) -> str:
-    rows = collector.values(SimpleNamespace(raid=collector.latest()))
+    rows = collector.values(SimpleNamespace(raid=_latest(collector)))
     return b"".join(pieces(collector.texts.families(rows))).decode()
 
 
@@ -60,11 +71,11 @@ def test_a_degraded_volume_stays_degraded_through_ten_passes_of_a_hung_storcli(t
     folder = tmp_path / "out"
     _outputs(folder, state="Dgrd")
     collector = _collector(_sysfs(tmp_path), {"storcli": fake_storcli.write(tmp_path, folder), "megacli": "/nonexistent"})
-    collector.refresh()
-    first = getattr(collector.latest().run, "succeeded", {}).get("storcli")
+    _pass(collector)
+    first = getattr(_latest(collector).run, "succeeded", {}).get("storcli")
     (folder / "hang").write_text("")
     for _ in range(10):
-        collector.refresh()
+        _pass(collector)
         body = _body(collector)
         assert 'storpath_raid_tool_up{tool="storcli"} 0.0' in body
         assert 'storpath_raid_volume_state{controller="storcli/c0",state="degraded",volume="0/0"} 1.0' in body
@@ -72,16 +83,16 @@ def test_a_degraded_volume_stays_degraded_through_ten_passes_of_a_hung_storcli(t
         assert any(line.startswith("storpath_raid_controller_info{") and 'controller="storcli/c0"' in line
                    for line in body.splitlines())
         assert 'storpath_raid_tool_last_success_timestamp_seconds{tool="storcli"} ' in body
-    assert collector.latest().run.succeeded["storcli"] == first  # the age grows, honestly
+    assert _latest(collector).run.succeeded["storcli"] == first  # the age grows, honestly
     # A pass that succeeds says what is true now.
     (folder / "hang").unlink()
     _outputs(folder, state="Optl")
-    collector.refresh()
+    _pass(collector)
     body = _body(collector)
     assert 'storpath_raid_tool_up{tool="storcli"} 1.0' in body
     assert 'storpath_raid_volume_state{controller="storcli/c0",state="optimal",volume="0/0"} 1.0' in body
-    assert collector.latest().run.succeeded["storcli"] > first
-    collector.close()
+    assert _latest(collector).run.succeeded["storcli"] > first
+    collector.ctx.slow.close()
 
 
 def test_a_parser_that_raises_charges_its_own_tool_only(tmp_path, monkeypatch):
@@ -146,7 +157,7 @@ def test_a_controller_listed_twice_optimal_then_degraded_is_one_series_degraded(
     for name, text in (("controllers", controllers), ("drives", drives), ("volumes", volumes)):
         (captured / f"storcli/{name}.json").write_text(text)
     collector = _collector(Roots(sysfs=str(tmp_path), captured=str(captured)), {})
-    collector.refresh()
+    _pass(collector)
     body = _body(collector)
     states = [line for line in body.splitlines() if line.startswith("storpath_raid_volume_state{")]
     assert len(states) == len(set(s.rsplit(" ", 1)[0] for s in states)) == 5
@@ -211,25 +222,25 @@ def test_a_reload_never_starts_a_tool_beside_a_hung_one_and_stop_leaves_none(tmp
     (folder / "hang").write_text("")
     paths = {"storcli": fake_storcli.write(tmp_path, folder), "megacli": "/nonexistent"}
     old = _collector(_sysfs(tmp_path), paths, timeout=30)
-    first = threading.Thread(target=old.refresh)
+    first = threading.Thread(target=old.ctx.slow.task("raid").run_once)
     first.start()
     deadline = time.monotonic() + 5
     while fake_storcli.runs(tmp_path)[0] < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert fake_storcli.runs(tmp_path)[0] == 1
     new = _collector(_sysfs(tmp_path), paths, timeout=30)
-    second = threading.Thread(target=new.refresh)
+    second = threading.Thread(target=new.ctx.slow.task("raid").run_once)
     second.start()
     time.sleep(1.0)
     assert fake_storcli.runs(tmp_path)[0] == 1  # the new one waits while the old one's storcli lives
-    old.close()  # the reload closes the old collectors: their hung storcli is killed
+    old.ctx.slow.close()  # the reload closes the old collectors: their hung storcli is killed
     first.join(10)
     deadline = time.monotonic() + 5
     while fake_storcli.runs(tmp_path)[0] < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert fake_storcli.runs(tmp_path)[0] == 2
     assert fake_storcli.alive(tmp_path) and len(fake_storcli.alive(tmp_path)) <= 2  # sh and its sleep: one run
-    new.close()  # SIGTERM: the exporter stops, its collectors close
+    new.ctx.slow.close()  # SIGTERM: the exporter stops, its collectors close
     second.join(10)
     assert not first.is_alive() and not second.is_alive()
     deadline = time.monotonic() + 3

@@ -212,7 +212,7 @@ def test_collector_serves_the_drive_task_and_reads_again_for_a_new_drive(tmp_pat
     from prometheus_client.core import CollectorRegistry
 
     from storpath.collectors import Context
-    from storpath.collectors.sas import DRIVE_TASK, SasCollector
+    from storpath.collectors.sas import SasCollector
     from tests.fixtures import machines
 
     machines.load("supermicro-x11ssh-sas3008").build(str(tmp_path), "sas-drives")
@@ -220,7 +220,7 @@ def test_collector_serves_the_drive_task_and_reads_again_for_a_new_drive(tmp_pat
                   captured=str(tmp_path / "captured"))
     ctx = Context(roots=roots)
     collector = SasCollector(ctx)
-    assert ctx.scheduler.tasks[DRIVE_TASK].interval == 6 * 3600
+    assert ctx.scheduler.tasks["sas-drive-phys"].interval == 6 * 3600
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Scraped(collector))
     value = registry.get_sample_value
@@ -236,7 +236,7 @@ def test_collector_serves_the_drive_task_and_reads_again_for_a_new_drive(tmp_pat
     assert value("storpath_sas_phy_attached_max_link_rate_transfers_per_second", {"phy": "phy-0:0:8"}) == 12e9
     assert value("storpath_sas_phy_link_verifiable", {"phy": "phy-0:3", "basis": "both_ends", "reason": ""}) == 1
     # a drive swapped in under the same end device: its predecessor's page is not served, and the task runs early
-    task = ctx.scheduler.tasks[DRIVE_TASK]
+    task = ctx.scheduler.tasks["sas-drive-phys"]
     triggered = []
     task.trigger = lambda: triggered.append(True)
     attrs = tmp_path / "sys" / "class" / "sas_device" / "end_device-0:3" / "sas_address"

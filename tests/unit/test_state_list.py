@@ -58,7 +58,7 @@ NOT_STATE: Dict[str, str] = {
     "storpath.readers.zfs.ZpoolReader.json_supported": "whether this host's zpool speaks JSON, learnt once",
     "storpath.probes.engine.ProbeEngine._closed": "whether the engine was closed (no new fio)",
     "storpath.probes.engine.ProbeEngine._running": "the fio processes running now, so close() can stop them",
-    "storpath.collectors.probes.ProbesCollector.tasks": "the probe targets' background tasks, made once",
+    "storpath.slow._Scheduled.tasks": "a slow source's background tasks, made once",
     "storpath.landing.Landing": "the landing page of the last scrape: listed as the last snapshot's drawing",
     "storpath.collectors.REGISTRY": "the collectors that registered themselves on import",
     "storpath.findings.REGISTRY": "the findings that registered themselves on import",

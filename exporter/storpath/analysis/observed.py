@@ -1,6 +1,6 @@
 """The highest link a function reached over a window of samples: what a GPU's or
 accelerator's link does when it is busy (it trains down when idle). Pure; the samples come
-from `collectors.gpu`'s background task (readers.link_samples)."""
+from the `pcie_observed` slow source's background task (storpath.slow, readers.link_samples)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Deque, Dict, Iterable, Mapping, Optional, Tuple
 
 from storpath.readers.link_samples import Sample
+from storpath.readers.pci import PciDevice
 
 # PCI base classes whose link follows the load: display controllers (0x03: VGA, 3D) and
 # processing accelerators (0x12). The rules' pcie.load_dependent_classes says the same.
@@ -17,6 +18,13 @@ LOAD_DEPENDENT_BASE_CLASSES = frozenset({0x03, 0x12})
 
 def follows_load(class_code: Optional[int]) -> bool:
     return class_code is not None and class_code >> 16 in LOAD_DEPENDENT_BASE_CLASSES
+
+
+def sampled(devices: Iterable[PciDevice]) -> Dict[str, str]:
+    """address -> sysfs directory of every GPU and accelerator with a link: the functions
+    whose link is sampled between scrapes."""
+    return {d.address: d.static.path for d in devices
+            if d.static.has_link and d.static.path and follows_load(d.static.class_code)}
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ A collector declares its metric families once, in a module-level table
 come from (`reads`: fields of storpath.snapshot.Snapshot) and provides `values(snapshot)`:
 the rows of each family, from the snapshot and the analysis of it. It never opens a file
 and keeps no rendered text: the framework (StorpathExporter.collect, with the collector's
-`texts`) renders a family again only when its rows change. Slow or privileged work belongs in a background task
-(`Context.scheduler`) whose latest result the collector hands to the snapshot as a source
-of its own (`sources()`). See CONTRIBUTING.md for a worked example.
+`texts`) renders a family again only when its rows change. Slow or privileged work is a slow
+source declared in storpath.slow for the collector: enabling the collector enables it
+(`Context.slow`), and the collector reads its latest result from the snapshot like any other
+part. See CONTRIBUTING.md for a worked example.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from storpath.background import Scheduler
 from storpath.exposition import FamilyTexts
 from storpath.families import Family, Rows
 from storpath.roots import Roots
+from storpath.slow import SlowRunner
 from storpath.snapshot import Snapshot, Source
 
 
@@ -30,6 +32,9 @@ class Context:
     config: Dict[str, Any] = field(default_factory=dict)  # its config section (Collector.settings adds defaults)
     scheduler: Scheduler = field(default_factory=Scheduler)
     full_config: Dict[str, Any] = field(default_factory=dict)  # the whole validated config (probes etc.)
+    # The slow sources' runner, shared by the collectors of one configuration (one of its own
+    # over `scheduler` when not given).
+    slow: Optional[SlowRunner] = None
 
 
 class Collector:
@@ -53,6 +58,9 @@ class Collector:
         self.config = self.settings(ctx.config)
         self.log: logging.Logger = log.get(self.name)
         self.texts = FamilyTexts(self.families)  # the framework's: renders the rows of `values()`
+        if ctx.slow is None:
+            ctx.slow = SlowRunner(ctx.roots, ctx.scheduler, ctx.full_config)
+        ctx.slow.enable(self.name, self.config)  # the slow sources declared for it (storpath.slow)
 
     @classmethod
     def settings(cls, section: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -64,9 +72,9 @@ class Collector:
         return settings
 
     def sources(self) -> Sequence[Source]:
-        """Snapshot sources of the collector's own: the latest results of its background
-        tasks (reading them must not block)."""
-        return ()
+        """Snapshot sources of the collector's own (reading them must not block): the slow
+        sources declared for it, and a sampler's window (gpu) or the probes' results."""
+        return self.ctx.slow.sources(self.name)
 
     def values(self, snapshot: Snapshot) -> Optional[Rows]:
         """The rows of each family on this scrape; a family left out has no series. None:

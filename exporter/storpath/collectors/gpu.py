@@ -15,19 +15,13 @@ the device was busy (docs/alerts.md, "GPUs and accelerators").
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import Dict, List, Optional
+from typing import Optional
 
-from storpath.analysis.observed import Observed, Window, follows_load
+from storpath.analysis.observed import sampled
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
-from storpath.readers.link_samples import read_samples
-from storpath.readers.pci import PciDevice
-from storpath.snapshot import Source, no_problems
 
-TASK = "gpu-link-samples"
 _ADDRESS = ("address",)
 
 MAX_OBSERVED_SPEED = Family(
@@ -65,12 +59,6 @@ def nvml_bus_id(address: str) -> str:
     return domain.upper().rjust(8, "0") + ":" + rest.upper()
 
 
-def sampled(devices: List[PciDevice]) -> Dict[str, str]:
-    """address -> sysfs directory of every GPU and accelerator with a link."""
-    return {d.address: d.static.path for d in devices
-            if d.static.has_link and d.static.path and follows_load(d.static.class_code)}
-
-
 @register("gpu", default=True)
 class GpuCollector(Collector):
     """GPUs' and accelerators' PCIe links at their busiest over a window, sampled between scrapes."""
@@ -84,38 +72,6 @@ class GpuCollector(Collector):
         # Longer than any scrape interval, so that no busy phase between two scrapes is missed.
         "window": Duration(300, minimum=1),
     }
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self._lock = threading.Lock()
-        self._paths: Dict[str, str] = {}  # what the task samples: set from each scrape's PCI tree
-        self._window = Window(float(self.config["window"]))
-        self.task = ctx.scheduler.add(TASK, self.sample, interval=float(self.config["sample_interval"]))
-
-    def sample(self) -> None:
-        """The background task: one reading of every sampled function's link."""
-        with self._lock:
-            paths = dict(self._paths)
-        samples = read_samples(paths)
-        with self._lock:
-            self._window.add(time.monotonic(), samples, self._paths)
-
-    def sources(self):
-        return (Source("pcie_observed", no_problems(self.latest), needs=("pci",)),)
-
-    def latest(self, devices: Optional[List[PciDevice]]) -> Dict[str, Observed]:
-        """The window's maxima; the functions to sample follow the snapshot's PCI tree. A
-        function new to it is read once now (two small reads, on the snapshot's reading
-        thread), so that its first scrape already has its link."""
-        paths = sampled(devices or [])
-        with self._lock:
-            new = {a: p for a, p in paths.items() if a not in self._paths}
-        first = read_samples(new) if new else {}
-        with self._lock:
-            self._paths = paths
-            if first:
-                self._window.add(time.monotonic(), first, paths)
-            return self._window.observed()
 
     def values(self, snapshot) -> Optional[Rows]:
         gpus = sampled(snapshot.pci)

@@ -10,19 +10,13 @@ counts as failed.
 
 from __future__ import annotations
 
-import logging
-import threading
 from typing import Dict, Optional
 
-from storpath import log
 from storpath.analysis.paths import (device_link_rates, drive_paths, judge_map, map_count, map_link_rates,
                                      map_numa_nodes)
-from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
-from storpath.readers.dm_multipath import DmsetupStatus, find_dmsetup, multipath_here, read_dmsetup_status
-from storpath.snapshot import Source, no_problems
 
 DMSETUP_UP = Family(
     "storpath_multipath_dmsetup_up", GAUGE,
@@ -122,38 +116,6 @@ class MultipathCollector(Collector):
         "timeout": Duration(10),  # a dmsetup taking longer is killed and reported
         "dmsetup_path": "dmsetup",  # looked up in PATH, then /usr/sbin and /sbin
     }
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.dmsetup = find_dmsetup(str(self.config["dmsetup_path"]))
-        self._lock = threading.Lock()
-        self._status: Optional[DmsetupStatus] = None
-        interval = float(self.config["interval"])
-        self.task = ctx.scheduler.add("dmsetup", self.refresh, interval=interval, jitter=min(3.0, interval / 10))
-
-    def refresh(self) -> None:
-        """The background task: one dmsetup status run (or one read of its capture)."""
-        if not multipath_here(self.roots):
-            status = None  # no dm-multipath here: dmsetup is not run
-        else:
-            status = read_dmsetup_status(self.roots, self.dmsetup, float(self.config["timeout"]))
-            if status.ok and status.source == "none":
-                status = None  # a replay without a captured dmsetup status: nothing was run or read
-            elif not status.ok:
-                log.once(self.log, logging.WARNING, ("dmsetup",), "dmsetup status failed", reason=status.reason)
-        with self._lock:
-            self._status = status
-
-    def sources(self):
-        return (Source("dmsetup", no_problems(self.latest)),)
-
-    def latest(self, _=None) -> Optional[DmsetupStatus]:
-        try:
-            self.task.raise_if_failed()
-        except TaskFailed as exc:
-            return DmsetupStatus({}, ok=False, reason=str(exc))
-        with self._lock:
-            return self._status
 
     def values(self, snapshot) -> Optional[Rows]:
         rows = Rows()

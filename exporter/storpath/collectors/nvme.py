@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from storpath import log
-from storpath.analysis.nvme import Identified, identified
+from storpath.analysis.nvme import Identified
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
-from storpath.readers.nvme import IdentifyResult, NvmeNamespace, NvmeReader, identify_namespace
-from storpath.snapshot import Source, no_problems
+from storpath.readers.nvme import IdentifyResult, NvmeNamespace
 
 _DEVICE = ("device",)
 _CONTROLLER = ("controller",)
@@ -80,7 +78,6 @@ IDENTIFY_TIMESTAMP = Family(
 FAMILIES = (CONTROLLER_INFO, NAMESPACE_INFO, LBA_SIZE, PHYSICAL_BLOCK_SIZE, OPTIMAL_IO_SIZE, BEST_LBA_SIZE,
             LBA_FORMAT_INFO, IDENTIFY_AVAILABLE, IDENTIFY_TIMESTAMP)
 
-TASK = "nvme-identify"
 _CONTROLLER_NAME = re.compile(r"\bnvme\d+\b")
 
 
@@ -101,59 +98,6 @@ class NvmeCollector(Collector):
         # How long the first scrapes after start wait for the first Identify pass.
         "startup_wait": Duration(5),
     }
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.timeout = float(self.config["identify_timeout"])
-        self.nvme_cli = str(self.config["nvme_cli"])
-        self.startup_wait = float(self.config["startup_wait"])
-        interval = float(self.config["identify_interval"])
-        self._lock = threading.Lock()
-        self._results: Dict[str, Identified] = {}  # device -> the last pass's result
-        self._fingerprints_read: Optional[Dict[str, Tuple]] = None  # what the last pass saw
-        self._triggered_for: Optional[Dict[str, Tuple]] = None
-        self.reader = NvmeReader(self.roots)  # the background task's namespaces
-        self.task = ctx.scheduler.add(TASK, self.identify_all, interval=interval, jitter=interval / 10)
-
-    # ---- background ------------------------------------------------------------
-    def identify_all(self) -> None:
-        namespaces = self.reader.namespaces()
-        results: Dict[str, Identified] = {}
-        for ns in namespaces:
-            if ns.controller is None or ns.nsid is None:
-                continue
-            result = identify_namespace(self.roots, ns.controller, ns.nsid, self.nvme_cli, self.timeout)
-            results[ns.device] = identified(ns, result)
-            if result.error is None:
-                log.kv(self.log, logging.DEBUG, "Identify Namespace read", device=ns.device, source=result.source)
-        with self._lock:
-            self._results = results
-            self._fingerprints_read = {ns.device: ns.fingerprint for ns in namespaces}
-
-    def _maybe_trigger(self, namespaces: List[NvmeNamespace]) -> None:
-        current = {ns.device: ns.fingerprint for ns in namespaces}
-        with self._lock:
-            seen = self._fingerprints_read
-            if seen is None or current == seen or current == self._triggered_for:
-                return
-            self._triggered_for = current
-        log.kv(self.log, logging.INFO, "NVMe namespaces changed, reading Identify Namespace again",
-               devices=",".join(sorted(set(current) ^ set(seen) | {d for d in current if current[d] != seen.get(d)})))
-        self.task.trigger()
-
-    def sources(self):
-        return (Source("nvme_identify", no_problems(self.latest), needs=("nvme_namespaces",)),)
-
-    def latest(self, namespaces: List[NvmeNamespace]) -> Dict[str, Identified]:
-        """The background task's last pass: namespace -> what Identify said. The first
-        scrapes after start wait a little for the first pass; namespaces that changed
-        since that pass (`namespaces`: this snapshot's) have the task run again early. A pass
-        that raised fails the source (background.TaskFailed)."""
-        self.task.wait_first_run(self.startup_wait)
-        self._maybe_trigger(namespaces)
-        self.task.raise_if_failed()
-        with self._lock:
-            return self._results  # replaced, never changed, by each pass
 
     # ---- scrape ------------------------------------------------------------------
     def values(self, snapshot) -> Rows:

@@ -10,18 +10,12 @@ often than every 10 s), and a scrape serves its latest result.
 
 from __future__ import annotations
 
-import logging
-import threading
-from typing import Dict, List, Optional, Tuple
+from typing import List
 
-from storpath import log
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
-from storpath.readers.nvme import NvmeReader
-from storpath.readers.nvme_health import (HealthResult, HwmonSensor, TemperatureThresholds, celsius,
-                                          read_health)
-from storpath.snapshot import Source, no_problems
+from storpath.readers.nvme_health import HealthResult, HwmonSensor, celsius
 
 _CONTROLLER = ("controller",)
 _SENSOR = ("controller", "sensor")
@@ -122,7 +116,6 @@ FAMILIES = (TEMPERATURE, TEMPERATURE_MAX, TEMPERATURE_MIN, TEMPERATURE_CRIT, TEM
             PERCENTAGE_USED, MEDIA_ERRORS, WARNING_TEMPERATURE_TIME, CRITICAL_TEMPERATURE_TIME, THERMAL_TRANSITIONS,
             THERMAL_TIME, SMART_AVAILABLE, SMART_TIMESTAMP)
 
-TASK = "nvme-smart"
 MIN_INTERVAL = 10.0
 
 
@@ -177,53 +170,6 @@ class NvmeHealthCollector(Collector):
         # How long the first scrapes after start wait for the first SMART pass.
         "startup_wait": Duration(5),
     }
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        interval = float(self.config["smart_interval"])
-        if interval < MIN_INTERVAL:
-            log.kv(self.log, logging.WARNING, "smart_interval below the minimum, using the minimum",
-                   configured=f"{interval:g}s", minimum=f"{MIN_INTERVAL:g}s")
-            interval = MIN_INTERVAL
-        self.timeout = float(self.config["smart_timeout"])
-        self.nvme_cli = str(self.config["nvme_cli"])
-        self.startup_wait = float(self.config["startup_wait"])
-        self.reader = NvmeReader(self.roots)  # the background task's controllers
-        self._lock = threading.Lock()
-        self._results: Dict[str, HealthResult] = {}
-        self._thresholds: Dict[Tuple[str, Optional[str]], TemperatureThresholds] = {}  # (controller, serial) ->
-        self.task = ctx.scheduler.add(TASK, self.read_all, interval=interval, jitter=interval / 10)
-
-    def read_all(self) -> None:
-        results: Dict[str, HealthResult] = {}
-        for ctrl in self.reader.controllers():
-            key = (ctrl.name, ctrl.serial)
-            result = read_health(self.roots, ctrl.name, self.nvme_cli, self.timeout, self._thresholds.get(key))
-            if result.thresholds is not None:
-                self._thresholds[key] = result.thresholds  # fixed per drive: Identify Controller once
-            results[ctrl.name] = result
-        failed: Dict[str, List[str]] = {}
-        for name, result in sorted(results.items()):
-            if result.error is not None:
-                failed.setdefault(result.error.replace(name, "nvme*"), []).append(name)
-        for reason, names in failed.items():
-            log.once(self.log, logging.WARNING, ("smart", reason, tuple(names)),
-                     "NVMe SMART log unknown: exporting the hwmon temperatures only",
-                     controllers=",".join(names), reason=reason)
-        with self._lock:
-            self._results = results
-
-    def sources(self):
-        return (Source("nvme_smart", no_problems(self.latest)),)
-
-    def latest(self, _=None) -> Dict[str, HealthResult]:
-        """The background task's last pass: controller -> SMART log. The first scrapes after
-        start wait a little for the first pass. A pass that raised fails the source
-        (background.TaskFailed)."""
-        self.task.wait_first_run(self.startup_wait)
-        self.task.raise_if_failed()
-        with self._lock:
-            return self._results
 
     def values(self, snapshot) -> Rows:
         names, sensors = snapshot.hwmon

@@ -1,22 +1,18 @@
 """Read-only fio probes: measured read throughput next to what the path should give.
 
-Probes run in background tasks (one per target, on the `probes:` schedule); a scrape
-only copies their latest results, so it is as fast during a probe as without one.
+Probes run in background tasks (one per target, on the `probes:` schedule: the `probes` slow
+source, storpath.slow.Probes); a scrape only copies their latest results, so it is as fast during a probe as without one.
 With no `probes.targets` configured the collector exports nothing.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Optional
 
-from storpath import log
-from storpath.analysis.pcie import analyse
 from storpath.collectors import Collector, register
 from storpath.families import COUNTER, GAUGE, SUMMARY, Family, Rows
 from storpath.probes import config as probes_config
 from storpath.probes.config import FAILURE_REASONS, SKIP_REASONS
-from storpath.snapshot import ProbeResults, Source, no_problems
 
 
 
@@ -94,43 +90,11 @@ class ProbesCollector(Collector):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.probes = probes_config.from_full_config(ctx.full_config)
-        self.engine = None
-        self.tasks = []
-        if not self.probes.targets:
-            return
-        from storpath.probes.engine import ProbeEngine  # fio's machinery only where targets are configured
-
-        self.engine = ProbeEngine(self.probes, self.roots)
-        self.reads = ("probes",)
-        for target in self.probes.targets:
-            delay = self.engine.initial_delay(target)
-            self.tasks.append(ctx.scheduler.add(f"probe:{target.name}", lambda t=target: self.engine.run_target(t),
-                                                self.probes.interval, self.probes.jitter, initial_delay=delay))
-            log.kv(self.log, logging.INFO, "probe scheduled", target=target.name, profiles=",".join(target.profiles),
-                   first_in_seconds=round(delay, 1))
-
-    def close(self) -> None:
-        if self.engine is not None:
-            self.engine.close()
-
-    def sources(self):
-        return (Source("probes", no_problems(self.latest), needs=("pci", "pcie_expected", "blocks", "md")),) \
-            if self.engine is not None else ()
-
-    def latest(self, pci, expected, blocks, md) -> "ProbeResults":
-        """What the probes found so far, and what each target's links allow on this
-        snapshot (the links judged as the pcie collector judges them, a guest's included).
-        A probe task whose latest run raised (not a probe that failed: that is counted)
-        fails the source (background.TaskFailed)."""
-        for task in self.tasks:
-            task.raise_if_failed()
-        engine = self.engine
-        engine.refresh_expectations(pci, analyse(pci, expected=expected), blocks, md)
-        expected = {(t.name, p): engine.expected(t, p)[0] for t in self.probes.targets for p in t.profiles}
-        return ProbeResults(engine.snapshot(), dict(engine.target_devices), expected)
+        if self.probes.targets:
+            self.reads = ("probes",)  # the `probes` slow source (storpath.slow.Probes)
 
     def values(self, snapshot) -> Optional[Rows]:
-        if self.engine is None:
+        if not self.probes.targets:
             return None  # no targets configured: nothing at all, not even empty families
         rows = Rows()
         found = snapshot.probes

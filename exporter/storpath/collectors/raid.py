@@ -14,21 +14,15 @@ pass of that tool succeeds or the exporter restarts (docs/metrics.md, "Last know
 
 from __future__ import annotations
 
-import logging
-import threading
 from typing import Optional
 
-from storpath import log
 from storpath.analysis.raid import judged, own_link_rate
-from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import GAUGE, Family, Rows
-from storpath.readers.raid import TOOLS, RaidPass, RaidReader, RaidRun, ToolStatus
-from storpath.readers.raid_records import BATTERY_STATES, DRIVE_STATES, VOLUME_STATES, RaidInventory
-from storpath.snapshot import Source, no_problems
+from storpath.readers.raid import RaidPass
+from storpath.readers.raid_records import BATTERY_STATES, DRIVE_STATES, VOLUME_STATES
 
-TASK = "raid"
 
 TOOL_UP = Family(
     "storpath_raid_tool_up", GAUGE,
@@ -170,57 +164,6 @@ class RaidCollector(Collector):
         "smartctl_path": "smartctl",
         "startup_wait": Duration(5),  # how long the first scrapes wait for the first pass
     }
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        cfg = {**self.config_defaults, **(ctx.config or {})}
-        paths = {tool: str(cfg[f"{tool}_path"]) for tool in TOOLS}
-        self.reader = RaidReader(self.roots, paths, timeout=float(cfg["timeout"]))
-        self.startup_wait = float(cfg["startup_wait"])
-        self._lock = threading.Lock()
-        self._run: Optional[RaidRun] = None
-        self._last_success: Optional[float] = None
-        interval = max(10.0, float(cfg["interval"]))
-        self.task = ctx.scheduler.add(TASK, self.refresh, interval=interval, jitter=min(30.0, interval / 10))
-
-    def refresh(self) -> None:
-        """The background task: one pass of the tools (or one read of their captures)."""
-        run = self.reader.read()
-        for problem in run.problems:  # the task runs outside the snapshot step: said here, once each
-            log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
-        for tool, status in sorted(run.tools.items()):
-            if not status.ok:
-                # Keyed without the reason: it names pids and parse errors, new on every run.
-                log.once(self.log, logging.WARNING, ("raid-tool", tool), "RAID tool failed", tool=tool,
-                         reason=status.reason)
-        with self._lock:
-            self._run = None if run.empty else run
-            if run.all_succeeded:
-                self._last_success = run.finished_at
-
-    def close(self) -> None:
-        """Kill the tools running now and start none again (stop, or a reload's old collectors)."""
-        self.reader.close()
-
-    def sources(self):
-        return (Source("raid", no_problems(self.latest)),)
-
-    def latest(self, _=None) -> RaidPass:
-        """The task's last pass. One that raised is every tool failed (`tool_up 0`), with the
-        last pass's records and their age kept, as for a tool that failed."""
-        self.task.wait_first_run(self.startup_wait)
-        try:
-            self.task.raise_if_failed()
-        except TaskFailed as exc:
-            with self._lock:
-                previous = self._run
-                tools = {t: ToolStatus(False, str(exc)) for t in (previous.tools if previous else {"storcli": None})}
-                failed = RaidRun(previous.inventory, tools, self.task.last_run_end or 0.0, previous.source,
-                                      succeeded=previous.succeeded) if previous is not None else \
-                    RaidRun(RaidInventory(), tools, self.task.last_run_end or 0.0, "none")
-                return RaidPass(failed, self._last_success)
-        with self._lock:
-            return RaidPass(self._run, self._last_success)
 
     def values(self, found) -> Optional[Rows]:
         run, last_success = found.raid if found.raid is not None else (None, None)

@@ -12,22 +12,12 @@ on `collectors.sas.drive_phys_interval`.
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-from typing import Dict, List, Optional, Tuple
 
-from storpath import log
 from storpath.analysis.links import drive_phys, expander_capabilities, sas_expectation
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
-from storpath.readers.sas import SasPhy, SasPhyErrors, SasReader
-from storpath.readers.sas_pcd import DrivePhysResult, read_all
-from storpath.snapshot import Source, no_problems
 
-TASK = "sas-link-errors"
-DRIVE_TASK = "sas-drive-phys"
 
 NEGOTIATED_RATE = Family(
     "storpath_sas_phy_negotiated_link_rate_transfers_per_second", GAUGE,
@@ -160,85 +150,6 @@ class SasCollector(Collector):
         "sg_modes": "sg_modes",
         "startup_wait": Duration(5),  # how long the first scrapes wait for the first counter read
     }
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.reader = SasReader(self.roots)
-        self.startup_wait = float(self.config["startup_wait"])
-        self._lock = threading.Lock()
-        self._errors: Dict[str, SasPhyErrors] = {}
-        self._errors_read_at: Optional[float] = None
-        interval = max(1.0, float(self.config["error_counters_interval"]))  # 0 would spin
-        self.task = ctx.scheduler.add(TASK, self.read_errors, interval=interval, jitter=min(5.0, interval / 10))
-        self.sg_modes = str(self.config["sg_modes"])
-        self.drive_timeout = float(self.config["drive_phys_timeout"])
-        self._drives: Dict[str, DrivePhysResult] = {}
-        self._drives_read: Optional[Dict[str, Optional[str]]] = None  # end device -> address, of the last pass
-        self._drives_triggered_for: Optional[Dict[str, Optional[str]]] = None
-        drive_interval = max(10.0, float(self.config["drive_phys_interval"]))  # the config refuses less
-        self.drive_task = ctx.scheduler.add(DRIVE_TASK, self.read_drives, interval=drive_interval,
-                                            jitter=drive_interval / 10)
-
-    def read_errors(self) -> None:
-        """The background task: one read of every PHY's link error counters. What could not
-        be read is logged here, once each (the task runs outside the snapshot step)."""
-        errors, problems = self.reader.read_errors()
-        for problem in problems:
-            log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
-        with self._lock:
-            self._errors = errors
-            self._errors_read_at = time.time()
-
-    def read_drives(self) -> None:
-        """The background task: every SAS drive's Phy Control And Discover page. Why a
-        drive's could not be read is logged once per reason, naming the drives."""
-        results = read_all(self.roots, self.sg_modes, self.drive_timeout)
-        failed: Dict[str, List[str]] = {}
-        for end_device, result in sorted(results.items()):
-            if result.error is not None:
-                failed.setdefault(result.error.replace(end_device, "*"), []).append(end_device)
-        for reason, names in failed.items():
-            shown = ",".join(names[:8]) + (f",... ({len(names)} drives)" if len(names) > 8 else "")
-            log.once(self.log, logging.WARNING, ("drive-phys", reason, tuple(names)),
-                     "SAS drive PHY capability unknown (Phy Control And Discover mode page not read): "
-                     "their links stay unverifiable", end_devices=shown, reason=reason)
-        with self._lock:
-            self._drives = results
-            self._drives_read = {name: r.sas_address for name, r in results.items()}
-
-    def sources(self):
-        return (Source("sas_errors", no_problems(self.latest_errors)),
-                Source("sas_drive_phys", no_problems(self.latest_drives), needs=("sas_phys",)))
-
-    def latest_drives(self, phys: List[SasPhy]) -> Dict[str, DrivePhysResult]:
-        """The drive task's last pass: end device -> its drive's PHYs. A SAS drive this
-        snapshot sees that the pass did not (`phys`: its PHYs) has the task run again early."""
-        self.drive_task.wait_first_run(self.startup_wait)
-        self._maybe_trigger(phys or ())
-        self.drive_task.raise_if_failed()  # a pass that raised fails the source
-        with self._lock:
-            return self._drives  # replaced, never changed, by each pass
-
-    def _maybe_trigger(self, phys: List[SasPhy]) -> None:
-        current = {p.attached.name: p.attached.sas_address for p in phys
-                   if p.attached is not None and p.attached.target_port_protocols == "ssp"}
-        with self._lock:
-            seen = self._drives_read
-            if seen is None or all(seen.get(k, "") == v for k, v in current.items()) \
-                    or current == self._drives_triggered_for:
-                return
-            self._drives_triggered_for = current
-        log.kv(self.log, logging.INFO, "SAS drives changed, reading their PHY capability again",
-               end_devices=",".join(sorted(k for k, v in current.items() if seen.get(k, "") != v)))
-        self.drive_task.trigger()
-
-    def latest_errors(self, _=None) -> Tuple[Dict[str, SasPhyErrors], Optional[float]]:
-        """The background task's last read: (PHY -> error counters, when read). The first
-        scrapes after start wait a little for the first read."""
-        self.task.wait_first_run(self.startup_wait)
-        self.task.raise_if_failed()  # a read that raised fails the source
-        with self._lock:
-            return self._errors, self._errors_read_at
 
     def values(self, snapshot) -> Rows:
         phys = snapshot.sas_phys

@@ -8,20 +8,12 @@ something unexpected shows as storpath_zfs_zpool_up 0 with the reason in the log
 
 from __future__ import annotations
 
-import logging
-import threading
-from typing import Dict, Optional
 
-from storpath import log
 from storpath.analysis.zfs import data_leaves, expected_ashift
-from storpath.background import TaskFailed
 from storpath.collectors import Collector, register
 from storpath.config import Duration
 from storpath.families import COUNTER, GAUGE, Family, Rows
-from storpath.readers.zfs import (ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES, ZpoolPass, ZpoolReader,
-                                  ZpoolRun,
-                                  find_zfs, find_zpool, leaf_block_sizes, zfs_present)
-from storpath.snapshot import Source, no_problems
+from storpath.readers.zfs import ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES
 
 
 ZPOOL_UP = Family(
@@ -136,62 +128,6 @@ class ZfsCollector(Collector):
         "zpool_path": "zpool",  # looked up in PATH, then /usr/sbin and /sbin
         "zfs_path": "zfs",  # for the pools' creation time: beside zpool, else looked up as zpool is
     }
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        zpool = find_zpool(self.config["zpool_path"])
-        self.reader = ZpoolReader(self.roots, zpool=zpool, timeout=float(self.config["timeout"]),
-                                  zfs=find_zfs(str(self.config["zfs_path"]), zpool))
-        self._lock = threading.Lock()
-        self._run: Optional[ZpoolRun] = None
-        self._block_sizes: Dict[str, Dict[str, Optional[int]]] = {}  # pool -> leaf -> physical block bytes
-        self._last_success: Optional[float] = None
-        interval = float(self.config["interval"])
-        self.task = ctx.scheduler.add("zpool", self.refresh, interval=interval, jitter=min(5.0, interval / 10))
-
-    def refresh(self) -> None:
-        """The background task: one zpool run (or one read of captured output)."""
-        if not self.roots.captured and not zfs_present(self.roots):
-            log.once(self.log, logging.DEBUG, ("zfs-absent",), "no ZFS module loaded: zpool not run")
-            with self._lock:
-                self._run = None
-            return
-        run = self.reader.read()
-        for problem in run.problems:  # the task runs outside the snapshot step: said here, once each
-            log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
-        if run.empty:
-            with self._lock:
-                self._run = None  # a replayed machine without ZFS
-            return
-        sizes = leaf_block_sizes(self.roots, run.pools)
-        if not run.ok:
-            # The details of a failed run are left out rather than served stale: the pool
-            # state still comes from kstat on every scrape, and the last success
-            # timestamp says how old the last good details were.
-            # Keyed without the reason: it names pids and parse errors, new on every run.
-            log.once(self.log, logging.WARNING, ("zpool",), "zpool failed", reason=run.reason)
-        with self._lock:
-            self._run = run
-            self._block_sizes = sizes
-            if run.succeeded_live:
-                self._last_success = run.finished_at
-
-    def sources(self):
-        return (Source("zpool", no_problems(self.latest)),)
-
-    def latest(self, _=None) -> "ZpoolPass":
-        """The task's last pass. One that raised is a failed zpool run (`zpool_up 0`, the
-        reason logged by the task), not the pass before it served as current: the pool
-        states still come from kstat."""
-        try:
-            self.task.raise_if_failed()
-        except TaskFailed as exc:
-            failed = ZpoolRun(pools=[], ok=False, reason=str(exc), finished_at=self.task.last_run_end or 0.0,
-                                   source="none")
-            with self._lock:
-                return ZpoolPass(failed, {}, self._last_success)
-        with self._lock:
-            return ZpoolPass(self._run, self._block_sizes, self._last_success)
 
     def values(self, found) -> Rows:
         kstat = found.zfs_kstat

@@ -30,6 +30,7 @@ from storpath.http.scrape import Scraper
 from storpath.http.server import Server, Site, exporter_metrics
 from storpath.reloads import FAMILIES as RELOAD_FAMILIES
 from storpath.reloads import ReloadStatus
+from storpath.slow import SlowRunner
 
 LOG = log.get("serve")
 
@@ -71,7 +72,8 @@ class Built:
         self.roots = roots_from(config)
         say_no_devices(self.roots)
         self.scheduler = Scheduler()
-        self.collectors = build_collectors(self.roots, config, self.scheduler)
+        self.slow = SlowRunner(self.roots, self.scheduler, config)
+        self.collectors = build_collectors(self.roots, config, self.scheduler, self.slow)
         self.names = [c.name for c in self.collectors]
         self.exporter = StorpathExporter(self.collectors, self.roots, blocked_after=config["web"]["read_blocked_after"])
         self.runtime = None if config["web"]["disable_exporter_metrics"] else exporter_metrics()
@@ -108,12 +110,9 @@ class Built:
         end = time.monotonic() + wait
         while self.scraper.busy() and time.monotonic() < end:
             time.sleep(0.05)
-        # Collectors first: closing the probes collector kills a running fio, so the
-        # background threads it would hold are free to stop at once.
-        for collector in self.collectors:
-            close = getattr(collector, "close", None)
-            if close:
-                close()
+        # The work first: closing the slow sources' runner kills a running fio and the RAID
+        # tools, so the background threads they would hold are free to stop at once.
+        self.slow.close()
         self.exporter.close()
         self.scheduler.stop()
 

@@ -28,7 +28,8 @@ from storpath.readers.pci import PCI_ADDRESS, path_to_root
 from storpath.collectors.base import SourceFailed
 from storpath.parse import natural_key
 from storpath.roots import Roots
-from storpath.snapshot import Snapshot, read_now_sources, take_once
+from storpath.slow import COLLECTORS as SLOW_COLLECTORS, SlowRunner
+from storpath.snapshot import Snapshot, take_once
 
 LOG = log.get("findings")
 
@@ -211,14 +212,14 @@ def take_snapshot(roots: Roots, config: Optional[Dict[str, Any]] = None, timeout
     a check waits for a slow tool as the exporter's task would."""
     config = config or {}
     specs = collectors.load_all()
-    settings = {name: specs[name].cls.settings(config.get("collectors", {}).get(name, {}))
-                for name in READ_NOW if name in specs and collector_enabled(config, name)}
-    timeout += sum(float(settings[name]["timeout"]) for name in ("raid", "zfs") if name in settings)
-    return take_once(roots, extra=read_now_sources(roots, settings).values(), timeout=timeout)
-
-
-# The collectors whose background tasks' results a one-shot command reads now (read_now_sources).
-READ_NOW = ("sas", "nvme", "nvme_health", "multipath", "raid", "zfs")
+    slow = SlowRunner(roots, full_config=config)  # no scheduler: every slow source read now, in the snapshot
+    for name in SLOW_COLLECTORS:
+        if name in specs and collector_enabled(config, name):
+            slow.enable(name, specs[name].cls.settings(config.get("collectors", {}).get(name, {})))
+    try:
+        return take_once(roots, extra=slow.sources(), timeout=timeout + slow.deadline())
+    finally:
+        slow.close()
 
 
 # PCI class codes (base class, subclass) in the words of lspci.
