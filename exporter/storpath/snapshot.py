@@ -242,11 +242,20 @@ class _Lane:
         self.thread.start()
 
     def _loop(self) -> None:
+        """Run each job given: its source's read, with what it needs; its value or error,
+        then done (what the snapshot waits on)."""
         while True:
             job = self._jobs.get()
             if job is None:
                 return
-            job.run()
+            job.thread_id = threading.get_ident()
+            job.started = time.monotonic()  # queued behind nothing: the lane is free when a job is given
+            try:
+                job.value = job.source.read(*job.needs)
+            except BaseException as exc:  # handed to the snapshot, which reports it
+                job.error = exc
+            finally:
+                job.done.set()
 
     def submit(self, job: "_Job") -> None:
         self._jobs.put(job)
@@ -256,6 +265,8 @@ class _Lane:
 
 
 class _Job:
+    """One source's read, given to a lane: what it needs, and once done its value or error."""
+
     def __init__(self, source: Source, needs: Sequence[Any]):
         self.source = source
         self.needs = needs
@@ -265,16 +276,6 @@ class _Job:
         self.error: Optional[BaseException] = None
         self.thread_id: Optional[int] = None
         self.blocked_on: Optional[str] = None  # the file whose read overran the bound, once it has
-
-    def run(self) -> None:
-        self.thread_id = threading.get_ident()
-        self.started = time.monotonic()  # queued behind nothing: the lane is free when a job is given
-        try:
-            self.value = self.source.read(*self.needs)
-        except BaseException as exc:  # handed to the snapshot, which reports it
-            self.error = exc
-        finally:
-            self.done.set()
 
     def overrun(self, now: float, bound: float) -> Tuple[Optional[str], float]:
         """(file, None) when the read the job has outstanding started more than `bound` ago:
