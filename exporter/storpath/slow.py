@@ -589,12 +589,14 @@ class SlowRunner:
                    if slow.deadline_key is not None)
 
     def close(self) -> None:
+        """Stop what the slow sources run now (fio, the RAID tools) and start nothing again."""
         for reads in self._enabled.values():
             for slow in reads:
-                slow.close()
-        for scheduled in self._scheduled.values():
-            if scheduled._needs is not None:
-                scheduled._needs.close()
+                scheduled = self._scheduled.get(slow.name)
+                if scheduled is not None:
+                    scheduled.close()
+                else:
+                    slow.close()
 
 
 def _now(slow: SlowRead):
