@@ -145,8 +145,9 @@ def cut_text(text: str) -> str:
 
 
 def parse_identity(text: Optional[str]) -> Optional[str]:
-    """A model, serial, firmware revision, vendor or DMI name without the padding around it
-    (what is inside stays as the device wrote it); None when nothing is left."""
+    """A model, serial, firmware revision, vendor or DMI name, or any name-like attribute (a
+    SAS PHY's device_type, an NVMe controller's transport), without the padding around it
+    (what is inside stays as the device wrote it); None when absent or nothing is left."""
     if text is None:
         return None
     return cut_text(text) or None

@@ -18,7 +18,7 @@ import errno
 import os
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from storpath.parse import cut_text, parse_int
 
@@ -78,6 +78,20 @@ def read_attr_why(path: str, limit: int = ATTRIBUTE_BYTES) -> Tuple[Optional[str
     finally:
         _done(ident)
     return cut_text(data.decode("utf-8", "replace")), None
+
+
+_Reported = TypeVar("_Reported")
+
+
+def read_attr_noting(directory: str, name: str, problems: List[_Reported],
+                     problem: Callable[[str, str], _Reported]) -> Optional[str]:
+    """The attribute `name` below `directory` as read_attr reads it (None when absent or
+    unreadable); a read that failed for another reason than absence adds problem(name, why)
+    to `problems`, in the reader's own words (its Problem, md's error text)."""
+    value, why = read_attr_why(os.path.join(directory, name))
+    if why is not None:
+        problems.append(problem(name, why))
+    return value
 
 
 def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:

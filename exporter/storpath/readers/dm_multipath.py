@@ -41,6 +41,7 @@ import os
 import shutil
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, List, Optional, Tuple
 
 from storpath import atomicfile
@@ -49,7 +50,7 @@ from storpath.problems import Problem
 from storpath.roots import Roots
 from storpath.subprocesses import run_command
 from storpath.readers.instances import InstanceCache
-from storpath.sysfs import list_dir, list_entries, read_attr_why
+from storpath.sysfs import list_dir, list_entries, read_attr_noting, read_attr_why
 
 CAPTURE_SYSFS = (
     "block/dm-*/{size,dev}",
@@ -171,11 +172,8 @@ def parse_dmsetup_status(text: str) -> Dict[str, Tuple[StatusPath, ...]]:
 
 # ---- reading -----------------------------------------------------------------
 
-def _attr(path: str, name: str, problems: List[Problem], device: str) -> Optional[str]:
-    value, why = read_attr_why(path)
-    if why is not None:
-        problems.append(Problem("dm attribute unreadable", (("device", device), ("attribute", name), ("err", why))))
-    return value
+def _unreadable(device: str, attribute: str, why: str) -> Problem:
+    return Problem("dm attribute unreadable", (("device", device), ("attribute", attribute), ("err", why)))
 
 
 class MultipathReader:
@@ -199,7 +197,7 @@ class MultipathReader:
             uuid, _ = read_attr_why(os.path.join(path, "dm", "uuid"))
             if uuid is None or not uuid.startswith(UUID_PREFIX):
                 return None  # LVM, crypt, a partition map (part1-mpath-...): not a multipath map
-            return uuid, _attr(os.path.join(path, "dm", "name"), "dm/name", problems, name)
+            return uuid, read_attr_noting(path, "dm/name", problems, partial(_unreadable, name))
 
         maps = []
         for name, _, found in self._instances.refresh(base, list_entries(base, self.roots.sysfs), derive):
@@ -209,8 +207,9 @@ class MultipathReader:
 
     def _map(self, device: str, uuid: str, name: Optional[str], problems: List[Problem]) -> MultipathMap:
         base = self.roots.sys("block", device)
-        size = parse_int(_attr(os.path.join(base, "size"), "size", problems, device))
-        suspended = _attr(os.path.join(base, "dm", "suspended"), "dm/suspended", problems, device)
+        unreadable = partial(_unreadable, device)
+        size = parse_int(read_attr_noting(base, "size", problems, unreadable))
+        suspended = read_attr_noting(base, "dm/suspended", problems, unreadable)
         paths = tuple(self._path(device, slave, problems) for slave in sorted(list_dir(os.path.join(base, "slaves")),
                                                                       key=natural_key))
         return MultipathMap(device=device, name=name or None, uuid=uuid,

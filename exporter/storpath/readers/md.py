@@ -59,7 +59,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from storpath.parse import natural_key, parse_int
 from storpath.problems import Problem
 from storpath.roots import Roots
-from storpath.sysfs import WHOLE_FILE, list_dir, read_attr_why
+from storpath.sysfs import WHOLE_FILE, list_dir, read_attr_noting, read_attr_why
 
 # array_state values, md.c array_states[].
 ARRAY_STATES = ("clear", "inactive", "suspended", "readonly", "read-auto", "clean", "active",
@@ -259,16 +259,13 @@ def parse_slot(text: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
 
 # ---- reading -----------------------------------------------------------------
 
-def _attr(base: str, name: str, errors: List[str]) -> Optional[str]:
-    value, why = read_attr_why(os.path.join(base, name))
-    if why is not None:
-        errors.append(f"{name}: {why}")
-    return value
+# An attribute that could not be read, as MdArray.errors says it: "<attribute>: <why>".
+_unreadable = "{}: {}".format
 
 
 def _known(base: str, name: str, values: Tuple[str, ...], errors: List[str]) -> Optional[str]:
     """An attribute that takes one of a fixed set of words; anything else is an error."""
-    value = _attr(base, name, errors)
+    value = read_attr_noting(base, name, errors, _unreadable)
     if value is not None and value not in values:
         errors.append(f"{name}: unknown value {value!r}")
         return None
@@ -300,11 +297,11 @@ def _read_members(md_dir: str, errors: List[str]) -> List[MdMember]:
             continue
         base = os.path.join(md_dir, entry)
         name, disk = _member_device(base, entry)
-        slot_text = _attr(base, "slot", errors)
+        slot_text = read_attr_noting(base, "slot", errors, _unreadable)
         slot, why = parse_slot(slot_text)
         if why:
             errors.append(f"{entry}/slot: {why}")
-        state_text = _attr(base, "state", errors)
+        state_text = read_attr_noting(base, "state", errors, _unreadable)
         if state_text is None and not os.path.isdir(base):
             continue  # member removed while we read
         # No slot file: the role is unknown, not "none" (slot_show prints "none" itself).
@@ -323,7 +320,7 @@ def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
     errors = array.errors
     given = array.from_sysfs
     array.array_state = _known(md_dir, "array_state", ARRAY_STATES, errors)
-    level = _attr(md_dir, "level", errors)
+    level = read_attr_noting(md_dir, "level", errors, _unreadable)
     array.level = level or None
     if level is not None:
         given.add("level")
@@ -331,7 +328,7 @@ def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
                          ("chunk_size", "chunk_size_bytes")):
         text, why = read_attr_why(os.path.join(md_dir, attr))
         if why is not None:
-            errors.append(f"{attr}: {why}")
+            errors.append(_unreadable(attr, why))
         value, why = (parse_raid_disks if attr == "raid_disks" else parse_first_int)(text)
         if why:
             errors.append(f"{attr}: {why}")
@@ -343,7 +340,7 @@ def read_md_array(roots: Roots, name: str) -> Optional[MdArray]:
     array.sync_action = _known(md_dir, "sync_action", SYNC_ACTIONS, errors)
     if array.sync_action is not None:
         given.add("sync_action")
-    completed_text = _attr(md_dir, "sync_completed", errors)
+    completed_text = read_attr_noting(md_dir, "sync_completed", errors, _unreadable)
     completed, why = parse_sync_completed(completed_text)
     if why:
         errors.append(f"sync_completed: {why}")

@@ -227,13 +227,6 @@ def parse_id_ns_json(text: str) -> IdentifyNamespace:
     return _build(nlbaf, flbas, descriptors, size_blocks)
 
 
-def _strip(text: Optional[str]) -> Optional[str]:
-    if text is None:
-        return None
-    text = text.strip()
-    return text or None
-
-
 # ---- sysfs -------------------------------------------------------------------------
 
 def _controller_identity(name: str, path: str) -> Optional[NvmeController]:
@@ -249,7 +242,7 @@ def _controller_identity(name: str, path: str) -> Optional[NvmeController]:
     except OSError:
         pass
     if address is None:
-        attr = _strip(read_attr(os.path.join(path, "address")))
+        attr = parse_identity(read_attr(os.path.join(path, "address")))
         if attr and PCI_ADDRESS.match(attr):
             address = attr
     return NvmeController(
@@ -257,7 +250,7 @@ def _controller_identity(name: str, path: str) -> Optional[NvmeController]:
         model=parse_identity(read_attr(os.path.join(path, "model"))),
         serial=parse_identity(read_attr(os.path.join(path, "serial"))),
         firmware=parse_identity(read_attr(os.path.join(path, "firmware_rev"))),
-        transport=_strip(read_attr(os.path.join(path, "transport"))))
+        transport=parse_identity(read_attr(os.path.join(path, "transport"))))
 
 
 def _controller_of(block_path: str, real: str) -> Optional[str]:

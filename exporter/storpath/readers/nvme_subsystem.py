@@ -30,13 +30,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Dict, List, Optional, Tuple
 
-from storpath.parse import natural_key, parse_int
+from storpath.parse import natural_key, parse_identity, parse_numa_node
 from storpath.problems import INFO, Problem
 from storpath.roots import Roots
 from storpath.readers.instances import InstanceCache
-from storpath.sysfs import list_dir, list_entries, read_attr_why
+from storpath.sysfs import list_dir, list_entries, read_attr_noting, read_attr_why
 
 CAPTURE_SYSFS = (
     "class/nvme-subsystem/*",
@@ -120,22 +121,13 @@ def parse_ana_state(text: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
     return None, f"unknown ana_state {text!r}"
 
 
-def parse_numa_node(text: Optional[str]) -> Optional[int]:
-    """'1' -> 1; '-1' (unknown) and anything unparsable -> None."""
-    node = parse_int(text, minimum=-1) if text is not None else None
-    return None if node is None or node < 0 else node
-
-
 def _natural(entries: List[Tuple[str, int]]) -> List[Tuple[str, int]]:
     """(name, inode) entries in natural order (nvme2 before nvme10); most lists here hold one."""
     return entries if len(entries) < 2 else sorted(entries, key=lambda entry: natural_key(entry[0]))
 
 
-def _text(value: Optional[str]) -> Optional[str]:
-    """The subsystem's model and serial are space-padded to their Identify width."""
-    if value is None:
-        return None
-    return value.strip() or None
+def _unreadable(device: str, attribute: str, why: str) -> Problem:
+    return Problem("NVMe subsystem attribute unreadable", (("device", device), ("attribute", attribute), ("err", why)))
 
 
 # ---- reading -----------------------------------------------------------------
@@ -155,7 +147,9 @@ class NvmeSubsystemReader:
         problems: List[Problem] = []
 
         def derive(name: str, folder: str) -> Dict[str, Optional[str]]:
-            return {attr: _text(self._attr(folder, name, attr, problems)) for attr in ("subsysnqn", "model", "serial")}
+            unreadable = partial(_unreadable, name)
+            return {attr: parse_identity(read_attr_noting(folder, attr, problems, unreadable))
+                    for attr in ("subsysnqn", "model", "serial")}
 
         listed = _natural(list_entries(base, self.roots.sysfs))
         subsystems = [self._subsystem(folder, name, statics, problems)
@@ -164,23 +158,18 @@ class NvmeSubsystemReader:
             del self._controllers[gone]
         return subsystems, problems
 
-    @staticmethod
-    def _attr(folder: str, device: str, attr: str, problems: List[Problem]) -> Optional[str]:
-        value, why = read_attr_why(os.path.join(folder, attr))
-        if why is not None:
-            problems.append(Problem("NVMe subsystem attribute unreadable",
-                                    (("device", device), ("attribute", attr), ("err", why))))
-        return value
-
     def _subsystem(self, folder: str, name: str, statics: Dict[str, Optional[str]],
                    problems: List[Problem]) -> NvmeSubsystem:
         entries = list_entries(folder)
         cache = self._controllers.setdefault(name, InstanceCache())
 
         def derive(controller: str, path: str) -> Tuple[Optional[str], Optional[str], Optional[int]]:
-            transport, address, node = (self._attr(path, controller, attr, problems)
+            unreadable = partial(_unreadable, controller)
+            transport, address, node = (read_attr_noting(path, attr, problems, unreadable)
                                         for attr in ("transport", "address", "numa_node"))
-            return transport or None, address or None, parse_numa_node(node)
+            numa_node = parse_numa_node(node)
+            # -1, the kernel's "no node" (NUMA_NO_NODE), is no node of a path: None.
+            return transport or None, address or None, None if numa_node == -1 else numa_node
 
         controllers = _natural([entry for entry in entries if _CONTROLLER.match(entry[0])])
         known = cache.refresh(folder, controllers, derive)
@@ -193,7 +182,7 @@ class NvmeSubsystemReader:
         local = len(paths) == 1 and paths[0].transport == "pcie"
         iopolicy = None
         if not local:
-            iopolicy = _text(self._attr(folder, name, "iopolicy", problems))
+            iopolicy = parse_identity(read_attr_noting(folder, "iopolicy", problems, partial(_unreadable, name)))
             paths = [replace(path, namespace_paths=self._namespace_paths(path_folder, path.controller,
                                                                                      problems))
                      for path, (_, path_folder, _) in zip(paths, known)]
@@ -204,7 +193,7 @@ class NvmeSubsystemReader:
 
     def _path(self, folder: str, controller: str, known: Tuple[Optional[str], Optional[str], Optional[int]],
               cache: InstanceCache, problems: List[Problem]) -> SubsystemPath:
-        text = self._attr(folder, controller, "state", problems)
+        text = read_attr_noting(folder, "state", problems, partial(_unreadable, controller))
         if text is None:
             # A controller going away: its link may outlive its folder for a moment. What was
             # kept of it is no reading of now (a fresh read finds nothing either); forgotten,

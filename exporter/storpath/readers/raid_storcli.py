@@ -79,17 +79,14 @@ def _load(text: str, what: str, fields: Fields) -> List[Tuple[int, Dict[str, Any
         response = entry.get("Response Data")
         if not isinstance(status, dict) or not isinstance(response, dict):
             continue  # a controller that answered "not supported": nothing of it here
-        number = fields.read(f"storcli {what}", "Controller", status.get("Controller"), _controller_number)
+        number = fields.read(f"storcli {what}", "Controller", status.get("Controller"), _number)
         if number is not None:
             out.append((number, response))
     return out
 
 
-def _controller_number(value) -> Optional[int]:
-    return whole_number(value, maximum=9999)
-
-
-def _group(value) -> Optional[int]:
+def _number(value) -> Optional[int]:
+    """A controller's or a drive group's number."""
     return whole_number(value, maximum=9999)
 
 
@@ -237,7 +234,7 @@ def _drive(controller: str, slot: str, row: Dict[str, Any], serial: Optional[str
     and the drive's capability."""
     where = f"{controller} {slot}"
     capability = fields.read(where, device[0], device[1], parse_link_rate)
-    group = fields.read(where, "DG", row.get("DG"), _group)
+    group = fields.read(where, "DG", row.get("DG"), _number)
     media = clean(row.get("Med"))
     return RaidDrive(
         controller=controller, slot=slot, interface=clean(row.get("Intf")),

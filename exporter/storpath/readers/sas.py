@@ -37,14 +37,15 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, List, Optional, Tuple
 
-from storpath.parse import parse_int, parse_sas_rate
+from storpath.parse import parse_identity, parse_int, parse_sas_rate
 from storpath.problems import DEBUG, INFO, WARNING, Problem
 from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_vpd_pg89
 from storpath.readers.block import scsi_devices_below
 from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr_why, read_bytes
+from storpath.sysfs import list_dir, read_attr_noting, read_bytes
 
 # The kernel's names of link states that carry no rate (sas_linkspeed_names). The empty
 # string is what the kernel prints for a state it has no name for.
@@ -164,17 +165,15 @@ def parse_enable(text: Optional[str]) -> Optional[bool]:
     return None
 
 
-def _text(text: Optional[str]) -> Optional[str]:
-    """A name-like attribute (device_type, protocols): None when missing or empty."""
-    if text is None:
-        return None
-    text = text.strip()
-    return text or None
-
-
 def _problem(phy: str, attribute: str, reason: str, level: int = WARNING) -> Problem:
     return Problem("SAS PHY attribute not usable, leaving it out",
                    (("phy", phy), ("attribute", attribute), ("reason", reason)), level)
+
+
+def _unreadable(phy: str, attribute: str, reason: str) -> Problem:
+    # Link error counters are fetched from the HBA on each read; drivers refuse
+    # (EINVAL, EIO...) for PHYs they cannot ask, which is not worth a warning.
+    return _problem(phy, attribute, reason, INFO if attribute in ERROR_COUNTERS else WARNING)
 
 
 class SasReader:
@@ -182,16 +181,6 @@ class SasReader:
 
     def __init__(self, roots: Roots):
         self.roots = roots
-
-    @staticmethod
-    def _attr(phy: str, directory: str, name: str, problems: List[Problem]) -> Optional[str]:
-        value, why = read_attr_why(os.path.join(directory, name))
-        if why is not None:
-            # Link error counters are fetched from the HBA on each read; drivers refuse
-            # (EINVAL, EIO...) for PHYs they cannot ask, which is not worth a warning.
-            level = INFO if name in ERROR_COUNTERS else WARNING
-            problems.append(_problem(phy, name, why, level))
-        return value
 
     def read_errors(self) -> Tuple[Dict[str, SasPhyErrors], List[Problem]]:
         """The link error counters of every PHY, and the counters that could not be read.
@@ -212,8 +201,9 @@ class SasReader:
 
     def _errors(self, name: str, attrs: str, problems: List[Problem]) -> SasPhyErrors:
         counters = {}
+        unreadable = partial(_unreadable, name)
         for attr in ERROR_COUNTERS:
-            text = self._attr(name, attrs, attr, problems)
+            text = read_attr_noting(attrs, attr, problems, unreadable)
             counters[attr] = parse_counter(text)
             if text is not None and counters[attr] is None:
                 problems.append(_problem(name, attr, f"not a counter: {text!r}"))
@@ -245,7 +235,8 @@ class SasReader:
         attrs = os.path.realpath(class_link)
         if not os.path.isdir(attrs):
             return None  # removed between listing and reading
-        read = lambda attr: self._attr(name, attrs, attr, problems)  # noqa: E731
+        unreadable = partial(_unreadable, name)
+        read = lambda attr: read_attr_noting(attrs, attr, problems, unreadable)  # noqa: E731
         rates = {}
         negotiated_state = None
         for attr in RATE_ATTRIBUTES:
@@ -270,9 +261,9 @@ class SasReader:
         phy = SasPhy(
             name=name,
             sas_address=sas_address,
-            device_type=_text(read("device_type")),
-            initiator_port_protocols=_text(read("initiator_port_protocols")),
-            target_port_protocols=_text(read("target_port_protocols")),
+            device_type=parse_identity(read("device_type")),
+            initiator_port_protocols=parse_identity(read("initiator_port_protocols")),
+            target_port_protocols=parse_identity(read("target_port_protocols")),
             negotiated_rate=rates["negotiated_linkrate"],
             negotiated_state=negotiated_state,
             minimum_rate=rates["minimum_linkrate"],
@@ -295,13 +286,14 @@ class SasReader:
         remote = remotes[0]
         remote_dir = os.path.join(port_dir, remote)
         attrs = os.path.join(remote_dir, "sas_device", remote)
-        address_text = self._attr(phy, attrs, "sas_address", problems)
+        unreadable = partial(_unreadable, phy)
+        address_text = read_attr_noting(attrs, "sas_address", problems, unreadable)
         luns = scsi_devices_below(remote_dir) if remote.startswith("end_device") else []
         return SasRemote(
             name=remote,
-            device_type=_text(self._attr(phy, attrs, "device_type", problems)),
+            device_type=parse_identity(read_attr_noting(attrs, "device_type", problems, unreadable)),
             sas_address=parse_sas_address(address_text),
-            target_port_protocols=_text(self._attr(phy, attrs, "target_port_protocols", problems)),
+            target_port_protocols=parse_identity(read_attr_noting(attrs, "target_port_protocols", problems, unreadable)),
             block_devices=tuple(sorted(disk for lun in luns for disk in list_dir(os.path.join(lun, "block")))),
             sata_capability=sata_capability_below(phy, luns, problems),
         )
