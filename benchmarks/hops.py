@@ -5,25 +5,39 @@ How it counts: builds a fixture machine and runs `storpath serve` on it in this 
 the command does (commands.serve.Built: the collectors, their background tasks started and
 waited for, the scraper; http.server.Server on a loopback port), then asks for /metrics
 over a socket and reads the answer, with a profile hook on every thread (sys.setprofile and
-threading.setprofile). A function is on the walk when it is on a thread's stack at one of:
-- the read: the file is opened (an audit hook sees the `open`);
+threading.setprofile). The value passes through a function when the function is on a
+thread's stack at one of these events (each counts the stack from the event's function to
+the thread's first one: the functions that hand the value on):
+- the read: the value's file is opened (an audit hook sees the `open`; the file is matched
+  by its real path, so an open through a class directory's link, /sys/class/... into
+  /sys/devices/..., is the same file's);
 - the parse: a call made by a function that was on the stack at the open (or by such a
   call) whose arguments hold the file's text (its bytes, or its text stripped as the sysfs
-  helpers return it); what that call returns is the value's parsed form;
-- the hand-over: a return of something that holds a parsed form or the record made of it,
-  on any thread until the snapshot is made (the snapshot's return included); past it, in
-  the scrape, the record is handed to whatever judges any of its values, so there only
-  the value's row and text count (the walk names the record: a PciDevice by its address, an MdArray by
-  its name...; held in a tuple, list, dict, record or the snapshot's field for it, up to
-  six deep). A number, a string or a tuple is no parsed form by itself: equal ones are often
-  one object (a table's constant), so its identity would name other devices' values too;
-- the row and its text: a call given the value's family (the `Family` object) together
-  with its series' label values (or the `SeriesColumns` holding them), or a call or return
-  holding the value's line of text (`name{labels}`, as text or bytes, up to six deep).
-Each is the stack from the event's function to the thread's first one: the functions that
-hand the value on. Package frames are those whose file lies in the package's own directory.
-The count is how many distinct functions there are, and in how many files; every function
-is printed.
+  helpers return it); what it returns is the value's parsed form, and a call it made
+  counts too when what that call returned is held by the parsed form (the record a parse
+  builds from the fields it took out of the bytes);
+- the hand-over, on any thread until the snapshot is made: the first return of the
+  value's record (the walk names it: a PciDevice by its address, an MdArray by its
+  name...) or of a parsed form; a return of a container that holds one, when the
+  snapshot's field for it holds that container (the reader's list and its (records,
+  problems), not a table of the records made for a lookup, nor another source's record
+  that points at it: those do not hand the value on); the snapshot's own return. A
+  later return of the same record (a walk up the PCI tree yielding it) hands nothing on.
+  Where the walk names no record (NVMe Identify's best LBA size: a choice among the
+  parsed formats), a function handed a part of the parsed form that returns one hands it on.
+  A number, a string or a tuple is no parsed form by itself: equal ones are often one
+  object (a table's constant), so its identity would name other devices' values too;
+- the row and its text, past the snapshot: a call given the value's family (the `Family`
+  object) together with its series' label values (matched by label name, in the family's
+  order, or the `SeriesColumns` holding them); a call or return holding the value's line of
+  text (`name{labels}` with its labels in name order, as text or bytes, up to six deep);
+  the formatting: a call made by one given the row that returns the value's text as the
+  line has it (exposition.go_float);
+functions that only look at a record the value is in (a port type set on it, a depth
+counted, an expectation derived) are not on its way. A comprehension or generator
+expression is part of the function it is written in. Package frames are those whose file
+lies in the package's own directory. The count is how many distinct functions there are,
+and in how many files; every function is printed.
 
     python -m benchmarks.hops [--walk NAME]
 """
@@ -66,12 +80,15 @@ WALKS = (
          "storpath_pcie_current_link_speed_transfers_per_second", 'address="0000:00:01.2"', "pci",
          ("PciDevice", "address", "0000:00:01.2")),
     Walk("SAS negotiated_linkrate", "supermicro-x11ssh-sas3008", "healthy", "/phy-0:0/negotiated_linkrate",
-         "storpath_sas_phy_negotiated_link_rate_transfers_per_second", 'phy="phy-0:0"', "sas",
+         "storpath_sas_phy_negotiated_link_rate_transfers_per_second", 'phy="phy-0:0"', "sas_phys",
          ("SasPhy", "name", "phy-0:0")),
     Walk("md degraded", "epyc-7443-highpoint", "md-degraded", "/md1/md/degraded", "storpath_md_degraded_disks",
          'device="md1"', "md", ("MdArray", "name", "md1")),
     Walk("NVMe Identify best LBA size", "am4-x570-firecuda", "healthy", "/nvme0/ns1.id-ns",
          "storpath_nvme_namespace_best_lba_size_bytes", 'device="nvme0n1"', "nvme_identify"),
+    Walk("NVMe path state", "dell-r750-nvmeof", "healthy", "/nvme-subsys0/nvme0/state", "storpath_nvme_path_state",
+         'controller="nvme0",state="live",subsystem="nvme-subsys0",transport="tcp"', "nvme_subsystems",
+         ("SubsystemPath", "controller", "nvme0")),
     Walk("RAID drive negotiated rate", "dell-r730xd-perc-h730p", "healthy", "/storcli/drives.json",
          "storpath_raid_drive_negotiated_link_rate_transfers_per_second", 'controller="storcli/c0",slot="32:0"',
          "raid", ("RaidDrive", "slot", "32:0")),
@@ -181,77 +198,206 @@ def serve_and_fetch(roots_dir: str, profile, watching: List[bool]) -> bytes:
         built.close()
 
 
+def fold(found: Frame) -> Frame:
+    """A comprehension or generator expression is part of the function it is written in:
+    `f.<locals>.<listcomp>` is `f` (Python 3.12 inlines comprehensions; a generator
+    expression stays a code object of its own)."""
+    path, name = found
+    while name.endswith(COMPREHENSIONS):
+        name = name.rsplit(".<locals>.", 1)[0]
+    return path, name
+
+
+COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
+
+
+def series_line(spec: Walk) -> str:
+    """`family{labels}` as the exposition writes it: its labels by name, in name order."""
+    labels = label_map(spec)
+    return spec.family + "{" + ",".join(f'{name}="{labels[name]}"' for name in sorted(labels)) + "}"
+
+
+def label_map(spec: Walk) -> Dict[str, str]:
+    return dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', spec.labels))
+
+
+def targets(root: str, spec: Walk) -> Set[str]:
+    """The real paths of the value's file: every file of the tree whose path ends with
+    `spec.file`, and what that path names under any directory of the tree reached through a
+    symbolic link (a class directory's entry: /sys/class/nvme-subsystem/nvme-subsys0/nvme0 is
+    a link into /sys/devices)."""
+    found = set()
+    for folder, dirs, names in os.walk(root):
+        for name in names + dirs:
+            path = os.path.join(folder, name)
+            if path.endswith(spec.file) and os.path.isfile(path):
+                found.add(os.path.realpath(path))
+            elif name in dirs and os.path.islink(path):
+                for tail in _tails(spec.file, name):
+                    if os.path.isfile(os.path.join(path, tail)):
+                        found.add(os.path.realpath(os.path.join(path, tail)))
+    return found
+
+
+def _tails(file: str, name: str) -> List[str]:
+    """What follows `name` in `file` where it is one of its components (`/a/b/c`, `b`: `c`)."""
+    parts = file.strip("/").split("/")
+    return ["/".join(parts[i + 1:]) for i, part in enumerate(parts[:-1]) if part == name]
+
+
 def walk(spec: Walk) -> Set[Frame]:
     from tests.fixtures import machines
 
     root = tempfile.mkdtemp(prefix="hops-")
     machines.load(spec.machine).build(root, spec.variant)
     found: Set[Frame] = set()
-    line = f"{spec.family}{{{spec.labels}}}"
+    line = series_line(spec)
     line_bytes = line.encode()
+    labels = label_map(spec)
+    real = targets(root, spec)
+    basename = os.path.basename(spec.file)
     opened: Dict[int, str] = {}  # thread -> the path it opened
-    parsed: List[Any] = []  # the value's parsed forms (kept: their ids stay theirs)
-    watching = [False]
     lock = threading.Lock()
+    watching = [False]
+    reading: Set[Any] = set()  # the frames on the stack at the file's open
+    parsing: Set[Any] = set()  # the calls handed its text, while they run
+    rowing: Set[Any] = set()  # the calls handed the value's row, while they run
+    parsed: List[Any] = []  # the value's parsed forms (kept: their ids stay theirs)
+    returned: Set[int] = set()  # the forms and records already handed back once
+    kept: List[Any] = []  # what the decisions below hold ids of
+    handed: List[Tuple[List[Frame], Any]] = []  # (stack, container holding a form) returned before the snapshot
+    formatted: List[Tuple[List[Frame], str]] = []  # (stack, text) a call handed the row's value returned
+    snapshots: List[Any] = []
+    parts: Set[int] = set()  # the ids of what the parsed forms hold
+    building: Dict[Any, List[Tuple[List[Frame], Any]]] = {}  # a parse call -> what its own calls returned
 
-    def audit(event, args):
-        if watching[0] and event == "open" and isinstance(args[0], str) and args[0].endswith(spec.file):
-            with lock:
-                opened[threading.get_ident()] = args[0]
-                frame = sys._getframe(1)
-                found.update(stack(frame))
-                while frame is not None:
-                    reading.add(frame)
-                    frame = frame.f_back
-
-    texts = set()
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            if path.endswith(spec.file):
-                data = open(path, "rb").read()
-                texts |= {data, data.decode("utf-8", "replace"), data.decode("utf-8", "replace").strip()}
+    if not real:
+        raise SystemExit(f"{spec.what}: no file ending {spec.file} in {spec.machine}")
+    texts: Set[Any] = set()
+    for path in real:
+        data = open(path, "rb").read()
+        texts |= {data, data.decode("utf-8", "replace"), data.decode("utf-8", "replace").strip()}
     texts.discard("")
     texts.discard(b"")
+
+    def audit(event, args):
+        if not watching[0] or event != "open" or not isinstance(args[0], str):
+            return
+        if os.path.basename(args[0]) != basename or os.path.realpath(args[0]) not in real:
+            return
+        with lock:
+            opened[threading.get_ident()] = args[0]
+            frame = sys._getframe(1)
+            found.update(stack(frame))
+            while frame is not None:
+                reading.add(frame)
+                frame = frame.f_back
+
+    kind, attribute, key = spec.record
+
+    def is_form(item) -> bool:
+        return any(item is form for form in parsed) or \
+            bool(kind) and type(item).__name__ == kind and getattr(item, attribute, None) == key
+
+    def is_part(item) -> bool:
+        return id(item) in parts and not isinstance(item, (str, bytes, int, float, tuple))
 
     def is_line(item) -> bool:
         return isinstance(item, str) and line in item or isinstance(item, (bytes, bytearray)) and line_bytes in item
 
-    kind, attribute, key = spec.record
-
-    def is_parsed(item) -> bool:
-        return any(item is form for form in parsed) or \
-            type(item).__name__ == kind and getattr(item, attribute, None) == key
+    def is_row(args) -> bool:
+        for family in args:
+            if type(family).__name__ == "Family" and getattr(family, "name", None) == spec.family:
+                names = getattr(family, "labels", ())
+                if set(names) != set(labels):
+                    continue
+                values = tuple(labels[name] for name in names)
+                return any(a == values or values in (getattr(a, "labels", None) or ()) for a in args
+                           if isinstance(a, tuple) or type(a).__name__ == "SeriesColumns")
+        return False
 
     def profile(frame, event, arg):
         if not watching[0] or event not in ("call", "return") or package_frame(frame) is None:
             return
-        names = frame.f_code.co_varnames[:frame.f_code.co_argcount + frame.f_code.co_kwonlyargcount]
-        args = [frame.f_locals.get(n) for n in names if n not in ("self", "cls")] if event == "call" else [arg]
-        hit = False
-        if event == "call" and (frame.f_back in reading or frame.f_back in parsing):
-            if any(isinstance(a, (str, bytes)) and a in texts for a in args):
-                hit = True
-                parsing.add(frame)  # what it returns is a parsed form
-        if event == "return" and frame in parsing:
-            parsing.discard(frame)
+        code = frame.f_code
+        if event == "call":
+            names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+            args = [frame.f_locals.get(n) for n in names if n not in ("self", "cls")]
+            caller = frame.f_back
+            if (caller in reading or caller in parsing) and \
+                    any(isinstance(a, (str, bytes)) and a in texts for a in args):
+                with lock:
+                    parsing.add(frame)  # what it returns is a parsed form
+                    found.update(stack(frame))
+            elif is_row(args):
+                with lock:
+                    rowing.add(frame)
+                    found.update(stack(frame))
+            elif any(holds(a, is_line, spec.field) for a in args):
+                with lock:
+                    found.update(stack(frame))
+            return
+        # a return
+        if frame in parsing:
             # (value, why) from a parse function: the value is the parsed form as well
             forms = list(arg) if isinstance(arg, tuple) else [arg]
+            made = [f for f in forms if not isinstance(f, (str, bytes, int, float, tuple, type(None)))]
             with lock:
-                parsed.extend(f for f in forms if not isinstance(f, (str, bytes, int, float, tuple, type(None))))
-            hit = True
-        if not hit and event == "return" and (type(arg).__name__ == "Snapshot" or not scraping(frame)) and \
-                holds(arg, is_parsed, spec.field):
-            hit = True
-        if not hit and event == "call" and any(getattr(a, "name", None) == spec.family and
-                                               type(a).__name__ == "Family" for a in args) and \
-                any(a == label_values or label_values in getattr(a, "labels", ()) for a in args):
-            hit = True
-        if not hit and any(holds(a, is_line, spec.field) for a in args):
-            hit = True
-        if hit:
+                parsing.discard(frame)
+                parsed.extend(made)
+                returned.update(id(f) for f in forms)
+                for form in made:
+                    parts.update(i for i in _reachable(form) if i != id(form))
+                # what the parse's own calls made of its input and it returned (a record built
+                # from the fields it took out of the bytes)
+                for frames, item in building.pop(frame, ()):
+                    if any(id(item) in _reachable(form) for form in made):
+                        found.update(frames)
+            return
+        if frame.f_back in parsing and not _small(item_of(arg)):
+            with lock:
+                building.setdefault(frame.f_back, []).append((stack(frame), arg))
+        if not kind and not scraping(frame) and holds(arg, is_part, spec.field):
+            # no record names the value: a part of its parsed form (the format a choice picks)
+            # handed on by a function that was handed one
+            code = frame.f_code
+            names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+            given = [frame.f_locals.get(n) for n in names if n not in ("self", "cls")]
+            if any(holds(a, is_part, spec.field) or holds(a, is_form, spec.field) for a in given):
+                with lock:
+                    found.update(stack(frame))
+        if frame in rowing:
+            with lock:
+                rowing.discard(frame)
+        if frame.f_back in rowing and isinstance(arg, str) and arg:
+            # the row's value as text (decided once the line is known)
+            with lock:
+                formatted.append((stack(frame), arg))
+        if type(arg).__name__ == "Snapshot":
+            if holds(arg, is_form, spec.field):
+                with lock:
+                    snapshots.append(arg)
+                    found.update(stack(frame))
+            return
+        if holds(arg, is_line, spec.field):
             with lock:
                 found.update(stack(frame))
+            return
+        if snapshots and scraping(frame):
+            return
+        items = list(arg) if isinstance(arg, tuple) else [arg]
+        for item in items:
+            if _small(item) or isinstance(item, (str, bytes, int, float)):
+                continue
+            if is_form(item):
+                with lock:
+                    if id(item) not in returned:  # the form handed on from where it was made
+                        returned.add(id(item))
+                        kept.append(item)
+                        found.update(stack(frame))
+            elif holds(item, is_form, spec.field):
+                with lock:
+                    handed.append((stack(frame), item))
 
     def scraping(frame) -> bool:
         """Whether the scrape (StorpathExporter.collect) is on the stack: past the snapshot, the
@@ -262,16 +408,50 @@ def walk(spec: Walk) -> Set[Frame]:
             frame = frame.f_back
         return False
 
-    label_values = tuple(re.findall(r'="((?:[^"\\]|\\.)*)"', spec.labels))
-    reading: Set[Any] = set()  # the frames on the stack at the file's open
-    parsing: Set[Any] = set()  # the calls handed its text, while they run
     sys.addaudithook(audit)
     body = serve_and_fetch(root, profile, watching)
     if line_bytes not in body:
         raise SystemExit(f"{spec.what}: {line} is not in the answer")
     if not opened:
-        raise SystemExit(f"{spec.what}: no file ending {spec.file} was opened")
-    return found
+        raise SystemExit(f"{spec.what}: no file {spec.file} was opened")
+    if not snapshots:
+        raise SystemExit(f"{spec.what}: no snapshot held the value")
+    # A container handed back before the snapshot counts when the snapshot's field holds it
+    # (the record's list, the reader's (records, problems)), not when it is a table of
+    # the records made for a lookup or another source's record that points at it.
+    into = _reachable(getattr(snapshots[-1], spec.field, None))
+    for frames, item in handed:
+        if id(item) in into:
+            found.update(frames)
+    # The value's text: what a call made by the value's row's formatting returned, when it is
+    # the text after the series in the value's line.
+    text = body[body.index(line_bytes) + len(line_bytes):].split(b"\n", 1)[0].decode().strip()
+    for frames, item in formatted:
+        if item == text:
+            found.update(frames)
+    return {fold(f) for f in found}
+
+
+def item_of(value):
+    return value[0] if isinstance(value, tuple) and value else value
+
+
+def _reachable(obj, depth: int = DEPTH) -> Set[int]:
+    """The ids of what `obj` holds (itself included), up to `depth` deep."""
+    seen: Set[int] = set()
+    level = [obj]
+    for _ in range(depth + 1):
+        after = []
+        for item in level:
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            try:
+                after.extend(_children(item, ""))
+            except Exception:
+                continue
+        level = after
+    return seen
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -23,6 +23,7 @@ ALLOWED = {
     "http.cheroot_patches.TLSAdapter.get_environ",
     "http.cheroot_patches.TLSAdapter.makefile",
     "http.cheroot_patches.WSGIServer.error_log",
+    "http.cheroot_patches.WSGIServer.put_conn",
 }
 
 

@@ -265,3 +265,44 @@ def test_a_walkthrough_that_lies_is_caught(tmp_path, machine_tree, plant):
         (tmp_path / "CONTRIBUTING.md").write_text(copy)
         trace = traced_serve(machine_tree("am4-x570-firecuda", "healthy"))
         assert not_followed(steps(section(str(tmp_path / "CONTRIBUTING.md"))), trace) is not None
+
+
+def hops_listed(text: str, walk: str = "PCIe") -> List[str]:
+    """The functions CONTRIBUTING writes out for one of benchmarks.hops' walks, as
+    `module.Qualname`."""
+    start = text.index(f"<!-- hops: {walk} -->")
+    block = text[start:text.index("<!-- /hops -->", start)]
+    return sorted(re.findall(r"`([\w.]+)`", block))
+
+
+def _as_cited(found) -> str:
+    """benchmarks.hops' (file, function) as CONTRIBUTING cites it: `module.Qualname`."""
+    path, name = found
+    module = path[:-3].replace(os.sep, ".")
+    module = module[:-len(".__init__")] if module.endswith(".__init__") else module
+    return f"{module}.{name}"
+
+
+def test_the_pcie_walk_written_out_is_the_one_benchmarks_hops_counts():
+    """CONTRIBUTING's PCIe walk, counted by hand, is what `python -m benchmarks.hops` finds:
+    the same functions, none more, none fewer; and its count there is the tool's."""
+    text = section()
+    listed = hops_listed(text)
+    spec = next(w for w in hops.WALKS if w.what.startswith("PCIe"))
+    frames = hops.walk(spec)
+    found = sorted(_as_cited(f) for f in frames)
+    assert found == listed
+    files = len({path for path, _ in frames})
+    assert f"PCIe {len(found)} functions in {files} files" in " ".join(text.split())
+
+
+def test_benchmarks_hops_counts_no_comprehension_and_matches_labels_by_name():
+    """A comprehension is its function's; a row is found by its labels' names, whatever
+    their order in the family (the NVMe path state's are not in name order)."""
+    assert hops.fold(("a.py", "f.<locals>.<listcomp>")) == ("a.py", "f")
+    assert hops.fold(("a.py", "f.<locals>.g.<locals>.<genexpr>")) == ("a.py", "f.<locals>.g")
+    assert hops.fold(("a.py", "f.<locals>.<lambda>")) == ("a.py", "f.<locals>.<lambda>")
+    spec = next(w for w in hops.WALKS if w.what.startswith("NVMe path"))
+    assert hops.series_line(hops.dataclasses.replace(spec, labels='transport="tcp",controller="nvme0",'
+                                                     'subsystem="nvme-subsys0",state="live"')) == \
+        'storpath_nvme_path_state{controller="nvme0",state="live",subsystem="nvme-subsys0",transport="tcp"}'

@@ -77,12 +77,15 @@ class Built:
         self.names = [c.name for c in self.collectors]
         self.exporter = StorpathExporter(self.collectors, self.roots, blocked_after=config["web"]["read_blocked_after"])
         self.runtime = None if config["web"]["disable_exporter_metrics"] else exporter_metrics()
-        self.scraper = Scraper(self.collect, deadline=config["web"]["scrape_timeout"])
+        # A scrape: the exporter's families straight from it, then this configuration's own.
+        self.scraper = Scraper(self.exporter.collect, deadline=config["web"]["scrape_timeout"], more=self.own_families)
         self._complete = False  # a scrape in which every collector succeeded has been served
         self._settled = False  # gc.freeze() done after it
 
-    def collect(self, timeout: float) -> Iterable[SeriesFamily]:
-        yield from self.exporter.collect(timeout)
+    def own_families(self) -> Iterable[SeriesFamily]:
+        """What follows the exporter's families in a scrape (the scraper asks for them after
+        them, in the same flight): the reloads' and the exporter process's own; and, the
+        scrape's collectors having all succeeded, that a complete scrape has been made."""
         yield from self._reload_texts.families(self.reloads.rows())
         if self.runtime is not None:
             yield from self.runtime.collect()

@@ -17,7 +17,7 @@ What is changed:
   client that connects and sends nothing would stop all accepting for the whole socket
   timeout; here a TLS connection also waits in the selector until it sends something, and the
   handshake is done on the first read, in the worker, which must have read the request within
-  `request_read_timeout` of taking the connection (TLSAdapter, _RequestIO, _Connection).
+  `request_read_timeout` of taking the connection (TLSAdapter, _RequestIO, _Request).
 - cheroot waits for a slow reader per write, so a client that reads its answer a byte at a
   time holds the worker for as long as it likes; here an answer must be sent within
   `answer_write_timeout` of its first byte, then the connection is closed (_AnswerIO).
@@ -215,6 +215,18 @@ class _Headers(dict):
 
 
 class _Request(HTTPRequest):
+    """One request of a _Connection, which a worker has taken: its line and headers must be
+    read within the server's `request_read_timeout` from now, and its answer sent within
+    `answer_write_timeout` of its first byte (WSGIServer.put_conn, and the connection's close,
+    end both when the worker lets the connection go)."""
+
+    def parse_request(self):
+        conn = self.conn
+        conn.rfile.raw.deadline = time.monotonic() + self.server.request_read_timeout
+        conn.wfile.raw.limit = self.server.answer_write_timeout
+        conn.requests_taken += 1
+        return super().parse_request()
+
     def read_request_headers(self):
         # Private: cheroot's read_request_headers fills `inheaders` item by item.
         self.inheaders = _Headers()
@@ -224,7 +236,7 @@ class _Request(HTTPRequest):
 class _Connection(HTTPConnection):
     """A connection read through _Reader and written through _Writer: its request must be
     read within the server's `request_read_timeout` of a worker taking it, and each answer
-    sent within `answer_write_timeout` of its first byte."""
+    sent within `answer_write_timeout` of its first byte (_Request)."""
 
     RequestHandlerClass = _Request
 
@@ -240,16 +252,6 @@ class _Connection(HTTPConnection):
         # Requests a worker has taken from this connection (cheroot's own `requests_seen` counts
         # only with its statistics on): 0 for one that connected and sent nothing, or part of a head.
         self.requests_taken = 0
-
-    def communicate(self):
-        self.rfile.raw.deadline = time.monotonic() + self.server.request_read_timeout
-        self.wfile.raw.limit = self.server.answer_write_timeout
-        self.requests_taken += 1
-        try:
-            return super().communicate()
-        finally:
-            self.rfile.raw.deadline = self.wfile.raw.deadline = None
-            self.server.worker_done(self)
 
     def close(self):
         self.server.worker_done(self)
@@ -631,6 +633,13 @@ class WSGIServer(wsgi.Server):
         if pool.idle <= pool.qsize and len(pool._threads) < pool.max:
             pool.grow(GROW_THREADS)
         super().process_conn(conn)
+
+    def put_conn(self, conn):
+        # Called by cheroot's worker for a connection kept open after its answer (one that is
+        # not is closed: _Connection.close): the worker lets it go, its request's deadlines end.
+        conn.rfile.raw.deadline = conn.wfile.raw.deadline = None
+        self.worker_done(conn)
+        super().put_conn(conn)
 
     def worker_done(self, conn) -> None:
         """`conn` has left its worker: the next connection of the same address that waits

@@ -54,8 +54,9 @@ class Flight:
 
 
 class Scraper:
-    """`collect(deadline)` yields the families of one scrape. `scrape(wait)` returns the
-    flight that holds them, shared with every request that asked meanwhile.
+    """`collect(deadline)` yields the families of one scrape, `more()` (when given) those that
+    follow them in the same answer. `scrape(wait)` returns the flight that holds them, shared
+    with every request that asked meanwhile.
 
     The deadline model (docs/serving.md): a flight runs on the scraper's one long-lived
     thread (never a request's) under the server's deadline (`deadline`, web.scrape_timeout), whoever asked for it. A client's
@@ -64,8 +65,10 @@ class Scraper:
     landed within STALE_AFTER (its answer says its age), and otherwise none (the server
     answers 503). Nobody's scrape is shortened by another client's header."""
 
-    def __init__(self, collect: Callable[[float], Iterable[exposition.SeriesFamily]], deadline: float = 10.0):
+    def __init__(self, collect: Callable[[float], Iterable[exposition.SeriesFamily]], deadline: float = 10.0,
+                 more: Optional[Callable[[], Iterable[exposition.SeriesFamily]]] = None):
         self.collect = collect
+        self.more = more
         self.deadline = deadline
         self._current: Optional[Flight] = None
         self._last: Optional[Flight] = None  # the last flight that landed
@@ -98,21 +101,22 @@ class Scraper:
         return None
 
     def _loop(self) -> None:
-        # One long-lived thread computes every flight, one after another: a daemon, so a scrape
-        # still reading never holds up shutdown.
+        """The scraper's one long-lived thread: every flight, one after another, each the
+        families of `collect(deadline)` and then of `more()`. A daemon, so a scrape still
+        reading never holds up shutdown."""
         while True:
-            self._fly(self._flights.get())
-
-    def _fly(self, flight: Flight) -> None:
-        try:
-            flight.families = list(self.collect(self.deadline))
-        except Exception as exc:  # handed to every waiting request
-            flight.error = exc
-        finally:
-            flight.landed = time.monotonic()
-            with self._lock:
-                self._current = None
-                if flight.error is None:
-                    self._last = flight
-                self.flights += 1
-            flight.done.set()
+            flight = self._flights.get()
+            try:
+                flight.families = list(self.collect(self.deadline))
+                if self.more is not None:
+                    flight.families.extend(self.more())
+            except Exception as exc:  # handed to every waiting request
+                flight.error = exc
+            finally:
+                flight.landed = time.monotonic()
+                with self._lock:
+                    self._current = None
+                    if flight.error is None:
+                        self._last = flight
+                    self.flights += 1
+                flight.done.set()

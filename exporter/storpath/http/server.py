@@ -63,6 +63,7 @@ RESERVED_DESCRIPTORS = 128
 EXTRA_THREADS = 4  # workers beyond --web.max-requests, for health checks, 401s and 503s
 UNLIMITED_THREADS = 64  # workers when --web.max-requests is 0
 START_THREADS = 4  # workers started at once; more are started when a request finds none idle
+TEXT = "text/plain; charset=utf-8"  # the content type of every answer but the metrics and the landing page
 
 
 def parse_listen_address(text: str) -> Tuple[str, int]:
@@ -167,44 +168,42 @@ class App:
     def __call__(self, environ, start_response):
         site = self.site
         method = environ.get("REQUEST_METHOD", "GET")
-        headers = list(site.web.headers)
-
-        def answer(status: str, body, content_type: str = "text/plain; charset=utf-8", extra=()):
-            chunks = [body] if isinstance(body, bytes) else body
-            length = sum(len(chunk) for chunk in chunks)
-            out = headers + [("Content-Type", content_type), ("Content-Length", str(length))] + list(extra)
-            start_response(status, out)
-            return [b""] if method == "HEAD" else chunks
-
         path = environ.get("PATH_INFO", "/")
+        answer = None  # (status, body: bytes or a list of pieces, content type, extra headers)
         if path in ("/-/healthy", "/-/ready") and path != site.telemetry_path:
             # No password for these: they say nothing about the host, and a kubelet's or load
             # balancer's health check has none to send.
-            return answer("200 OK", b"Healthy\n" if path == "/-/healthy" else b"Ready\n")
-        if site.auth is not None:
+            answer = ("200 OK", b"Healthy\n" if path == "/-/healthy" else b"Ready\n", TEXT, ())
+        elif site.auth is not None:
             try:
-                authorized = self._authorized(site, environ.get("HTTP_AUTHORIZATION"))
+                if not self._authorized(site, environ.get("HTTP_AUTHORIZATION")):
+                    answer = ("401 Unauthorized", b"Unauthorized\n", TEXT,
+                              [("WWW-Authenticate", 'Basic realm="storpath", charset="UTF-8"')])
             except AuthenticatorBusy:
-                return answer("429 Too Many Requests", b"Too many password checks at once\n",
-                              extra=[("Retry-After", "1")])
-            if not authorized:
-                return answer("401 Unauthorized", b"Unauthorized\n",
-                              extra=[("WWW-Authenticate", 'Basic realm="storpath", charset="UTF-8"')])
-        if method not in ("GET", "HEAD"):
-            return answer("405 Method Not Allowed", b"Method not allowed\n", extra=[("Allow", "GET, HEAD")])
-        if path == site.telemetry_path:
-            return self._metrics(site, environ, answer)
-        if path == "/" and site.telemetry_path != "/":
-            # The topology of the last scrape (storpath.landing); never a scrape of its own.
-            if not site.landing_lane.acquire(blocking=False):
-                return answer("503 Service Unavailable", b"Too many landing page requests at once\n",
-                              extra=[("Retry-After", "1")])
-            try:
-                page = site.landing().page(site.exporter)
-            finally:
-                site.landing_lane.release()
-            return answer("200 OK", page, "text/html; charset=utf-8")
-        return answer("404 Not Found", f"Not found. Try {site.telemetry_path}\n".encode())
+                answer = ("429 Too Many Requests", b"Too many password checks at once\n", TEXT, [("Retry-After", "1")])
+        if answer is None:
+            if method not in ("GET", "HEAD"):
+                answer = ("405 Method Not Allowed", b"Method not allowed\n", TEXT, [("Allow", "GET, HEAD")])
+            elif path == site.telemetry_path:
+                answer = self._metrics(site, environ)
+            elif path == "/" and site.telemetry_path != "/":
+                # The topology of the last scrape (storpath.landing); never a scrape of its own.
+                if not site.landing_lane.acquire(blocking=False):
+                    answer = ("503 Service Unavailable", b"Too many landing page requests at once\n", TEXT,
+                              [("Retry-After", "1")])
+                else:
+                    try:
+                        answer = ("200 OK", site.landing().page(site.exporter), "text/html; charset=utf-8", ())
+                    finally:
+                        site.landing_lane.release()
+            else:
+                answer = ("404 Not Found", f"Not found. Try {site.telemetry_path}\n".encode(), TEXT, ())
+        status, body, content_type, extra = answer
+        chunks = [body] if isinstance(body, bytes) else body
+        length = sum(len(chunk) for chunk in chunks)
+        start_response(status, list(site.web.headers) + [("Content-Type", content_type),
+                                                         ("Content-Length", str(length))] + list(extra))
+        return [b""] if method == "HEAD" else chunks
 
     @staticmethod
     def _authorized(site: Site, header: Optional[str]) -> bool:
@@ -216,25 +215,26 @@ class App:
             return False
         return bool(sep) and site.auth.check(user, password)
 
-    def _metrics(self, site: Site, environ, answer):
+    @staticmethod
+    def _metrics(site: Site, environ) -> Tuple[str, Any, str, List[Tuple[str, str]]]:
+        """The answer to a scrape: (status, body, content type, extra headers)."""
         if site.slots is not None and not site.slots.acquire(blocking=False):
             log.once(LOG, logging.WARNING, ("max-requests",), "more concurrent scrapes than --web.max-requests: "
                      "answering 503", max_requests=site.max_requests)
-            return answer("503 Service Unavailable", b"Too many concurrent scrapes (--web.max-requests)\n",
-                          extra=[("Retry-After", "1")])
+            return ("503 Service Unavailable", b"Too many concurrent scrapes (--web.max-requests)\n", TEXT,
+                    [("Retry-After", "1")])
         try:
             wait = client_wait(environ.get("HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS"), site.timeout)
             flight = site.scraper.scrape(wait)
             if flight is None:
                 # This client's deadline ended before the scrape in progress landed, and there is no
                 # recent answer to give: it is told so; the scrape goes on for everyone else.
-                return answer("503 Service Unavailable",
-                              f"The scrape in progress did not finish within this request's deadline ({wait:.3g} s) "
-                              f"and no answer of the last {STALE_AFTER:g} s is kept\n".encode(),
-                              extra=[("Retry-After", "1")])
+                return ("503 Service Unavailable",
+                        f"The scrape in progress did not finish within this request's deadline ({wait:.3g} s) "
+                        f"and no answer of the last {STALE_AFTER:g} s is kept\n".encode(), TEXT, [("Retry-After", "1")])
             if flight.error is not None:  # never expected: collectors are fenced off in StorpathExporter
                 log.kv(LOG, logging.ERROR, "metrics exposition failed", err=str(flight.error))
-                return answer("500 Internal Server Error", b"exposition failed\n")
+                return "500 Internal Server Error", b"exposition failed\n", TEXT, []
             openmetrics = negotiation.wants_openmetrics(environ.get("HTTP_ACCEPT"))
             compressed = negotiation.wants_gzip(environ.get("HTTP_ACCEPT_ENCODING"))
             body = flight.chunks(openmetrics, compressed)
@@ -245,7 +245,7 @@ class App:
             if compressed:
                 extra.append(("Content-Encoding", "gzip"))
             content_type = exposition.OPENMETRICS_CONTENT_TYPE if openmetrics else exposition.CONTENT_TYPE
-            return answer("200 OK", body, content_type, extra)
+            return "200 OK", body, content_type, extra
         finally:
             if site.slots is not None:
                 site.slots.release()
