@@ -105,6 +105,11 @@ class SlowRead:
         than the last pass read runs the task early. None: a pass never runs early."""
         return None
 
+    def seen(self, record: Any, *needs: Any) -> Optional[Hashable]:
+        """What a pass read, to compare with what a scrape sees (`changed`): by default the
+        fingerprint of the needs it was given."""
+        return self.changed(*needs)
+
     def stale(self, seen: Hashable, now: Hashable) -> bool:
         """Whether what a scrape sees (`now`) calls for a pass early, the last pass having seen `seen`."""
         return seen != now
@@ -154,9 +159,11 @@ class SasDrivePhys(SlowRead):
     initial: Dict[str, DrivePhysResult] = {}
     changed_message = "SAS drives changed, reading their PHY capability again"
 
-    def read(self, previous: Any, phys: List[SasPhy]) -> Read:
-        if not _ssp_drives(phys):
-            return {}, ()
+    follows_scrape = True  # the pass lists the SAS drives itself; the scrape's PHYs only tell when to run early
+
+    def read(self, previous: Any, phys: Optional[List[SasPhy]]) -> Read:
+        if phys is not None and not _ssp_drives(phys):
+            return {}, ()  # a one-shot command's PHYs face no SAS drive
         return read_all(self.roots, str(self.settings["sg_modes"]), float(self.settings["drive_phys_timeout"])), ()
 
     def said(self, results: Dict[str, DrivePhysResult]) -> Sequence[Problem]:
@@ -170,6 +177,9 @@ class SasDrivePhys(SlowRead):
 
     def changed(self, phys: List[SasPhy]) -> Hashable:
         return tuple(sorted(_ssp_drives(phys or ()).items()))
+
+    def seen(self, results: Dict[str, DrivePhysResult], *needs: Any) -> Hashable:
+        return tuple(sorted((name, result.sas_address) for name, result in results.items()))
 
     def stale(self, seen: Hashable, now: Hashable) -> bool:
         # A drive the last pass did not read, or read at another address; one removed is no news.
@@ -489,7 +499,7 @@ class _Scheduled:
             log.once(self.log, problem.level, problem.key, problem.message, **dict(problem.fields))
         with self._lock:
             self._record = record
-            self._seen = self.slow.changed(*needs)
+            self._seen = self.slow.seen(record, *needs)
 
     def _read_needs(self) -> Sequence[Any]:
         if not self.slow.needs:
