@@ -9,7 +9,7 @@ and MAX_DELAY.
 
 A run that raises (anything: a RecursionError in a parser included) is that task's
 failure, never a success that left the last results in place: until a run returns, the
-source that serves the task's results raises TaskFailed (`Task.raise_if_failed`), so the
+source that serves the task's results raises TaskFailed (storpath.slow: `SlowRead.failed`), so the
 scrape reports the source and its collectors failed with the reason, or the collector
 reports the failure its own way (the zpool task: `storpath_zfs_zpool_up 0`).
 """
@@ -69,13 +69,6 @@ class Task:
             self.runs += 1
             self.last_run_end = time.time()
             self.first_run.set()
-
-    def raise_if_failed(self) -> None:
-        """For the source that serves this task's results: TaskFailed, with the reason, when
-        the latest run raised."""
-        error = self.last_error
-        if error is not None:
-            raise TaskFailed(f"background task {self.name} failed: {error}")
 
     def next_delay(self) -> float:
         """Seconds until the next run: interval plus jitter, held between MIN_DELAY and MAX_DELAY."""
