@@ -18,7 +18,7 @@ import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 # The audit events recorded (docs.python.org/3/library/audit_events.html), by what they
 # reach: every event whose name starts with "socket." is a socket's too.
@@ -37,12 +37,13 @@ WATCHED = {
 }
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):
     module: str  # the module whose code runs: f_globals["__name__"]
     function: str  # its qualified name ("PcieCollector.values")
     line: int
-    owner: str  # a method's object's class ("storpath.collectors.pcie.PcieCollector"), "" for a function
+    # For a method called `values` (what every collector provides), its object's class
+    # ("storpath.collectors.pcie.PcieCollector"), wherever its code was written; else "".
+    owner: str
 
     def __str__(self) -> str:
         return f"{self.module}.{self.function}:{self.line}"
@@ -67,7 +68,7 @@ _install_lock = threading.Lock()
 
 def _owner(frame) -> str:
     code = frame.f_code
-    if not code.co_argcount or code.co_varnames[0] != "self":
+    if code.co_name != "values" or not code.co_argcount or code.co_varnames[0] != "self":
         return ""
     cls = type(frame.f_locals.get("self"))
     return f"{cls.__module__}.{cls.__qualname__}"
@@ -90,9 +91,9 @@ def _hook(event: str, args: tuple) -> None:
     stack = []
     frame = sys._getframe(1)
     while frame is not None:
-        module = frame.f_globals.get("__name__", "?")
-        if module != __name__:
-            stack.append(Frame(module, frame.f_code.co_qualname, frame.f_lineno, _owner(frame)))
+        code = frame.f_code
+        stack.append(Frame(frame.f_globals.get("__name__", "?"), code.co_qualname, frame.f_lineno,
+                           _owner(frame) if code.co_name == "values" else ""))
         frame = frame.f_back
     events.append(Event(kind, event, _target(event, args), threading.current_thread().name, tuple(stack)))
 
