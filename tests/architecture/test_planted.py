@@ -9,6 +9,7 @@ import types
 
 import pytest
 
+from storpath import exposition
 from storpath.analysis import pcie as pcie_analysis
 from storpath.collectors.block import BlockCollector
 from storpath.readers.block import BlockReader
@@ -96,6 +97,22 @@ IO_PLANTS = {
                 handle.read(1)
             return original(devices, guest)
         """, "open", "analysis"),
+    "a collector spawns a process by a name it builds": (BlockCollector.values, """
+        import os, sys
+
+        def values(self, snapshot):
+            spawn = getattr(os, "posix_" + "spawn")
+            os.waitpid(spawn(sys.executable, [sys.executable, "-c", ""], os.environ), 0)
+            return original(self, snapshot)
+        """, "os.posix_spawn", "a collector's values"),
+    "rendering connects a socket": (exposition.pieces, """
+        import socket
+
+        def pieces(families, openmetrics=False):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.connect(("127.0.0.1", 9))  # UDP: nothing is sent
+            return original(families, openmetrics)
+        """, "socket.connect", "rendering"),
 }
 
 
