@@ -230,10 +230,6 @@ class StateWatch:
         return taken
 
 
-def _owner(place: Tuple) -> Any:
-    return place[1]
-
-
 def kept_state(taken: Sequence[Taken], names: Optional[Sequence[str]] = None) -> List[str]:
     """What changed from one `Taken` to the next and is not in `names` (docs/performance.md's
     state table)."""
@@ -241,7 +237,8 @@ def kept_state(taken: Sequence[Taken], names: Optional[Sequence[str]] = None) ->
     changed = set()
     for before, after in zip(taken, taken[1:]):
         for place in before.places.keys() | after.places.keys():
-            if _owner(place) not in before.owners or _owner(place) not in after.owners:
+            owner = place[1]  # the module's name or the object's id
+            if owner not in before.owners or owner not in after.owners:
                 continue
             old, new = before.places.get(place), after.places.get(place)
             if old is None or new is None or old[1] != new[1]:
