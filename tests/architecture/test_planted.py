@@ -35,17 +35,21 @@ def plant(monkeypatch, target: types.FunctionType, source: str, function: str = 
         calls.append(args)
         return unchanged(*args, **kwargs)
 
+    own = function or target.__name__
     before = dict(home)
     home["original"] = original
     exec(compile(textwrap.dedent(source), f"<planted in {home['__name__']}>", "exec"), home)
-    replacement = home[function or target.__name__]
-    for name in set(home) - {"__builtins__"}:  # undone by monkeypatch, the values planted kept
-        if name not in before or home[name] is not before[name]:
-            value = home.pop(name)
-            if name in before:
-                home[name] = before[name]
-            if name != (function or target.__name__) or name not in before:
-                monkeypatch.setitem(home, name, value)
+    replacement = home[own]
+    planted = {name: value for name, value in home.items()
+               if name != "__builtins__" and (name not in before or value is not before[name])}
+    for name in planted:  # the module as it was, then each planted name set again through monkeypatch
+        if name in before:
+            home[name] = before[name]
+        else:
+            del home[name]
+    for name, value in planted.items():
+        if not (name == own and name in before):  # target's own name stays bound to target
+            monkeypatch.setitem(home, name, value)
     for attribute in ("__code__", "__defaults__", "__kwdefaults__"):
         monkeypatch.setattr(target, attribute, getattr(replacement, attribute))
     return calls
