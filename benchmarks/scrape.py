@@ -53,8 +53,8 @@ from tests.fixtures.sysfs_builder import MachineBuilder, Namespace  # noqa: E402
 FORMATS = [Fmt(512, 0, relative_performance=2), Fmt(4096, 0, relative_performance=0)]
 
 # The first release line with the pcidevice collector's link speed and width metrics is
-# 1.9; 1.10 is what the targets were set against.
-NODE_EXPORTER_VERSION = "v1.10.1"
+# 1.9; the targets are set against 1.12.1 (1.10.1 before 2026-11-28).
+NODE_EXPORTER_VERSION = "v1.12.1"
 NODE_EXPORTER_MODULE = "github.com/prometheus/node_exporter"
 
 

@@ -13,7 +13,6 @@ folder, so a folder swapped for a link meanwhile is not followed either.
 from __future__ import annotations
 
 import os
-import secrets
 from typing import BinaryIO, Callable, Optional, Union
 
 Content = Union[bytes, Callable[[BinaryIO], None]]
@@ -42,7 +41,7 @@ def replace_file(path: str, content: Content, *, mode: int = 0o644, dir_fd: Opti
     random one, for a large file whose leftover after a crash must not pile up: one found
     there is removed first. Raises what the write raised, after removing the temporary file."""
     folder, name = os.path.split(path)
-    temp = os.path.join(folder, temp_name or f".{name}.{secrets.token_hex(6)}.tmp")
+    temp = os.path.join(folder, temp_name or f".{name}.{os.urandom(6).hex()}.tmp")
     fd = _open_temp(temp, dir_fd, mode, reclaim=temp_name is not None)
     try:
         with os.fdopen(fd, "wb") as handle:

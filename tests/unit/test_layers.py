@@ -30,6 +30,7 @@ LAZY = {
     ("storpath.http.webconfig", "bcrypt"): "only where --web.config.file configures basic auth",
     ("storpath.slow", "storpath.probes.engine"): "fio's machinery only where probe targets are configured",
     ("storpath.options", "storpath.configfile"): "PyYAML only where --config.file is given",
+    ("storpath.examples", "tarfile"): "the example machines' archives are opened only where --example is given",
     ("storpath.http.webconfig", "storpath.configfile"): "PyYAML only where --web.config.file is given",
     ("storpath.exposition", "prometheus_client.parser"): "tests only: the serve path never parses its own text",
     ("storpath.cli", "storpath.commands.*"): "the one subcommand that runs (or all of them for --help)",

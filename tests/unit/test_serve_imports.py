@@ -1,7 +1,8 @@
 """What `storpath serve` imports: only what serving needs. The other subcommands, the
 landing page's modules (tree, findings), PyYAML without a config file, bcrypt without basic
-auth, and fio's machinery without probe targets stay out of a scrape-only exporter's start
-(benchmarks/startup.py measures what that start costs)."""
+auth, fio's machinery without probe targets, tarfile without --example (the example
+machines' archives) and secrets (atomicfile names its temporary files from os.urandom) stay
+out of a scrape-only exporter's start (benchmarks/startup.py measures what that start costs)."""
 
 import json
 import os
@@ -33,7 +34,7 @@ print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen
 NOT_SERVED = ("yaml", "bcrypt", "storpath.configfile", "storpath.tree", "storpath.findings", "storpath.landing",
               "storpath.capture", "storpath.manpage", "storpath.metricsdoc", "storpath.commands.check",
               "storpath.commands.tree", "storpath.commands.capture", "storpath.commands.probe",
-              "storpath.probes.engine", "storpath.probes.fio")
+              "storpath.probes.engine", "storpath.probes.fio", "tarfile", "secrets")
 
 
 def serve_imports(machine_tree, exporter=os.path.join(ROOT, "exporter")):

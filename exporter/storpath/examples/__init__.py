@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from typing import Dict, Tuple
@@ -68,6 +67,8 @@ def unpack(name: str) -> str:
         raise KeyError(unknown(name))
     root = tempfile.mkdtemp(prefix=f"storpath-example-{name}-")
     atexit.register(shutil.rmtree, root, True)
+    import tarfile  # only where --example is given: not at every start of serve, check or tree
+
     with tarfile.open(BY_NAME[name].archive) as archive:
         # The data filter (Python 3.11.4 and later) refuses members that leave the folder;
         # the archives are storpath's own, so an older Python extracts them as they are.

@@ -59,6 +59,8 @@ ANA_STATES = ("optimized", "non-optimized", "inaccessible", "persistent-loss", "
 _CONTROLLER = re.compile(r"^nvme\d+$", re.ASCII)
 _HEAD_DISK = re.compile(r"^nvme\d+n\d+$", re.ASCII)
 _PATH_DISK = re.compile(r"^nvme(?P<subsys>\d+)c(?P<ctrl>\d+)n(?P<ns>\d+)$", re.ASCII)
+# A name parse.natural_key splits into a word and a number only (its PCI address form aside).
+_WORD_NUMBER = re.compile(r"^(\D+)(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,19 @@ def parse_ana_state(text: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
 
 
 def _natural(entries: List[Tuple[str, int]]) -> List[Tuple[str, int]]:
-    """(name, inode) entries in natural order (nvme2 before nvme10); most lists here hold one."""
-    return entries if len(entries) < 2 else sorted(entries, key=lambda entry: natural_key(entry[0]))
+    """(name, inode) entries in natural order (nvme2 before nvme10); most lists here hold one.
+    Names that are all a word and a number (nvme-subsys12, as the kernel names them) sort by
+    (word, number), the order parse.natural_key gives them, without splitting each name."""
+    if len(entries) < 2:
+        return entries
+    keys = []
+    for name, _ in entries:
+        match = _WORD_NUMBER.match(name)
+        if match is None:
+            return sorted(entries, key=lambda entry: natural_key(entry[0]))
+        keys.append((match.group(1), int(match.group(2))))
+    order = sorted(range(len(entries)), key=keys.__getitem__)
+    return [entries[i] for i in order]
 
 
 def _unreadable(device: str, attribute: str, why: str) -> Problem:
@@ -160,10 +173,21 @@ class NvmeSubsystemReader:
 
     def _subsystem(self, folder: str, name: str, statics: Dict[str, Optional[str]],
                    problems: List[Problem]) -> NvmeSubsystem:
-        entries = list_entries(folder)
-        cache = self._controllers.setdefault(name, InstanceCache())
+        # One pass over the folder: controller links (nvme1) and head disks (nvme1n1) both
+        # start with "nvme"; its attributes (model, serial, power/...) do not.
+        controllers, heads = [], []
+        for entry in list_entries(folder):
+            if entry[0].startswith("nvme"):
+                if _CONTROLLER.match(entry[0]):
+                    controllers.append(entry)
+                elif _HEAD_DISK.match(entry[0]):
+                    heads.append(entry[0])
+        cache = self._controllers.get(name)
+        if cache is None:
+            cache = self._controllers[name] = InstanceCache()
 
         def derive(controller: str, path: str) -> Tuple[Optional[str], Optional[str], Optional[int]]:
+            """What is read once per controller instance: its transport, address and NUMA node."""
             unreadable = partial(_unreadable, controller)
             transport, address, node = (read_attr_noting(path, attr, problems, unreadable)
                                         for attr in ("transport", "address", "numa_node"))
@@ -171,25 +195,23 @@ class NvmeSubsystemReader:
             # -1, the kernel's "no node" (NUMA_NO_NODE), is no node of a path: None.
             return transport or None, address or None, None if numa_node == -1 else numa_node
 
-        controllers = _natural([entry for entry in entries if _CONTROLLER.match(entry[0])])
-        known = cache.refresh(folder, controllers, derive)
+        known = cache.refresh(folder, _natural(controllers), derive)
         # A local drive of one PCIe controller (most subsystems of a host) has no I/O policy to
         # choose and no ANA state to report: its state alone is read each scrape (on a host of
         # 1024 such drives this source took 127 ms a scrape, more than the whole PCI tree).
         # Decided on what this read found (a controller whose state is gone is forgotten, its
         # transport with it), so a long-running reader answers as a fresh one would.
         paths = [self._path(path, controller, statics, cache, problems) for controller, path, statics in known]
-        local = len(paths) == 1 and paths[0].transport == "pcie"
         iopolicy = None
-        if not local:
+        if len(paths) != 1 or paths[0].transport != "pcie":
             iopolicy = parse_identity(read_attr_noting(folder, "iopolicy", problems, partial(_unreadable, name)))
             paths = [replace(path, namespace_paths=self._namespace_paths(path_folder, path.controller,
                                                                                      problems))
                      for path, (_, path_folder, _) in zip(paths, known)]
-        paths = tuple(paths)
-        namespaces = tuple(entry for entry, _ in _natural([e for e in entries if _HEAD_DISK.match(e[0])]))
+        if len(heads) > 1:
+            heads = [head for head, _ in _natural([(head, 0) for head in heads])]
         return NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"], serial=statics["serial"],
-                             iopolicy=iopolicy, paths=paths, namespaces=namespaces)
+                             iopolicy=iopolicy, paths=tuple(paths), namespaces=tuple(heads))
 
     def _path(self, folder: str, controller: str, known: Tuple[Optional[str], Optional[str], Optional[int]],
               cache: InstanceCache, problems: List[Problem]) -> SubsystemPath:
