@@ -52,7 +52,7 @@ import re
 import sys
 import tempfile
 import threading
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "exporter"))
@@ -141,7 +141,9 @@ def _children(obj, snapshot_field: str):
     return found + list(getattr(obj, "__dict__", {}).values())
 
 
-def holds(obj, match: Callable[[Any], bool], snapshot_field: str, depth: int = DEPTH) -> bool:
+def _held(obj, snapshot_field: str, depth: int = DEPTH) -> Iterator[Any]:
+    """`obj` and what it holds, level by level, each once, up to `depth` deep (an object that
+    cannot be looked into holds nothing)."""
     seen: Set[int] = set()
     level = [obj]
     for _ in range(depth + 1):
@@ -150,13 +152,21 @@ def holds(obj, match: Callable[[Any], bool], snapshot_field: str, depth: int = D
             if id(item) in seen:
                 continue
             seen.add(id(item))
+            yield item
             try:
-                if match(item):
-                    return True
                 after.extend(_children(item, snapshot_field))
-            except Exception:  # an object that cannot be looked into is no carrier
+            except Exception:
                 continue
         level = after
+
+
+def holds(obj, match: Callable[[Any], bool], snapshot_field: str, depth: int = DEPTH) -> bool:
+    for item in _held(obj, snapshot_field, depth):
+        try:
+            if match(item):
+                return True
+        except Exception:  # an object that cannot be looked into is no carrier
+            continue
     return False
 
 
@@ -438,20 +448,7 @@ def item_of(value):
 
 def _reachable(obj, depth: int = DEPTH) -> Set[int]:
     """The ids of what `obj` holds (itself included), up to `depth` deep."""
-    seen: Set[int] = set()
-    level = [obj]
-    for _ in range(depth + 1):
-        after = []
-        for item in level:
-            if id(item) in seen:
-                continue
-            seen.add(id(item))
-            try:
-                after.extend(_children(item, ""))
-            except Exception:
-                continue
-        level = after
-    return seen
+    return {id(item) for item in _held(obj, "", depth)}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
