@@ -430,9 +430,6 @@ class Probes(SlowRead):
                    profiles=",".join(target.profiles), first_in_seconds=round(delay, 1))
         return out
 
-    def read(self, previous: Any, *needs: Any) -> Read:
-        return self.scraped(*needs), ()
-
     def scraped(self, pci, expected, blocks, md) -> ProbeResults:
         engine = self.engine
         engine.refresh_expectations(pci, analyse(pci, expected=expected), blocks, md)

@@ -30,7 +30,6 @@ from storpath.parse import cut_text, parse_int
 # goes through `_start`/`_done`.
 _READING: Dict[int, Tuple[str, float]] = {}
 _now = time.monotonic
-_thread = threading.get_ident
 
 
 def outstanding(thread_id: int) -> Optional[Tuple[str, float]]:
@@ -40,7 +39,7 @@ def outstanding(thread_id: int) -> Optional[Tuple[str, float]]:
 
 
 def _start(path: str) -> int:
-    ident = _thread()
+    ident = threading.get_ident()
     _READING[ident] = (path, _now())
     return ident
 

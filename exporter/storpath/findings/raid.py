@@ -4,7 +4,7 @@ fallen to write-through, batteries. The judgement is storpath.analysis.raid's, t
 behind storpath_raid_drive_expected_link_rate_transfers_per_second and the alerts in
 rules/raid.yml. The tools' pass (or the read of their captured outputs) is the snapshot's: run
 with the raid collector's paths and timeout when the snapshot is taken
-(storpath.snapshot.read_now_sources), or the collector's last when it is a scrape's."""
+(storpath.slow.SlowRunner, read now), or the collector's last when it is a scrape's."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _gbit(rate: Optional[float]) -> str:
 
 def raid_run(facts: Facts) -> Optional[RaidRun]:
     """The RAID tools' pass in the snapshot: the raid collector's last when the snapshot is a
-    scrape's, else one run now (storpath.snapshot.read_now_sources). SourceFailed when it
+    scrape's, else one run now (storpath.slow.SlowRunner, read now). SourceFailed when it
     could not be read (the tools ran past the check's deadline)."""
     return facts.part("raid").run
 

@@ -4,7 +4,7 @@ in rules/zfs.yml (capacity 70 % warning, 90 % critical); the ashift expectation 
 storpath.analysis.zfs.expected_ashift, the one behind
 `storpath_zfs_pool_expected_ashift`, over the devices' block sizes read with the pools. The
 zpool run (or the read of its captured output) is the snapshot's: run with the zfs
-collector's path and timeout when the snapshot is taken (storpath.snapshot.read_now_sources),
+collector's path and timeout when the snapshot is taken (storpath.slow.SlowRunner, read now),
 or the collector's last when it is a scrape's. The pool state is kstat's
 (/proc/spl/kstat/zfs/<pool>/state, in the snapshot as `zfs_kstat`) wherever it has
 one, as in the metrics (collectors/zfs.py): so check and the alerts on

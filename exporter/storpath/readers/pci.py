@@ -51,8 +51,6 @@ CAPTURE_SYSFS = (
     "aer_dev_fatal,config,driver,physfn}",
 )
 
-_AER_MAX = (1 << 64) - 1  # the counters are u64
-
 AER_FILES = (("correctable", "aer_dev_correctable"), ("nonfatal", "aer_dev_nonfatal"), ("fatal", "aer_dev_fatal"))
 
 
@@ -100,11 +98,7 @@ def parse_aer_total(raw) -> Optional[int]:
     _, found, rest = raw.rpartition(b"TOTAL_ERR_")
     if not found:
         return None
-    number = rest.partition(b" ")[2].partition(b"\n")[0]
-    if 0 < len(number) <= 20 and number.isdigit():  # the kernel's spelling (bytes: ASCII digits only)
-        value = int(number)
-        return value if value <= _AER_MAX else None
-    return parse_int(number, minimum=0, maximum=_AER_MAX)
+    return parse_int(rest.partition(b" ")[2].partition(b"\n")[0], minimum=0, maximum=(1 << 64) - 1)
 
 
 def parse_port_type(config: Optional[bytes]) -> Optional[str]:

@@ -120,7 +120,7 @@ def nvme_models(controllers) -> Dict[str, str]:
 
 def from_check(facts: Facts, result: CheckResult) -> TreeInput:
     """The machine as `storpath check` read it: its snapshot, with the RAID tools' pass and the
-    pools zpool listed (read now, storpath.snapshot.read_now_sources)."""
+    pools zpool listed (read now by storpath.slow.SlowRunner)."""
     snapshot = facts.snapshot
     arrays: List[Array] = []
     if "md" in result.ran:
@@ -132,7 +132,7 @@ def from_check(facts: Facts, result: CheckResult) -> TreeInput:
                           snapshot.blocks)
     models = nvme_models(snapshot.nvme_controllers or []) if "nvme" in result.ran else {}
     subjects = {f.subject for f in result.findings}
-    drives = snapshot.sas_drive_phys  # read now for the sas check (storpath.snapshot.read_now_sources)
+    drives = snapshot.sas_drive_phys  # read now for the sas check (storpath.slow.SlowRunner, read now)
     return TreeInput(pci=facts.pci_devices(), links=facts.pcie_links(), blocks=facts.block_devices(),
                      models=models, arrays=arrays, findings=list(result.findings),
                      groups={s: facts.group_of(s) for s in subjects},
