@@ -47,7 +47,7 @@ from storpath.readers.sas_pcd import DrivePhysResult, read_all
 from storpath.readers.zfs import (ZpoolPass, ZpoolReader, ZpoolRun, find_zfs, find_zpool, leaf_block_sizes,
                                   zfs_present)
 from storpath.roots import Roots
-from storpath.snapshot import ProbeResults, Read, Snapshotter, Source, needed, sysfs_sources
+from storpath.snapshot import BLOCKED_AFTER, ProbeResults, Read, Snapshotter, Source, needed, sysfs_sources
 
 Settings = Mapping[str, Any]
 
@@ -462,7 +462,7 @@ class _Scheduled:
     """A slow source in `storpath serve`: its background task, its latest pass, and the
     Source through which a scrape takes that pass."""
 
-    def __init__(self, slow: SlowRead, scheduler: Scheduler):
+    def __init__(self, slow: SlowRead, scheduler: Scheduler, blocked_after: float = BLOCKED_AFTER):
         self.slow = slow
         self.log = log.get(slow.collector)
         self._lock = threading.Lock()
@@ -470,6 +470,7 @@ class _Scheduled:
         self._seen: Optional[Hashable] = None  # what the last pass's needs were (SlowRead.changed)
         self._triggered_for: Optional[Hashable] = None
         self._needs: Optional[Snapshotter] = None  # the pass's own reading of its needs
+        self._blocked_after = blocked_after  # the server's bound (web.read_blocked_after), as a scrape's
         self._scrape_needs: Optional[Sequence[Any]] = None  # the last scrape's (SlowRead.follows_scrape)
         own = slow.passes()
         if own:
@@ -505,7 +506,8 @@ class _Scheduled:
             with self._lock:
                 return self._scrape_needs or [None] * len(self.slow.needs)
         if self._needs is None:
-            self._needs = Snapshotter(needed(sysfs_sources(self.slow.roots), self.slow.needs))
+            self._needs = Snapshotter(needed(sysfs_sources(self.slow.roots), self.slow.needs),
+                                      blocked_after=self._blocked_after)
         snapshot = self._needs.take(float(self.slow.settings.get("timeout", 30.0)))
         why = snapshot.why_missing(self.slow.needs)
         if why is not None:
@@ -570,7 +572,8 @@ class SlowRunner:
         self._enabled[collector] = reads
         if self.scheduler is not None:
             for slow in reads:
-                self._scheduled[slow.name] = _Scheduled(slow, self.scheduler)
+                blocked_after = self.full_config.get("web", {}).get("read_blocked_after", BLOCKED_AFTER)
+                self._scheduled[slow.name] = _Scheduled(slow, self.scheduler, float(blocked_after))
 
     def task(self, name: str) -> Task:
         """The background task of the slow source `name` (serve)."""
