@@ -28,7 +28,7 @@ golden: setup
 	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_tree.py -k golden
 
 docs:
-	$(PY) -m storpath.metricsdoc
+	$(PY) -m storpath.report.metricsdoc
 
 bench: setup
 	$(PY) -m benchmarks.scrape

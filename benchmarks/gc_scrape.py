@@ -30,7 +30,7 @@ sys.path.insert(0, ROOT)
 from benchmarks.scrape import host_tree  # noqa: E402
 from storpath import cli  # noqa: E402
 from storpath.commands import serve  # noqa: E402
-from storpath.options import resolve_config  # noqa: E402
+from storpath.commands.options import resolve_config  # noqa: E402
 from tests.processes import memory_bytes  # noqa: E402
 
 

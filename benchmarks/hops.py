@@ -177,7 +177,7 @@ def serve_and_fetch(roots_dir: str, profile, watching: List[bool]) -> bytes:
     from storpath.commands import serve
     from storpath.http import webconfig
     from storpath.http.server import Server
-    from storpath.options import resolve_config
+    from storpath.commands.options import resolve_config
 
     captured = os.path.join(roots_dir, "captured")
     argv = ["serve", f"--path.sysfs={roots_dir}/sys", f"--path.procfs={roots_dir}/proc", "--log.level=error",

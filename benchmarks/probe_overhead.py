@@ -68,7 +68,7 @@ def main(argv=None) -> int:
                                        "targets": [{"file": os.path.join(tmp, "probe.dat"), "name": "bench",
                                                     "profiles": ["seqread"]}]}}, handle)
         # The file target is created before the probe: do it now so creation is not measured.
-        from storpath.probes.devices import ensure_file
+        from storpath.scrape.probes.devices import ensure_file
         ensure_file(os.path.join(tmp, "probe.dat"), 256 << 20)
 
         with run_exporter([f"--config.file={config}"], tmp, env={"STATE_DIRECTORY": tmp}) as exporter:

@@ -1,14 +1,14 @@
-"""Tests take snapshots the way the exporter does (storpath.snapshot.snapshotter_for)."""
+"""Tests take snapshots the way the exporter does (storpath.scrape.snapshot.snapshotter_for)."""
 
 from __future__ import annotations
 
 from typing import List
 
 from storpath.collectors.base import Collector, SourceFailed
-from storpath.exposition import SeriesFamily
+from storpath.scrape.exposition import SeriesFamily
 from storpath.readers.pci import PciDevice
-from storpath.roots import Roots
-from storpath.snapshot import Snapshot, snapshotter_for, take_once
+from storpath.base.roots import Roots
+from storpath.scrape.snapshot import Snapshot, snapshotter_for, take_once
 
 
 def snapshot_for(collector: Collector, timeout: float = 30.0) -> Snapshot:

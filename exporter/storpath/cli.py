@@ -14,14 +14,18 @@ import pkgutil
 import sys
 from typing import List, Optional
 
-from storpath import __version__, commands, examples, log
-from storpath.config import DEFAULT_PORT, ConfigError
-from storpath.options import common_parser, resolve_config
+from storpath import __version__, commands, examples
+from storpath.base import log
+from storpath.base.config import DEFAULT_PORT, ConfigError
+from storpath.commands.options import common_parser, resolve_config
+
+SHARED = {"options"}
 
 
 def command_names() -> List[str]:
-    """The subcommands: storpath.commands' modules, listed without importing them."""
-    return [info.name for info in pkgutil.iter_modules(commands.__path__)]
+    """The subcommands: storpath.commands' modules, listed without importing them (but
+    `options`, the flags and settings they share)."""
+    return [info.name for info in pkgutil.iter_modules(commands.__path__) if info.name not in SHARED]
 
 
 def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:

@@ -1,7 +1,7 @@
 """CONTRIBUTING.md's house rules, judged by what the code did rather than by how it is written.
 
 - No I/O below the snapshot step: a collector's `values`, analysis (storpath.analysis.*) and
-  rendering (storpath.exposition, storpath.families) open no file, list no directory, start
+  rendering (storpath.scrape.exposition, storpath.scrape.families) open no file, list no directory, start
   no process and use no socket. `io_violations` names every recorded event (recorder.Event)
   with one of them on its thread's stack. A frame is placed in a layer by its module, and a
   `values` frame is a collector's when its module or its object's class is a collector's, so
@@ -33,8 +33,8 @@ STATE_HEADING = "## State kept on the scrape path"
 
 # --- no I/O in values, analysis or rendering ------------------------------------------------
 
-COLLECTORS, ANALYSIS, RENDERING = "storpath.collectors", "storpath.analysis", ("storpath.exposition",
-                                                                               "storpath.families")
+COLLECTORS, ANALYSIS, RENDERING = "storpath.collectors", "storpath.analysis", ("storpath.scrape.exposition",
+                                                                               "storpath.scrape.families")
 
 
 def _within(module: str, package: str) -> bool:

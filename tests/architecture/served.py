@@ -14,7 +14,7 @@ from typing import List
 
 from storpath import cli
 from storpath.commands import serve
-from storpath.options import resolve_config
+from storpath.commands.options import resolve_config
 from tests.architecture.recorder import Event, recording
 from tests.architecture.rules import StateWatch, Taken
 

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from storpath import exposition
+from storpath.scrape import exposition
 from storpath.analysis import pcie as pcie_analysis
 from storpath.collectors.block import BlockCollector
 from storpath.readers.block import BlockReader

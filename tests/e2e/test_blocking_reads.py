@@ -80,10 +80,10 @@ class Expected:
 def _expected(root: str, blocked: Tuple[str, ...]) -> Expected:
     """What `storpath serve` with its default collectors should report when the sources
     `blocked` block: built from the collectors' `reads` and the sources' `needs`."""
-    from storpath.background import Scheduler
-    from storpath.exporter import build_collectors
-    from storpath.roots import Roots
-    from storpath.snapshot import needed, sysfs_sources
+    from storpath.base.background import Scheduler
+    from storpath.report.exporter import build_collectors
+    from storpath.base.roots import Roots
+    from storpath.scrape.snapshot import needed, sysfs_sources
 
     roots = Roots(sysfs=os.path.join(root, "sys"), procfs=os.path.join(root, "proc"),
                   captured=os.path.join(root, "captured"))

@@ -93,12 +93,12 @@ def hook(event, args):
     if event == "open" and isinstance(args[0], str) and args[0].startswith(root + "/"):
         opened.add(args[0])
 sys.addaudithook(hook)
-from storpath.background import Scheduler
+from storpath.base.background import Scheduler
 from storpath.collectors import load_all
-from storpath.config import validate
-from storpath.exporter import StorpathExporter, build_collectors
-from storpath.findings import Facts, run_checks
-from storpath.roots import Roots
+from storpath.base.config import validate
+from storpath.report.exporter import StorpathExporter, build_collectors
+from storpath.report.findings import Facts, run_checks
+from storpath.base.roots import Roots
 config = validate({{}}, {{n: s.cls.config_defaults for n, s in load_all().items()}})
 roots = Roots(sysfs=root + "/sys", procfs=root + "/proc", captured=root + "/captured")
 scheduler = Scheduler()

@@ -48,7 +48,7 @@ def storpath(root, *args, env=None) -> subprocess.CompletedProcess:
                           capture_output=True, env=full, timeout=120)
 
 
-# storpath's own colour: SGR sequences only (storpath.commands.check, storpath.tree.text).
+# storpath's own colour: SGR sequences only (storpath.commands.check, storpath.report.tree.text).
 _OWN_SGR = re.compile(r"\x1b\[[0-9;]*m")
 # What must not be in the output once storpath's colour is taken out: C0 controls but LF,
 # DEL, C1 controls (U+009B is a CSI), bidi marks, embeddings, overrides and isolates.

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from storpath.landing import _dom_id
+from storpath.http.landing import _dom_id
 from tests.conftest import IN_CI, ROOT
 
 ARTIFACTS = os.environ.get("STORPATH_ARTIFACTS") or os.path.join(ROOT, ".artifacts")

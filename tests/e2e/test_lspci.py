@@ -130,8 +130,8 @@ def test_lab_boot_same_links_from_lspci_and_sysfs(tmp_path):
     """Link by link, the lab boot's dump and its sysfs give the same records and expectations:
     port types, both ends' capabilities, the link as trained, what the verdict rests on."""
     from storpath.readers.lspci import read_dump
-    from storpath.roots import Roots
-    from storpath.snapshot import from_lspci, take_once
+    from storpath.base.roots import Roots
+    from storpath.scrape.snapshot import from_lspci, take_once
 
     capture = os.path.join(LAB, "nvme.tar.gz")
     if not os.path.exists(capture):

@@ -16,11 +16,11 @@ import time
 
 import pytest
 
-from storpath.config import ConfigError
-from storpath.probes import devices, state
-from storpath.probes.config import check
-from storpath.probes.engine import ProbeEngine
-from storpath.roots import Roots
+from storpath.base.config import ConfigError
+from storpath.scrape.probes import devices, state
+from storpath.scrape.probes.config import check
+from storpath.scrape.probes.engine import ProbeEngine
+from storpath.base.roots import Roots
 from tests.conftest import log_records, require_root, require_tool
 
 MIB = 1 << 20

@@ -20,7 +20,7 @@ OVER_THRESHOLD_K = 313  # 39.85 °C: below QEMU's 49.85 °C
 READ = """
 import json
 from storpath.readers.nvme_health import HwmonReader, read_health
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 r = read_health(Roots(), "{ctrl}")
 s = r.smart
 print(json.dumps({{"source": r.source, "error": r.error,

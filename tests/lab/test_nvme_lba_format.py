@@ -47,7 +47,7 @@ def _reader(guest, code, user=None):
 IDENTIFY = """
 import json
 from storpath.readers.nvme import identify_namespace
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 r = identify_namespace(Roots(), "{ctrl}", 1, nvme_cli="{cli}")
 print(json.dumps({{"source": r.source, "error": r.error, "in_use": r.identify.in_use_index if r.identify else None,
                   "formats": [[f.index, f.data_size, f.metadata_size, f.relative_performance]

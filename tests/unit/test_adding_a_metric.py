@@ -12,13 +12,14 @@ import re
 
 import pytest
 
-from storpath import exposition, metricsdoc
-from storpath.background import Scheduler
+from storpath.scrape import exposition
+from storpath.report import metricsdoc
+from storpath.base.background import Scheduler
 from storpath.collectors import load_all, pcie
-from storpath.config import validate
-from storpath.exporter import StorpathExporter, build_collectors
-from storpath.families import GAUGE, Family
-from storpath.roots import Roots
+from storpath.base.config import validate
+from storpath.report.exporter import StorpathExporter, build_collectors
+from storpath.scrape.families import GAUGE, Family
+from storpath.base.roots import Roots
 from tests.conftest import ROOT
 
 CONTRIBUTING = os.path.join(ROOT, "CONTRIBUTING.md")

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from storpath.analysis.alignment import OPTIMAL_IO, PHYSICAL_BLOCK, judge, off_by
 from storpath.collectors.alignment import PARTITION_MISALIGNED, alignment_rows
 from storpath.readers.alignment import AlignmentReader, Limits, parse_alignment_offset, parse_sectors
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures.builders_health import kernel_alignment_offset
 
 E512 = Limits(512, 4096, None)  # a 512e disk: 512-byte logical, 4 KiB physical sectors

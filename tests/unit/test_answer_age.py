@@ -10,12 +10,12 @@ import re
 import threading
 import time
 
-from storpath.background import Scheduler
-from storpath.config import validate
-from storpath.exporter import StorpathExporter, build_collectors
+from storpath.base.background import Scheduler
+from storpath.base.config import validate
+from storpath.report.exporter import StorpathExporter, build_collectors
 from storpath.http.scrape import Scraper
 from storpath.http.server import App, Site
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures import machines
 
 COLLECTED = re.compile(rb"^storpath_scrape_collected_timestamp_seconds (\S+)$", re.M)

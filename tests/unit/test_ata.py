@@ -9,14 +9,14 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry
 
-from storpath import log
+from storpath.base import log
 from storpath.analysis.sata import speed_limited
 from storpath.collectors import Context
 from storpath.collectors.sata import SataCollector
 from storpath.readers.ata_identify import UNREPORTED, SataCapability
 from storpath.readers.ata import AtaLink, AtaReader, parse_link_name, parse_link_speed
-from storpath.roots import Roots
-from storpath.snapshot import Snapshotter, sysfs_sources
+from storpath.base.roots import Roots
+from storpath.scrape.snapshot import Snapshotter, sysfs_sources
 from tests.conftest import log_records
 from tests.fixtures.builders_sas import ata_port
 from tests.fixtures.sysfs_builder import MachineBuilder

@@ -1,4 +1,4 @@
-"""storpath.atomicfile.replace_file: the new file or the old one, and never a temporary
+"""storpath.base.atomicfile.replace_file: the new file or the old one, and never a temporary
 file left behind, whatever ends the write."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from storpath import atomicfile
+from storpath.base import atomicfile
 from tests.conftest import ROOT
 
 
@@ -57,7 +57,7 @@ def test_a_file_size_limit_removes_the_temporary_file(tmp_path):
     """EFBIG: RLIMIT_FSIZE below the file's size (Python ignores SIGXFSZ, so the write fails)."""
     script = (
         "import resource, sys\n"
-        "from storpath import atomicfile\n"
+        "from storpath.base import atomicfile\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
         "try:\n"
         "    atomicfile.replace_file(sys.argv[1], b'x' * 65536)\n"

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from storpath import background
-from storpath.background import Task
+from storpath.base import background
+from storpath.base.background import Task
 
 
 def _wait_for(check, seconds=5.0):

@@ -13,15 +13,15 @@ import tempfile
 import pytest
 from prometheus_client import generate_latest
 
-from storpath.background import Scheduler
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.nvme import NvmeCollector
 from storpath.collectors.nvme_health import NvmeHealthCollector
 from storpath.collectors.probes import ProbesCollector
 from storpath.collectors.sas import SasCollector
 from storpath.collectors.zfs import ZfsCollector
-from storpath.exporter import StorpathExporter
-from storpath.roots import Roots
+from storpath.report.exporter import StorpathExporter
+from storpath.base.roots import Roots
 from tests.conftest import log_records
 from tests.fixtures import machines
 

@@ -1,4 +1,4 @@
-"""storpath.boundedjson: JSON from commands and files refused before json.loads when it is
+"""storpath.base.boundedjson: JSON from commands and files refused before json.loads when it is
 too long or nested too deep, with a ValueError as any other text that is not JSON."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from storpath import boundedjson
-from storpath.probes import fio, state
+from storpath.base import boundedjson
+from storpath.scrape.probes import fio, state
 from storpath.readers.nvme import IdentifyError, parse_id_ns_json
 from storpath.readers.zfs import ZpoolOutputError, parse_status_json
 

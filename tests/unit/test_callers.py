@@ -16,8 +16,8 @@ PACKAGE = os.path.join(os.path.dirname(__file__), "..", "..", "exporter", "storp
 
 # Called by someone other than the package, each for the reason given.
 ALLOWED = {
-    "log.forget_once_keys",  # tests reset the process-wide once-only log state between cases
-    "background.Scheduler.run_all_once",  # tests run the background tasks synchronously
+    "base.log.forget_once_keys",  # tests reset the process-wide once-only log state between cases
+    "base.background.Scheduler.run_all_once",  # tests run the background tasks synchronously
     # cheroot calls its adapter's and server's overrides
     "http.cheroot_patches.TLSAdapter.bind",
     "http.cheroot_patches.TLSAdapter.get_environ",

@@ -1,17 +1,17 @@
 """`storpath check` judges the RAID tools' pass and zpool's pools from its snapshot
-(storpath.slow, read now), as it does NVMe Identify, SMART and dmsetup: the
+(storpath.scrape.slow, read now), as it does NVMe Identify, SMART and dmsetup: the
 findings run no tool and read no file, so a snapshot handed over (a scrape's, or one built
 here with no machine behind it) is judged alike."""
 
 from __future__ import annotations
 
 from storpath.collectors import load_all
-from storpath.findings import Facts, run_checks
+from storpath.report.findings import Facts, run_checks
 from storpath.readers.raid import RaidPass
 from storpath.readers.zfs import Vdev, ZfsPool, ZpoolPass, ZpoolRun
-from storpath.roots import Roots
-from storpath.slow import SlowRunner
-from storpath.snapshot import Snapshot
+from storpath.base.roots import Roots
+from storpath.scrape.slow import SlowRunner
+from storpath.scrape.snapshot import Snapshot
 
 
 def kinds(snapshot: Snapshot, subsystem: str):

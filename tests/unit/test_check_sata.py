@@ -5,9 +5,9 @@ supports (IDENTIFY word 76 unreported): the metrics call the link unverifiable
 import glob
 import os
 
-from storpath.findings import INFO, Facts, Outcome
-from storpath.findings.sas import check_sata
-from storpath.roots import Roots
+from storpath.report.findings import INFO, Facts, Outcome
+from storpath.report.findings.sas import check_sata
+from storpath.base.roots import Roots
 from tests.fixtures import machines
 from tests.fixtures.builders_sas import SATA_RATES, ata_id_text, identify_words
 

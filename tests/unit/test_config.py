@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from storpath import config as config_module
+from storpath.base import config as config_module
 from storpath.collectors import load_all
-from storpath.config import ConfigError, validate
-from storpath.configfile import load_file
+from storpath.base.config import ConfigError, validate
+from storpath.base.configfile import load_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -112,7 +112,7 @@ def test_listen_address_refuses_what_is_no_address(value):
 
 def test_repeated_listen_address_flags_are_all_kept():
     from storpath.cli import build_parser
-    from storpath.options import resolve_config
+    from storpath.commands.options import resolve_config
 
     args = build_parser().parse_args(["serve", "--web.listen-address=:9866", "--web.listen-address=127.0.0.1:9100"])
     assert resolve_config(args)["web"]["listen_address"] == [":9866", "127.0.0.1:9100"]

@@ -11,12 +11,12 @@ import tracemalloc
 
 import pytest
 
-from storpath import configfile
+from storpath.base import configfile
 from storpath.cli import build_parser
-from storpath.options import resolve_config
+from storpath.commands.options import resolve_config
 from storpath.commands import serve
-from storpath.config import MAX_REQUESTS, ConfigError, validate
-from storpath.configfile import load_file
+from storpath.base.config import MAX_REQUESTS, ConfigError, validate
+from storpath.base.configfile import load_file
 from storpath.http import webconfig
 from tests.conftest import log_records
 from tests.unit.test_config import collector_defaults

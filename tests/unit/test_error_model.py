@@ -5,11 +5,11 @@ absent hardware is not a failure; one bad attribute drops only that value."""
 import logging
 import os
 
-from storpath import log
-from storpath.background import Scheduler
-from storpath.config import validate
-from storpath.exporter import build_collectors, StorpathExporter
-from storpath.roots import Roots
+from storpath.base import log
+from storpath.base.background import Scheduler
+from storpath.base.config import validate
+from storpath.report.exporter import build_collectors, StorpathExporter
+from storpath.base.roots import Roots
 from tests.fixtures import machines
 
 SYSFS_COLLECTORS = {"alignment", "block", "gpu", "inventory", "md", "multipath", "numa", "nvme", "nvme_health",

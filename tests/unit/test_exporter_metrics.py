@@ -10,7 +10,9 @@ from prometheus_client import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from storpath import cli, exposition, options
+from storpath import cli
+from storpath.scrape import exposition
+from storpath.commands import options
 from storpath.commands import serve
 from storpath.http.server import exporter_metrics
 

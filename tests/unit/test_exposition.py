@@ -4,12 +4,12 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from storpath import exposition
-from storpath.background import Scheduler
-from storpath.config import validate
-from storpath.exporter import build_collectors, StorpathExporter
-from storpath.families import Family, SeriesColumns
-from storpath.roots import Roots
+from storpath.scrape import exposition
+from storpath.base.background import Scheduler
+from storpath.base.config import validate
+from storpath.report.exporter import build_collectors, StorpathExporter
+from storpath.scrape.families import Family, SeriesColumns
+from storpath.base.roots import Roots
 from tests.fixtures import machines
 
 

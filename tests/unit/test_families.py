@@ -6,10 +6,10 @@ import re
 from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 
-from storpath import metricsdoc
-from storpath.exposition import pieces
-from storpath.exposition import FamilyTexts
-from storpath.families import COUNTER, GAUGE, Family, Rows
+from storpath.report import metricsdoc
+from storpath.scrape.exposition import pieces
+from storpath.scrape.exposition import FamilyTexts
+from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
 
 SPEED = Family("storpath_t_speed_transfers_per_second", GAUGE, "Speed.", ("address",), "transfers_per_second")
 ERRORS = Family("storpath_t_errors", COUNTER, "Errors.", ("severity", "address"))
@@ -126,7 +126,7 @@ def test_docs_metrics_md_is_generated_from_the_tables():
     with open(metricsdoc.TEMPLATE, encoding="utf-8") as handle:
         expected = metricsdoc.render(handle.read())
     with open(metricsdoc.OUTPUT, encoding="utf-8") as handle:
-        assert handle.read() == expected, "docs/metrics.md is out of date: run `python -m storpath.metricsdoc`"
+        assert handle.read() == expected, "docs/metrics.md is out of date: run `python -m storpath.report.metricsdoc`"
 
 
 def test_a_collector_without_a_place_in_the_docs_is_refused():

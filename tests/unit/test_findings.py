@@ -6,9 +6,9 @@ import pytest
 
 from storpath.commands.capture import Redactor, expand_braces
 from storpath.commands.check import render, report_width, use_colour
-from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, load_all,
+from storpath.report.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, load_all,
                                register, run_checks, REGISTRY)
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder
 
 
@@ -104,7 +104,7 @@ def test_hop_upstream_that_limits_a_drive(b):
 
 
 def test_registry_skips_a_module_whose_reader_is_missing_and_fences_a_failing_one(tmp_path, monkeypatch):
-    import storpath.findings as findings
+    import storpath.report.findings as findings
 
     monkeypatch.setitem(findings.UNAVAILABLE, "zz_future", "No module named 'storpath.readers.future'")
 
@@ -207,7 +207,7 @@ def test_redactor_keeps_shape_and_consistency():
 
 
 def test_natural_key_orders_names_by_number_and_pci_addresses_by_hex():
-    from storpath.findings import natural_key
+    from storpath.report.findings import natural_key
 
     names = ["nvme10n1", "0000:0a:00.0", "nvme2n1", "0000:08:00.0", "0000:10:00.0", "0001:00:01.0", "sda"]
     assert sorted(names, key=natural_key) == ["0000:08:00.0", "0000:0a:00.0", "0000:10:00.0", "0001:00:01.0",

@@ -1,11 +1,11 @@
-"""collectors.gpu and the pcie_observed slow source (storpath.slow.GpuLinks): a GPU's link sampled between scrapes, the highest over a window served."""
+"""collectors.gpu and the pcie_observed slow source (storpath.scrape.slow.GpuLinks): a GPU's link sampled between scrapes, the highest over a window served."""
 
 from storpath.analysis.observed import Window
-from storpath.background import Scheduler
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.gpu import GpuCollector, nvml_bus_id
 from storpath.readers.link_samples import parse_sample
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder
 from tests.snapshots import snapshot_for
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from storpath import parse, units
+from storpath.base import parse, units
 from storpath.readers import ata, md, numa, nvme, pci, sas, zfs
 
 
@@ -107,14 +107,14 @@ def test_a_duration_or_throughput_beyond_any_float_is_refused(value):
     """10**400 (a YAML integer) raised OverflowError."""
     with pytest.raises(ValueError):
         units.parse_duration(value)
-    from storpath.probes import config as probes_config
+    from storpath.scrape.probes import config as probes_config
     with pytest.raises(ValueError):
         probes_config.parse_rate(value)
 
 
 def test_diskstats_counters_take_no_sign_and_ascii_digits_only():
     # Found by the hypothesis CI profile: '-1' and Arabic-Indic digits were read as counters.
-    from storpath.probes.devices import parse_diskstats
+    from storpath.scrape.probes.devices import parse_diskstats
 
     assert parse_diskstats("0 0 sda 3 3 -1 3 0 0 0 0 3 3 0\n") == {}
     assert parse_diskstats("0 0 sda 3 3 \u0663 3 0 0 0 0 3 3 0\n") == {}

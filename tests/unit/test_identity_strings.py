@@ -10,14 +10,14 @@ import re
 import pytest
 from prometheus_client import generate_latest
 
-from storpath.background import Scheduler
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.host import HostCollector
 from storpath.collectors.inventory import InventoryCollector
 from storpath.collectors.nvme import NvmeCollector
-from storpath.exporter import StorpathExporter
-from storpath.parse import parse_identity
-from storpath.roots import Roots
+from storpath.report.exporter import StorpathExporter
+from storpath.base.parse import parse_identity
+from storpath.base.roots import Roots
 from tests.fixtures import machines
 
 

@@ -15,15 +15,15 @@ import re
 import pytest
 from prometheus_client import generate_latest
 
-from storpath.background import Scheduler
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.host import HostCollector
 from storpath.collectors.nvme import NvmeCollector
 from storpath.collectors.pcie import PcieCollector
-from storpath.exporter import StorpathExporter
-from storpath.parse import cut_text, parse_identity
-from storpath.roots import Roots
-from storpath.sysfs import read_attr
+from storpath.report.exporter import StorpathExporter
+from storpath.base.parse import cut_text, parse_identity
+from storpath.base.roots import Roots
+from storpath.base.sysfs import read_attr
 from tests.fixtures import machines
 
 TAR_PADDING = 4096  # a file that shrank while tar read it: padded with NULs to the size tar recorded

@@ -25,24 +25,24 @@ CONTRIBUTING = os.path.join(ROOT, "CONTRIBUTING.md")
 # Imports inside a function, each with the reason it waits. An importlib target is written
 # as the module that calls it and the package it loads from ("storpath.commands.*").
 LAZY = {
-    ("storpath.http.server", "storpath.landing"):
+    ("storpath.http.server", "storpath.http.landing"):
         "the landing page's modules (tree, findings) load on the first visit, not in a scrape-only exporter",
     ("storpath.http.webconfig", "bcrypt"): "only where --web.config.file configures basic auth",
-    ("storpath.slow", "storpath.probes.engine"): "fio's machinery only where probe targets are configured",
-    ("storpath.options", "storpath.configfile"): "PyYAML only where --config.file is given",
+    ("storpath.scrape.slow", "storpath.scrape.probes.engine"): "fio's machinery only where probe targets are configured",
+    ("storpath.commands.options", "storpath.base.configfile"): "PyYAML only where --config.file is given",
     ("storpath.examples", "tarfile"): "the example machines' archives are opened only where --example is given",
-    ("storpath.http.webconfig", "storpath.configfile"): "PyYAML only where --web.config.file is given",
-    ("storpath.exposition", "prometheus_client.parser"): "tests only: the serve path never parses its own text",
+    ("storpath.http.webconfig", "storpath.base.configfile"): "PyYAML only where --web.config.file is given",
+    ("storpath.scrape.exposition", "prometheus_client.parser"): "tests only: the serve path never parses its own text",
     ("storpath.cli", "storpath.commands.*"): "the one subcommand that runs (or all of them for --help)",
     ("storpath.collectors", "storpath.collectors.*"): "every collector module registers itself when loaded",
-    ("storpath.findings", "storpath.findings.*"): "every findings module registers itself when loaded",
-    ("storpath.capture.files", "storpath.readers.*"): "every reader names the files `storpath capture` takes",
+    ("storpath.report.findings", "storpath.report.findings.*"): "every findings module registers itself when loaded",
+    ("storpath.report.capture.files", "storpath.readers.*"): "every reader names the files `storpath capture` takes",
 }
 
 # What an analysis module may use: these standard modules whole (none of them reads or writes
 # outside the process), the named attributes of the others, the builtins but IMPURE_BUILTINS,
 # and storpath's own names that reach nothing else (a reader's record type and its pure
-# functions, storpath.units, analysis itself), each judged by its own code (`reaches`).
+# functions, storpath.base.units, analysis itself), each judged by its own code (`reaches`).
 ANALYSIS_MAY_USE = {
     "__future__": None, "abc": None, "bisect": None, "collections": None, "collections.abc": None,
     "copy": None, "dataclasses": None, "decimal": None, "enum": None, "fractions": None,
@@ -56,11 +56,11 @@ IMPURE_BUILTINS = {"open", "print", "input", "exec", "eval", "compile", "__impor
 # What opens, lists or writes files: a collector module uses none of it itself (its reads are
 # a reader's, run by the snapshot step or a background task).
 FILE_MODULES = {"os", "io", "pathlib", "shutil", "glob", "tempfile", "fcntl", "mmap", "builtins",
-                "storpath.sysfs", "storpath.atomicfile", "storpath.boundedjson"}
+                "storpath.base.sysfs", "storpath.base.atomicfile", "storpath.base.boundedjson"}
 
-# What a reader may not use to report: logging, storpath.log, warnings, or writing to the
+# What a reader may not use to report: logging, storpath.base.log, warnings, or writing to the
 # process's own streams. A reader returns problems.Problem.
-LOGGING_MODULES = {"logging", "storpath.log", "warnings"}
+LOGGING_MODULES = {"logging", "storpath.base.log", "warnings"}
 LOGGING_ATTRIBUTES = {("sys", "stderr"), ("sys", "stdout")}
 
 
@@ -69,8 +69,8 @@ def layers(text=None):
     line that starts in the first column starts a layer, unless the one before it ended its
     modules with a comma. The package's own __init__ (storpath: the version) is the base."""
     text = text if text is not None else open(CONTRIBUTING, encoding="utf-8").read()
-    block = re.search(r"^```\n(sysfs\.py.*?)^```", text, re.M | re.S)
-    assert block, "CONTRIBUTING.md has no layer list (a code block that starts with sysfs.py)"
+    block = re.search(r"^```\n(base/.*?)^```", text, re.M | re.S)
+    assert block, "CONTRIBUTING.md has no layer list (a code block that starts with base/)"
     found, continued = [], False
     for line in block.group(1).splitlines():
         if not line or line[0] == " ":
@@ -535,7 +535,7 @@ def test_no_import_cycles():
 def test_readers_never_log():
     """A reader returns `Problem`s beside its records (the snapshot step, or the background
     task that ran it, logs them once): no module of storpath.readers imports logging,
-    storpath.log or warnings, prints, or writes to sys.stderr. Levels come from storpath.problems."""
+    storpath.base.log or warnings, prints, or writes to sys.stderr. Levels come from storpath.base.problems."""
     assert reader_logging() == []
 
 
@@ -550,42 +550,55 @@ def test_collectors_never_open_files():
 def test_the_layer_list_is_read_as_written():
     """The parse of CONTRIBUTING.md's list: a comma carries a layer onto the next line."""
     assert [name for name, _ in LAYERS] == ["storpath", "storpath.readers", "storpath.analysis",
-                                             "storpath.snapshot", "storpath.exposition", "storpath.collectors",
-                                             "storpath.exporter", "storpath.http",
-                                             "storpath.options"]
-    assert "storpath.safetext" in LAYERS[0][1] and "storpath.manpage" in LAYERS[-1][1]
+                                             "storpath.scrape", "storpath.collectors", "storpath.report",
+                                             "storpath.http", "storpath.commands"]
+    assert "storpath.base" in LAYERS[0][1] and "storpath.manpage" in LAYERS[-1][1]
+
+
+def test_the_package_root_holds_the_entry_points_only():
+    """The layers are folders: the root of the package holds at most five modules (the
+    version, the entry points, the manual), and every layer but the command line's is one
+    folder, named as CONTRIBUTING.md's list names it."""
+    root = sorted(name for name in os.listdir(PACKAGE) if name.endswith(".py"))
+    assert len(root) <= 5, root
+    assert all(prefixes == (name,) for name, prefixes in LAYERS[1:-1]), LAYERS
+    assert LAYERS[0][1] == ("storpath", "storpath.base")
+    for name, prefixes in LAYERS:
+        for prefix in prefixes[1:] if name == "storpath" else prefixes:
+            path = os.path.join(os.path.dirname(PACKAGE), *prefix.split("."))
+            assert os.path.isdir(path) or os.path.isfile(path + ".py"), prefix
 
 
 # (file in a copy of the package, text appended to it, the check that must then fail). Each
 # is a way the rules were once fooled or could be.
 PLANTED = [
     # layers, however the import is written
-    ("readers/md.py", "\nfrom storpath.exporter import StorpathExporter\n", upward),
-    ("readers/md.py", "\nfrom ..exporter import StorpathExporter\n", upward),
-    ("readers/md.py", "\nfrom .. import exporter\n", upward),
+    ("readers/md.py", "\nfrom storpath.report.exporter import StorpathExporter\n", upward),
+    ("readers/md.py", "\nfrom ..report.exporter import StorpathExporter\n", upward),
+    ("readers/md.py", "\nfrom ..report import exporter\n", upward),
     ("readers/__init__.py", "\nfrom ..collectors import pcie\n", upward),
-    ("readers/md.py", "\ndef f():\n    from ..findings import md\n", upward),
-    ("readers/md.py", "\nimport importlib\n\ndef f():\n    importlib.import_module('storpath.findings.md')\n", upward),
+    ("readers/md.py", "\ndef f():\n    from ..report.findings import md\n", upward),
+    ("readers/md.py", "\nimport importlib\n\ndef f():\n    importlib.import_module('storpath.report.findings.md')\n", upward),
     ("readers/md.py", "\nfrom importlib import import_module\n\ndef f():\n    import_module('..http.server', "
                       "'storpath.readers')\n", upward),
     ("readers/md.py", "\ndef f(name):\n    return __import__('storpath.http.server')\n", upward),
     ("readers/md.py", "\nimport importlib\n\ndef f(name):\n    return importlib.import_module(name)\n", upward),
     ("readers/md.py", "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                       "    from storpath.collectors.md import MdCollector\n", upward),
-    ("analysis/md.py", "\nfrom storpath.snapshot import Snapshot\n", upward),
+    ("analysis/md.py", "\nfrom storpath.scrape.snapshot import Snapshot\n", upward),
     ("commands/serve.py", "\nfrom storpath.cli import main\n", cycles),  # cli loads commands by importlib
-    ("parse.py", "\nfrom .readers import pci\n", upward),
-    ("log.py", "\nfrom . import units\n", cycles),  # units imports log
-    ("config.py", "\ndef f():\n    import yaml\n", inner_imports),
-    ("config.py", "\ndef f():\n    from . import units\n", inner_imports),
+    ("base/parse.py", "\nfrom ..readers import pci\n", upward),
+    ("base/log.py", "\nfrom . import units\n", cycles),  # units imports log
+    ("base/config.py", "\ndef f():\n    import yaml\n", inner_imports),
+    ("base/config.py", "\ndef f():\n    from . import units\n", inner_imports),
     ("newthing.py", "X = 1\n", no_layer),
     # readers never log
     ("readers/md.py", "\nimport logging\n", reader_logging),
     ("readers/md.py", "\nimport logging.handlers\n", reader_logging),
     ("readers/md.py", "\nfrom logging import getLogger\n", reader_logging),
-    ("readers/pci.py", "\nfrom storpath import log\n", reader_logging),
-    ("readers/pci.py", "\nfrom .. import log\n", reader_logging),
-    ("readers/pci.py", "\nfrom ..log import get\n", reader_logging),
+    ("readers/pci.py", "\nfrom storpath.base import log\n", reader_logging),
+    ("readers/pci.py", "\nfrom ..base import log\n", reader_logging),
+    ("readers/pci.py", "\nfrom ..base.log import get\n", reader_logging),
     ("readers/pci.py", "\nimport warnings\n", reader_logging),
     ("readers/pci.py", "\ndef f(x):\n    print(x)\n", reader_logging),
     ("readers/pci.py", "\nimport sys\n\ndef f(x):\n    sys.stderr.write(x)\n", reader_logging),
@@ -600,26 +613,26 @@ PLANTED = [
     ("analysis/zfs.py", "\nfrom os import listdir\n", analysis_io),
     ("analysis/zfs.py", "\nimport pathlib\n\ndef f(p):\n    return pathlib.Path(p).read_text()\n", analysis_io),
     ("analysis/zfs.py", "\ndef f():\n    import subprocess\n    return subprocess.run(['zpool'])\n", analysis_io),
-    ("analysis/zfs.py", "\nfrom storpath import roots\n\ndef f(p):\n    return roots.os.listdir(p)\n",
+    ("analysis/zfs.py", "\nfrom storpath.base import roots\n\ndef f(p):\n    return roots.os.listdir(p)\n",
      analysis_io),
-    ("analysis/zfs.py", "\nfrom storpath import roots as r\n\ndef _listing(p):\n    return r.os.listdir(p)\n",
+    ("analysis/zfs.py", "\nfrom storpath.base import roots as r\n\ndef _listing(p):\n    return r.os.listdir(p)\n",
      analysis_io),
     ("analysis/zfs.py", "\nfrom storpath.readers.block import device_physical_block_size\n\n"
                         "def f(roots, d):\n    return device_physical_block_size(roots, d)\n", analysis_io),
     ("analysis/zfs.py", "\nfrom storpath.readers import block\n\n"
                         "def f(roots, d):\n    return block.device_physical_block_size(roots, d)\n", analysis_io),
-    ("analysis/zfs.py", "\nfrom storpath.sysfs import read_attr\n", analysis_io),
-    ("analysis/zfs.py", "\nfrom storpath import sysfs\n\ndef f(p):\n    return sysfs.read_attr(p)\n", analysis_io),
-    ("analysis/zfs.py", "\nfrom storpath.roots import os\n", analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath.base.sysfs import read_attr\n", analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath.base import sysfs\n\ndef f(p):\n    return sysfs.read_attr(p)\n", analysis_io),
+    ("analysis/zfs.py", "\nfrom storpath.base.roots import os\n", analysis_io),
     ("analysis/zfs.py", "\nimport importlib\n\ndef f():\n    return importlib.import_module('os')\n", analysis_io),
     ("analysis/zfs.py", "\ndef f():\n    return __import__('os')\n", analysis_io),
     ("analysis/zfs.py", "\nimport sys\n\ndef f(x):\n    sys.stdout.write(x)\n", analysis_io),
     # collectors never open files
     ("collectors/md.py", "\ndef f(p):\n    return open(p).read()\n", collectors_files),
     ("collectors/md.py", "\nimport os\n", collectors_files),
-    ("collectors/md.py", "\nfrom storpath.sysfs import read_attr\n", collectors_files),
-    ("collectors/md.py", "\nfrom ..sysfs import read_attr\n", collectors_files),
-    ("collectors/md.py", "\nfrom storpath import roots\n\ndef f(p):\n    return roots.os.listdir(p)\n",
+    ("collectors/md.py", "\nfrom storpath.base.sysfs import read_attr\n", collectors_files),
+    ("collectors/md.py", "\nfrom ..base.sysfs import read_attr\n", collectors_files),
+    ("collectors/md.py", "\nfrom storpath.base import roots\n\ndef f(p):\n    return roots.os.listdir(p)\n",
      collectors_files),
     ("collectors/md.py", "\ndef f(p):\n    from pathlib import Path\n    return Path(p).read_text()\n",
      collectors_files),

@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from storpath import log
+from storpath.base import log
 
 HOSTILE = {
     "model": "Samsung\x1b]0;owned\x07 SSD\r\nlevel=error msg=forged",

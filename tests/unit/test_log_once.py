@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from storpath import log
-from storpath.background import Scheduler
-from storpath.config import validate
-from storpath.exporter import build_collectors, StorpathExporter
-from storpath.roots import Roots
+from storpath.base import log
+from storpath.base.background import Scheduler
+from storpath.base.config import validate
+from storpath.report.exporter import build_collectors, StorpathExporter
+from storpath.base.roots import Roots
 from tests.conftest import log_records
 from tests.fixtures import machines
 from tests.unit.test_config import collector_defaults

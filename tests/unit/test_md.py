@@ -12,13 +12,13 @@ import tempfile
 import pytest
 from prometheus_client import generate_latest
 
-from storpath.background import Scheduler
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.md import MdCollector
-from storpath.exporter import StorpathExporter
+from storpath.report.exporter import StorpathExporter
 from storpath.readers.md import (parse_first_int, parse_mdstat, parse_member_state, parse_slot, parse_sync_completed,
                                  read_md_arrays)
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.conftest import require_root, require_tool
 from tests.fixtures import machines
 from tests.fixtures.builders_md import mdstat_text
@@ -429,8 +429,8 @@ def _read(roots):
 
 
 def _findings(arrays):
-    from storpath.findings import Outcome
-    from storpath.findings.md import check
+    from storpath.report.findings import Outcome
+    from storpath.report.findings.md import check
 
     class Facts:
         def part(self, name):

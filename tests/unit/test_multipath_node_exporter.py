@@ -15,11 +15,11 @@ import tarfile
 
 import pytest
 
-from storpath.background import Scheduler
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.multipath import MultipathCollector
 from storpath.collectors.nvme_subsystem import NvmeSubsystemCollector
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.snapshots import collect
 
 CORPUS = "/work/shared/field-data/peer-corpora/node-exporter-fixtures.tar.gz"

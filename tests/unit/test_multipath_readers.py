@@ -9,9 +9,9 @@ import pytest
 
 from storpath.readers.dm_multipath import (MultipathReader, StatusFormatError, parse_dmsetup_status,
                                            parse_status_line, read_dmsetup_status)
-from storpath.parse import parse_numa_node
+from storpath.base.parse import parse_numa_node
 from storpath.readers.nvme_subsystem import NvmeSubsystemReader, parse_ana_state, parse_controller_state
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 
 # dm-mpath.c multipath_status, INFO: two path groups (A in use, E enabled), round-robin
 # (no per-path selector args), one path failed once in the second group.

@@ -8,14 +8,14 @@ import shutil
 import pytest
 from prometheus_client.core import CollectorRegistry
 
-from storpath import log
+from storpath.base import log
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Context
 from storpath.collectors.numa import NumaCollector
 from storpath.readers.block import BlockDevice
 from storpath.readers.numa import (NumaNode, PciNuma, parse_cpulist, parse_numa_node, read_cpu_packages, read_nodes)
-from storpath.roots import Roots
-from storpath.snapshot import Snapshotter, needed, sysfs_sources, take_once
+from storpath.base.roots import Roots
+from storpath.scrape.snapshot import Snapshotter, needed, sysfs_sources, take_once
 from tests.conftest import log_records
 from tests.fixtures import machines
 from tests.fixtures.sysfs_builder import MachineBuilder

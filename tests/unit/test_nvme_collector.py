@@ -8,12 +8,12 @@ import time
 from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry
 
-from storpath import log
-from storpath.background import Scheduler
+from storpath.base import log
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.nvme import NvmeCollector
-from storpath.exporter import StorpathExporter
-from storpath.roots import Roots
+from storpath.report.exporter import StorpathExporter
+from storpath.base.roots import Roots
 from tests.fixtures.builders_nvme import Fmt, identify_namespace, reformat, write_captured
 from tests.fixtures.sysfs_builder import MachineBuilder, Namespace
 from tests.snapshots import collect
@@ -240,7 +240,7 @@ def test_first_scrape_waits_for_the_first_pass_when_serving(tmp_path):
 def test_identify_never_runs_on_the_scrape_path(tmp_path, monkeypatch):
     b = _machine(tmp_path, drives=1)
     c = _collector(b, captured=False)
-    import storpath.slow as module
+    import storpath.scrape.slow as module
 
     def slow(*args, **kwargs):
         raise AssertionError("Identify called from collect()")

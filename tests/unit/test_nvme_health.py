@@ -13,8 +13,8 @@ from storpath.readers.nvme_health import (HealthResult, HwmonReader, SmartLogErr
                                           parse_id_ctrl_json, parse_id_ctrl_thresholds, parse_millidegrees,
                                           parse_smart_log, parse_smart_log_json, read_health,
                                           sensor_name)
-from storpath.families import Rows
-from storpath.roots import Roots
+from storpath.scrape.families import Rows
+from storpath.base.roots import Roots
 from tests.fixtures.builders_health import Health, smart_log, smart_log_json
 
 

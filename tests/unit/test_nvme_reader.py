@@ -12,7 +12,7 @@ import pytest
 from storpath.readers import nvme as reader
 from storpath.readers.nvme import (IdentifyError, captured_paths, identify_ioctl, identify_namespace,
                                    read_controllers, read_namespaces)
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.conftest import require_tool
 from tests.fixtures.builders_nvme import Fmt, id_ns_json, identify_namespace as build_id_ns, write_captured
 from tests.fixtures.sysfs_builder import MachineBuilder, Namespace

@@ -7,17 +7,17 @@ import pytest
 
 from storpath.analysis.paths import (crosses_numa, drive_paths, judge_map, map_count, map_link_rates,
                                      optimized_paths, subsystem_count)
-from storpath.background import Scheduler
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.multipath import MultipathCollector
 from storpath.collectors.nvme_subsystem import NvmeSubsystemCollector
-from storpath.findings import Facts, run_checks
+from storpath.report.findings import Facts, run_checks
 from storpath.readers.dm_multipath import DmsetupStatus, MapPath, MultipathMap, StatusPath
 from storpath.readers.nvme_subsystem import NamespacePath, NvmeSubsystem, SubsystemPath
 from storpath.readers.scsi_paths import ScsiDisk
-from storpath.roots import Roots
-from storpath.slow import SlowRunner
-from storpath.snapshot import take_once
+from storpath.base.roots import Roots
+from storpath.scrape.slow import SlowRunner
+from storpath.scrape.snapshot import take_once
 from tests.fixtures import machines
 from tests.snapshots import collect
 

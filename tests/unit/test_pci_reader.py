@@ -4,7 +4,7 @@ import os
 import shutil
 
 from storpath.readers.pci import PciReader, parse_aer_total, parse_port_type
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder, config_space
 from tests.snapshots import pci_tree
 

@@ -3,7 +3,7 @@
 import pytest
 
 from storpath.analysis.pcie import analyse
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder
 from tests.snapshots import pci_tree
 

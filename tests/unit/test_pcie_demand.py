@@ -10,7 +10,7 @@ import pytest
 from storpath.analysis.demand import NETWORK_PORTS, SWITCH_LINKS, bottlenecked, link_demands
 from storpath.analysis.pcie import analyse
 from storpath.readers.net import NetReader, parse_net_speed
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures import machines
 from tests.fixtures.sysfs_builder import MachineBuilder
 from tests.snapshots import pci_tree

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from storpath.analysis.pcie import analyse
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures import machines
 from tests.fixtures.sysfs_builder import MachineBuilder
 from tests.snapshots import pci_tree

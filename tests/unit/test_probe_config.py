@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from storpath import config as config_module
-from storpath.config import ConfigError
-from storpath.probes import config as probes_config
-from storpath.probes.config import check, parse_rate
+from storpath.base import config as config_module
+from storpath.base.config import ConfigError
+from storpath.scrape.probes import config as probes_config
+from storpath.scrape.probes.config import check, parse_rate
 
 
 def load(section):

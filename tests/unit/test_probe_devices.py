@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from storpath.probes import devices
-from storpath.roots import Roots
+from storpath.scrape.probes import devices
+from storpath.base.roots import Roots
 
 # Format of Documentation/admin-guide/iostats.rst (kernel 5.5+: 17 fields after the name).
 DISKSTATS = """\

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from storpath.probes import fio
-from storpath.probes.config import BUILTIN_PROFILES, check_profile
+from storpath.scrape.probes import fio
+from storpath.scrape.probes.config import BUILTIN_PROFILES, check_profile
 
 # Trimmed from fio 3.33 `--output-format=json` of a 1 MiB sequential read (fields storpath reads kept).
 FIO_JSON = {

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from storpath.probes import state
-from storpath.probes.fio import FioResult
+from storpath.scrape.probes import state
+from storpath.scrape.probes.fio import FioResult
 from tests.conftest import require_root
 
 RESULT = FioResult(read_bytes_per_second=7.1e9, read_iops=6771.5, io_bytes=35_500_000_000, runtime_seconds=5.0,

@@ -7,10 +7,10 @@ import pytest
 
 from storpath.analysis import pcie
 from storpath.analysis.throughput import MdShape, expected_read_bandwidth, shared_tree_bandwidth
-from storpath.probes import devices
-from storpath.roots import Roots
-from storpath.snapshot import take_once
-from storpath.units import pcie_link_bytes_per_second
+from storpath.scrape.probes import devices
+from storpath.base.roots import Roots
+from storpath.scrape.snapshot import take_once
+from storpath.base.units import pcie_link_bytes_per_second
 from tests.fixtures import machines
 from tests.fixtures.builders_probes import add_md, add_partition
 
@@ -199,11 +199,11 @@ def test_a_probes_expectation_on_a_guest_is_the_scrapes(tmp_path, monkeypatch):
     judges the link by the drive alone (device_only, emulated_port: 16 GT/s x4 expected);
     the probe's expected throughput must come from that verdict, not from an analysis of
     its own that takes the guest for bare metal (8 GT/s x4)."""
-    from storpath.background import Scheduler
+    from storpath.base.background import Scheduler
     from storpath.collectors.base import Context
     from storpath.collectors.pcie import PcieCollector
     from storpath.collectors.probes import ProbesCollector
-    from storpath.exporter import StorpathExporter
+    from storpath.report.exporter import StorpathExporter
     from tests.fixtures.sysfs_builder import MachineBuilder, Namespace
 
     b = MachineBuilder(str(tmp_path / "guest"))
@@ -243,8 +243,8 @@ def test_a_probe_locks_the_md_members_of_the_snapshot_and_reads_no_md_itself(tmp
     snapshot, a probe of md0 still locks md0 and its members."""
     import shutil
 
-    from storpath.probes.config import check
-    from storpath.probes.engine import ProbeEngine
+    from storpath.scrape.probes.config import check
+    from storpath.scrape.probes.engine import ProbeEngine
 
     monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path))
     root = str(tmp_path / "m")

@@ -12,12 +12,12 @@ import math
 
 from hypothesis import example, given, strategies as st
 
-from storpath import config as config_module
-from storpath import configfile
+from storpath.base import config as config_module
+from storpath.base import configfile
 from storpath.collectors import load_all
-from storpath.config import ConfigError
-from storpath.probes import devices, fio, state
-from storpath.probes.profiles import check_profile
+from storpath.base.config import ConfigError
+from storpath.scrape.probes import devices, fio, state
+from storpath.scrape.probes.profiles import check_profile
 
 NUMBER = st.one_of(st.integers(-(1 << 70), 1 << 70), st.floats(), st.text(max_size=4), st.none(), st.booleans())
 

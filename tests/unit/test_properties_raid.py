@@ -16,8 +16,10 @@ import json
 from hypothesis import given, settings, strategies as st
 
 from storpath.analysis import raid as analysis
-from storpath.readers import raid_arcconf, raid_megacli, raid_smartctl, raid_ssacli, raid_storcli
-from storpath.readers.raid_records import (BATTERY_STATES, DRIVE_STATES, PARSER_FAILED, PLAUSIBLE_RATES,
+from storpath.readers.raid import (arcconf as raid_arcconf, megacli as raid_megacli,
+                                   smartctl as raid_smartctl, ssacli as raid_ssacli,
+                                   storcli as raid_storcli)
+from storpath.readers.raid.records import (BATTERY_STATES, DRIVE_STATES, PARSER_FAILED, PLAUSIBLE_RATES,
                                            VOLUME_STATES, RaidInventory, RaidOutputError)
 from tests.fixtures import builders_raid as build
 

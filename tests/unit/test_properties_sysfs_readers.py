@@ -12,7 +12,7 @@ import re
 
 from hypothesis import example, given, strategies as st
 
-from storpath import parse
+from storpath.base import parse
 from storpath.readers import ata, md, numa, pci, sas
 from tests.fixtures.builders_md import MdArraySpec, MdMemberSpec, mdstat_text
 from tests.fixtures.sysfs_builder import _cpulist

@@ -11,7 +11,7 @@ import math
 import pytest
 from hypothesis import example, given, strategies as st
 
-from storpath import parse, units
+from storpath.base import parse, units
 
 # Text as sysfs or a config file might hold it: any characters, with the ones parsers look
 # for (digits of every script, signs, separators, the units) made likely.

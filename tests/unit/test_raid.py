@@ -14,11 +14,13 @@ import pytest
 
 from storpath.analysis import raid as analysis
 from storpath.analysis.expectation import BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNOWN, NONE, PORT_LIMIT_UNKNOWN
-from storpath.readers import raid_arcconf, raid_megacli, raid_smartctl, raid_ssacli, raid_storcli
+from storpath.readers.raid import (arcconf as raid_arcconf, megacli as raid_megacli,
+                                   smartctl as raid_smartctl, ssacli as raid_ssacli,
+                                   storcli as raid_storcli)
 from storpath.readers.raid import RaidReader, parse_storcli
-from storpath.readers.raid_records import (RaidController, RaidDrive, RaidOutputError, parse_link_rate, parse_strip,
+from storpath.readers.raid.records import (RaidController, RaidDrive, RaidOutputError, parse_link_rate, parse_strip,
                                            raid_level)
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures import builders_raid as build
 
 G = 1e9
@@ -452,7 +454,7 @@ def test_storcli_drives_json_wins_over_the_hbas_own_listing():
 def test_capture_takes_the_tools_outputs_into_the_replay_layout(tmp_path, monkeypatch):
     """`storpath capture` runs what the reader runs and writes captured/<tool>/..., which a replay
     then reads whole."""
-    from storpath.readers.raid_capture import capture_commands
+    from storpath.readers.raid.capture import capture_commands
 
     sysfs = _sysfs_with(tmp_path, "hpsa")
     bin_dir = tmp_path / "bin"

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List
 
-from storpath.readers import raid_tools
+from storpath.readers.raid import tools as raid_tools
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "systemd" / "storpath.service"

@@ -13,10 +13,12 @@ import json
 
 import pytest
 
-from storpath.readers import raid_arcconf, raid_megacli, raid_smartctl, raid_ssacli, raid_storcli
+from storpath.readers.raid import (arcconf as raid_arcconf, megacli as raid_megacli,
+                                   smartctl as raid_smartctl, ssacli as raid_ssacli,
+                                   storcli as raid_storcli)
 from storpath.readers.raid import RaidReader
-from storpath.readers.raid_records import PARSER_FAILED, RaidInventory, RaidOutputError
-from storpath.roots import Roots
+from storpath.readers.raid.records import PARSER_FAILED, RaidInventory, RaidOutputError
+from storpath.base.roots import Roots
 from tests.fixtures import builders_raid as build
 from tests.hang_guard import finishes
 
@@ -183,7 +185,7 @@ def test_storcli_and_smartctl_json_with_hostile_strings():
 # ---- counts beyond any controller ---------------------------------------------------------
 
 def test_drives_beyond_a_controllers_bound_fail_that_tool_with_the_reason(tmp_path):
-    from storpath.readers.raid_records import MAX_DRIVES_PER_CONTROLLER
+    from storpath.readers.raid.records import MAX_DRIVES_PER_CONTROLLER
     assert len(raid_storcli.parse_drives(build.storcli_drive_rows(0, MAX_DRIVES_PER_CONTROLLER)).drives) == MAX_DRIVES_PER_CONTROLLER
     with pytest.raises(RaidOutputError, match="MAX_DRIVES_PER_CONTROLLER"):
         raid_storcli.parse_drives(build.storcli_drive_rows(0, MAX_DRIVES_PER_CONTROLLER + 1))
@@ -197,7 +199,7 @@ def test_drives_beyond_a_controllers_bound_fail_that_tool_with_the_reason(tmp_pa
 
 
 def test_volumes_and_controllers_beyond_their_bounds_fail_the_tool():
-    from storpath.readers.raid_records import MAX_CONTROLLERS, MAX_VOLUMES_PER_CONTROLLER
+    from storpath.readers.raid.records import MAX_CONTROLLERS, MAX_VOLUMES_PER_CONTROLLER
     volumes = {f"/c0/v{n}": [{"DG/VD": f"{n}/{n}", "TYPE": "RAID1", "State": "Optl"}]
                for n in range(MAX_VOLUMES_PER_CONTROLLER + 1)}
     with pytest.raises(RaidOutputError, match="MAX_VOLUMES_PER_CONTROLLER"):

@@ -16,14 +16,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from storpath.background import Scheduler
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.raid import RaidCollector
-from storpath.exposition import pieces
-from storpath.readers import raid_tools
+from storpath.scrape.exposition import pieces
+from storpath.readers.raid import tools as raid_tools
 from storpath.readers.raid import RaidReader
-from storpath.readers.raid_merge import deduplicated, parse_storcli
-from storpath.roots import Roots
+from storpath.readers.raid.merge import deduplicated, parse_storcli
+from storpath.base.roots import Roots
 from tests import fake_storcli
 from tests.snapshots import snapshot_for
 from tests.fixtures import builders_raid as build
@@ -47,7 +47,7 @@ def _collector(roots, paths, timeout=0.3):
 
 
 def _pass(collector) -> None:
-    """One pass of the raid slow source's background task (storpath.slow.Raid)."""
+    """One pass of the raid slow source's background task (storpath.scrape.slow.Raid)."""
     collector.ctx.slow.task("raid").run_once()
 
 
@@ -98,7 +98,7 @@ def test_a_degraded_volume_stays_degraded_through_ten_passes_of_a_hung_storcli(t
 def test_a_parser_that_raises_charges_its_own_tool_only(tmp_path, monkeypatch):
     """10^400 in a smartctl document, a 5000-digit MegaCli adapter number: whatever a parser
     raises is that tool's failure; storcli's degraded volume stays."""
-    from storpath.readers import raid_megacli, raid_smartctl
+    from storpath.readers.raid import megacli as raid_megacli, smartctl as raid_smartctl
 
     captured = tmp_path / "captured"
     _outputs(captured / "storcli")
@@ -253,8 +253,8 @@ def test_a_reload_never_starts_a_tool_beside_a_hung_one_and_stop_leaves_none(tmp
 
 
 def test_the_task_bound_over_a_whole_tool_holds_whatever_a_parser_lets_through():
-    from storpath.readers import raid_merge
-    from storpath.readers.raid_records import RaidDrive, RaidInventory
+    from storpath.readers.raid import merge as raid_merge
+    from storpath.readers.raid.records import RaidDrive, RaidInventory
 
     many = RaidInventory(drives=[RaidDrive(f"storcli/c{n // 4000}", str(n)) for n in range(raid_merge.MAX_DRIVES + 1)])
     tools = {}

@@ -4,8 +4,8 @@ identity in every form, and the readers still parse the result."""
 
 from __future__ import annotations
 
-from storpath.capture.files import Tree
-from storpath.capture.redact import Redactor
+from storpath.report.capture.files import Tree
+from storpath.report.capture.redact import Redactor
 from storpath.readers.ata_identify import capability_of, parse_id_text, parse_vpd_pg89
 from storpath.readers.inventory import parse_vpd_serial
 from storpath.readers.sas_pcd import parse_phy_control_discover

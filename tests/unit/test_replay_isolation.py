@@ -12,10 +12,11 @@ import sys
 
 import pytest
 
-from storpath import cli, options
-from storpath.probes.devices import resolve
+from storpath import cli
+from storpath.commands import options
+from storpath.scrape.probes.devices import resolve
 from storpath.readers import nvme, nvme_health
-from storpath.roots import NO_DEVICES, Roots
+from storpath.base.roots import NO_DEVICES, Roots
 from tests.conftest import ROOT
 
 
@@ -68,7 +69,7 @@ def test_nvme_reads_open_no_device_node(tmp_path, no_device_access):
 
 def test_said_once_in_the_log(caplog):
     caplog.set_level(logging.WARNING, logger="storpath")
-    from storpath import log
+    from storpath.base import log
     log._seen.discard(("no-devices",))
     options.say_no_devices(Roots(sysfs="/elsewhere", dev=""))
     options.say_no_devices(Roots(sysfs="/elsewhere", dev=""))

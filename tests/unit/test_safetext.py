@@ -1,4 +1,4 @@
-"""storpath.safetext: a name's byte that is not UTF-8 shown as \\xNN, controls escaped for
+"""storpath.base.safetext: a name's byte that is not UTF-8 shown as \\xNN, controls escaped for
 people, printable text of any script left alone."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from storpath import safetext
+from storpath.base import safetext
 
 
 def test_a_byte_that_is_not_utf8_is_shown_as_that_byte():

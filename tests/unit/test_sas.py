@@ -10,12 +10,12 @@ import pytest
 from prometheus_client.core import CollectorRegistry
 from prometheus_client import generate_latest
 
-from storpath import log
+from storpath.base import log
 from storpath.collectors import Context
 from storpath.collectors.sas import SasCollector
 from storpath.readers.sas import (SasPhyErrors, SasReader, parse_counter, parse_enable, parse_phy_link_rate,
                                   parse_sas_address)
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.conftest import log_records
 from storpath.analysis.links import expander_capabilities
 from storpath.readers.ata_identify import UNREPORTED, SataCapability

@@ -11,7 +11,7 @@ from storpath.analysis.links import drive_capability, drive_phys, sas_expectatio
 from storpath.readers.sas import SasPhy, SasRemote
 from storpath.readers.sas_pcd import (DrivePhy, DrivePhysResult, SasDrive, capture_commands, parse_phy_control_discover,
                                       read_all, read_drive_phys, ssp_drives)
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.snapshots import Scraped
 
 G = 1e9

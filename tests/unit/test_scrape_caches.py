@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from storpath import exposition
-from storpath.background import Scheduler
-from storpath.config import validate
-from storpath.exporter import build_collectors, StorpathExporter
-from storpath.roots import Roots
+from storpath.scrape import exposition
+from storpath.base.background import Scheduler
+from storpath.base.config import validate
+from storpath.report.exporter import build_collectors, StorpathExporter
+from storpath.base.roots import Roots
 from tests.fixtures import machines
 from tests.fixtures.builders_nvme import reformat
 

@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 PROGRAM = """
 import json, sys
 from storpath import cli
-from storpath.options import resolve_config
+from storpath.commands.options import resolve_config
 args = cli.build_parser("serve").parse_args(["serve", "--path.sysfs", sys.argv[1] + "/sys",
                                              "--path.procfs", sys.argv[1] + "/proc", "--log.level=error"])
 from storpath.commands import serve
@@ -31,10 +31,10 @@ built.close(wait=0)
 print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen": [before, gc.get_freeze_count()]}))
 """
 
-NOT_SERVED = ("yaml", "bcrypt", "storpath.configfile", "storpath.tree", "storpath.findings", "storpath.landing",
-              "storpath.capture", "storpath.manpage", "storpath.metricsdoc", "storpath.commands.check",
+NOT_SERVED = ("yaml", "bcrypt", "storpath.base.configfile", "storpath.report.tree", "storpath.report.findings", "storpath.http.landing",
+              "storpath.report.capture", "storpath.manpage", "storpath.report.metricsdoc", "storpath.commands.check",
               "storpath.commands.tree", "storpath.commands.capture", "storpath.commands.probe",
-              "storpath.probes.engine", "storpath.probes.fio", "tarfile", "secrets")
+              "storpath.scrape.probes.engine", "storpath.scrape.probes.fio", "tarfile", "secrets")
 
 
 def serve_imports(machine_tree, exporter=os.path.join(ROOT, "exporter")):

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from storpath import exposition
+from storpath.scrape import exposition
 from storpath.http import negotiation, webconfig
 from storpath.http.scrape import Scraper
 from storpath.http.server import client_wait
@@ -200,8 +200,8 @@ def test_single_flight_shares_one_scrape():
 def test_openmetrics_counters_units_and_eof():
     counter = CounterMetricFamily("storpath_t_errors", "Errors.", labels=["kind"])
     counter.add_metric(["a"], 3)
-    from storpath.exposition import FamilyTexts
-    from storpath.families import COUNTER, Family, Rows
+    from storpath.scrape.exposition import FamilyTexts
+    from storpath.scrape.families import COUNTER, Family, Rows
 
     resets = Family("storpath_t_resets", COUNTER, "Resets.", ("phy",))
     rows = Rows()
@@ -224,8 +224,8 @@ def test_gzip_answers_are_the_plain_answers_gzipped_once_per_flight():
     the uncompressed body of the same flight; each is made once and shared."""
     import subprocess
 
-    from storpath.exposition import FamilyTexts
-    from storpath.families import GAUGE, Family, Rows
+    from storpath.scrape.exposition import FamilyTexts
+    from storpath.scrape.families import GAUGE, Family, Rows
 
     families = [Family(f"storpath_t{i}", GAUGE, f"T{i}.", ("device",)) for i in range(3)]
     texts = FamilyTexts(families)
@@ -304,10 +304,10 @@ def test_landing_page_is_drawn_once_per_scrape_in_a_lane_of_its_own(tmp_path, mo
     import dataclasses
     from types import SimpleNamespace
 
-    from storpath.findings import take_snapshot
+    from storpath.report.findings import take_snapshot
     from storpath.http.server import App, Site
-    from storpath.roots import Roots
-    from storpath.tree import model
+    from storpath.base.roots import Roots
+    from storpath.report.tree import model
     from tests.fixtures import machines
 
     machines.load("am4-x570-firecuda").build(str(tmp_path), "healthy")

@@ -1,4 +1,4 @@
-"""`storpath check` and `storpath serve` read every source through one runner (storpath.slow for
+"""`storpath check` and `storpath serve` read every source through one runner (storpath.scrape.slow for
 the slow ones): on every fixture machine, a check's snapshot and a scrape's (after the
 background tasks ran once) hold the same records, source by source. A source decided one way in
 the background and another way when read now (the multipath task asking whether dm_multipath is
@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from storpath.background import Scheduler
-from storpath.config import validate
-from storpath.exporter import StorpathExporter, build_collectors
-from storpath.findings import take_snapshot
-from storpath.roots import Roots
-from storpath.slow import SLOW
+from storpath.base.background import Scheduler
+from storpath.base.config import validate
+from storpath.report.exporter import StorpathExporter, build_collectors
+from storpath.report.findings import take_snapshot
+from storpath.base.roots import Roots
+from storpath.scrape.slow import SLOW
 from tests.fixtures import machines
 
 # When a record was read: the scrape and the check read at different moments.

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from storpath import sysfs
-from storpath.problems import Problem
-from storpath.snapshot import Snapshotter, Source, needed, no_problems
+from storpath.base import sysfs
+from storpath.base.problems import Problem
+from storpath.scrape.snapshot import Snapshotter, Source, needed, no_problems
 
 
 def _plain(name, read, **kwargs):

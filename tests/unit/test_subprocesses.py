@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from storpath.subprocesses import run_command
+from storpath.base.subprocesses import run_command
 
 
 def test_output_and_exit_status():

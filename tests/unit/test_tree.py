@@ -7,15 +7,15 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
-from storpath import landing
+from storpath.http import landing
 from storpath.analysis.pcie import analyse
 from storpath.readers.pci import resolve_port_types
-from storpath.findings import CRITICAL, INFO, WARNING, Finding, worst
+from storpath.report.findings import CRITICAL, INFO, WARNING, Finding, worst
 from storpath.readers.block import BlockDevice
 from storpath.readers.pci import PciDevice, PciStatic
-from storpath.snapshot import Snapshot
-from storpath.tree import model, text
-from storpath.tree.model import Array, TreeInput
+from storpath.scrape.snapshot import Snapshot
+from storpath.report.tree import model, text
+from storpath.report.tree.model import Array, TreeInput
 
 NVME, BRIDGE, NIC = 0x010802, 0x060400, 0x020000
 G3, G4 = 8e9, 16e9
@@ -175,8 +175,8 @@ def test_landing_page_says_which_end_limits_a_sas_disk(tmp_path):
     tree` does: on the Dell R900 before the fix, SSDs at 1.5 Gbit/s where both ends do 3."""
     import os
 
-    from storpath.findings import take_snapshot
-    from storpath.roots import Roots
+    from storpath.report.findings import take_snapshot
+    from storpath.base.roots import Roots
     from tests.fixtures import machines
 
     machines.load("dell-r900-sas1068e").build(str(tmp_path), "before-fix")

@@ -1,7 +1,7 @@
 import pytest
 
-from storpath.parse import parse_pcie_speed, parse_pcie_width, parse_sas_rate, parse_sata_rate
-from storpath.units import parse_duration, parse_size, pcie_link_bytes_per_second
+from storpath.base.parse import parse_pcie_speed, parse_pcie_width, parse_sas_rate, parse_sata_rate
+from storpath.base.units import parse_duration, parse_size, pcie_link_bytes_per_second
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -6,7 +6,7 @@ import pytest
 
 from storpath.analysis.pcie import analyse
 from storpath.readers.host import identify, parse_cpuinfo_hypervisor, read_host
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.fixtures.sysfs_builder import MachineBuilder
 from tests.snapshots import pci_tree
 

@@ -199,11 +199,11 @@ def test_a_served_scrape_carries_the_value_through_every_step_in_order(machine_t
 def test_a_step_bypassed_for_the_value_is_caught(machine_tree, monkeypatch, bypass):
     """The same scrape with one step bypassed for ADDRESS alone (the others still go through
     it): the step no longer holds the value, and the check names it."""
-    from storpath import families
+    from storpath.scrape import families
     from storpath.collectors import pcie
     from storpath.readers import pci
 
-    if bypass == "read":  # the file read without storpath.sysfs
+    if bypass == "read":  # the file read without storpath.base.sysfs
         real = pci.read_attr_why
 
         def read(path, *args, **kwargs):
@@ -213,7 +213,7 @@ def test_a_step_bypassed_for_the_value_is_caught(machine_tree, monkeypatch, bypa
             return real(path, *args, **kwargs)
 
         monkeypatch.setattr(pci, "read_attr_why", read)
-        step = "sysfs.read_attr_why"
+        step = "base.sysfs.read_attr_why"
     elif bypass == "parse":  # the speed taken without parse_pcie_speed
         real_parse = pci.parse_pcie_speed
         real_read = pci.read_attr_why
@@ -232,7 +232,7 @@ def test_a_step_bypassed_for_the_value_is_caught(machine_tree, monkeypatch, bypa
 
         monkeypatch.setattr(pci, "read_attr_why", read)
         monkeypatch.setattr(pci, "parse_pcie_speed", parse)
-        step = "parse.parse_pcie_speed"
+        step = "base.parse.parse_pcie_speed"
     else:  # the row put into its family's series without Rows.add
         real_add = families.Rows.add
 
@@ -245,7 +245,7 @@ def test_a_step_bypassed_for_the_value_is_caught(machine_tree, monkeypatch, bypa
             return real_add(self, family, labels, value)
 
         monkeypatch.setattr(families.Rows, "add", add)
-        step = "families.Rows.add"
+        step = "scrape.families.Rows.add"
     trace = traced_serve(machine_tree("am4-x570-firecuda", "healthy"))
     assert SERIES.encode() in trace.body  # the answer is the same
     assert not_followed(steps(section()), trace) == step
@@ -256,8 +256,8 @@ def test_a_walkthrough_that_lies_is_caught(tmp_path, machine_tree, plant):
     """The checks above on a copy of CONTRIBUTING.md with a planted untruth."""
     text = section()
     if plant == "renamed":  # a name that no longer exists
-        copy = text.replace("`sysfs.read_attr_why`", "`sysfs.read_attr_cached`", 1)
-        assert unresolved(copy) == ["sysfs.read_attr_cached"]
+        copy = text.replace("`base.sysfs.read_attr_why`", "`base.sysfs.read_attr_cached`", 1)
+        assert unresolved(copy) == ["base.sysfs.read_attr_cached"]
     else:  # two steps in the wrong order: the answer's pieces before the flight that makes them
         copy = text.replace("**`http.scrape.Flight.chunks`**", "**`@@`**", 1) \
             .replace("**`exposition.pieces`**", "**`http.scrape.Flight.chunks`**", 1) \

@@ -15,15 +15,15 @@ import time
 import pytest
 from prometheus_client import generate_latest
 
-from storpath import log
-from storpath.background import Scheduler
+from storpath.base import log
+from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.zfs import ZfsCollector
-from storpath.exporter import StorpathExporter
+from storpath.report.exporter import StorpathExporter
 from storpath.readers.zfs import (ZpoolOutputError, ZpoolReader, find_zfs, parse_count, parse_creation,
                                   parse_ctime, parse_list, parse_scan_line, parse_status_json, parse_status_text,
                                   read_kstat_states, run_zpool)
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 from tests.conftest import run_exporter
 from tests.fixtures import machines
 from tests.fixtures.builders_zfs import creation_text, list_text, status_json, status_text
@@ -536,8 +536,8 @@ def test_exporter_keeps_serving_with_bad_zpool(tmp_path, body):
 def _check_without_zpool(tmp_path, states, dev=None):
     """`storpath check`'s ZFS findings on a procfs with these kstat pool states and a
     zpool that cannot be run (or, with dev "", a replayed machine's, where zpool is not run)."""
-    from storpath.findings import Facts, Outcome
-    from storpath.findings.zfs import check
+    from storpath.report.findings import Facts, Outcome
+    from storpath.report.findings.zfs import check
 
     for pool, text in states.items():
         folder = tmp_path / "proc" / "spl" / "kstat" / "zfs" / pool

@@ -16,7 +16,7 @@ from typing import Dict
 import pytest
 
 from storpath.readers.zfs import (ZpoolReader, apply_list, parse_list, parse_status_text, read_kstat_states)
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 
 DATA = Path(__file__).parent / "data" / "zpool_2.1_lab.txt"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from storpath.log import describe
+from storpath.base.log import describe
 from storpath.readers.inventory import KINDS, storage_kind
 from storpath.readers.pci import PciDevice
 

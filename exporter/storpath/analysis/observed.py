@@ -1,6 +1,6 @@
 """The highest link a function reached over a window of samples: what a GPU's or
 accelerator's link does when it is busy (it trains down when idle). Pure; the samples come
-from the `pcie_observed` slow source's background task (storpath.slow, readers.link_samples)."""
+from the `pcie_observed` slow source's background task (storpath.scrape.slow, readers.link_samples)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 from storpath.analysis import virtual
 from storpath.analysis.expectation import BOTH_ENDS, NONE, LinkExpectation
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice, path_to_root
-from storpath.units import pcie_link_bytes_per_second
+from storpath.base.units import pcie_link_bytes_per_second
 
 
 @dataclass(frozen=True)

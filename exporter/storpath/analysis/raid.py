@@ -2,7 +2,7 @@
 (storpath.analysis.expectation: the port is the controller's, the far end the drive): a
 drive's link should run at the lower of the controller port's capability and the drive's own.
 
-The ends, from whatever source gives them (readers.raid_records):
+The ends, from whatever source gives them (readers.raid.records):
 - the controller's: storcli's "Device Interface" (SAS-12G), arcconf's "Global Max SAS Phy
   Link Rate"; ssacli and MegaCli's listings name none;
 - the drive's: storcli "Device Speed" / storcli2 "Capable Speed", MegaCli "Device Speed",
@@ -29,7 +29,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from storpath.analysis.expectation import (BOTH_ENDS, DEVICE_ONLY, FAR_END_UNKNOWN, NONE, PORT_LIMIT_UNKNOWN,
                                           RATE_IS_EXPANDER_LINK, LinkExpectation, lower_of)
-from storpath.readers.raid_records import RaidController, RaidDrive, RaidVolume
+from storpath.readers.raid.records import RaidController, RaidDrive, RaidVolume
 
 __all__ = ["BOTH_ENDS", "DEVICE_ONLY", "NONE", "FAR_END_UNKNOWN", "PORT_LIMIT_UNKNOWN", "RATE_IS_EXPANDER_LINK",
            "rate_is_expander_link", "own_link_rate", "drive_expectation", "below_expected", "cache_fell_back", "volume_members",

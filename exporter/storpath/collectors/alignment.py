@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from storpath.analysis.alignment import judge
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Family, Rows
+from storpath.scrape.families import GAUGE, Family, Rows
 from storpath.readers.alignment import BlockAlignment
 
 PARTITION_START = Family(

@@ -1,12 +1,12 @@
 """What every collector is given and must provide.
 
 A collector declares its metric families once, in a module-level table
-(storpath.families.Family, in exposition order), names the parts of the snapshot its rows
-come from (`reads`: fields of storpath.snapshot.Snapshot) and provides `values(snapshot)`:
+(storpath.scrape.families.Family, in exposition order), names the parts of the snapshot its rows
+come from (`reads`: fields of storpath.scrape.snapshot.Snapshot) and provides `values(snapshot)`:
 the rows of each family, from the snapshot and the analysis of it. It never opens a file
 and keeps no rendered text: the framework (StorpathExporter.collect, with the collector's
 `texts`) renders a family again only when its rows change. Slow or privileged work is a slow
-source declared in storpath.slow for the collector: enabling the collector enables it
+source declared in storpath.scrape.slow for the collector: enabling the collector enables it
 (`Context.slow`), and the collector reads its latest result from the snapshot like any other
 part. See CONTRIBUTING.md for a worked example.
 """
@@ -17,13 +17,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from storpath import log
-from storpath.background import Scheduler
-from storpath.exposition import FamilyTexts
-from storpath.families import Family, Rows
-from storpath.roots import Roots
-from storpath.slow import SlowRunner
-from storpath.snapshot import Snapshot, Source
+from storpath.base import log
+from storpath.base.background import Scheduler
+from storpath.scrape.exposition import FamilyTexts
+from storpath.scrape.families import Family, Rows
+from storpath.base.roots import Roots
+from storpath.scrape.slow import SlowRunner
+from storpath.scrape.snapshot import Snapshot, Source
 
 
 @dataclass
@@ -60,7 +60,7 @@ class Collector:
         self.texts = FamilyTexts(self.families)  # the framework's: renders the rows of `values()`
         if ctx.slow is None:
             ctx.slow = SlowRunner(ctx.roots, ctx.scheduler, ctx.full_config)
-        ctx.slow.enable(self.name, self.config)  # the slow sources declared for it (storpath.slow)
+        ctx.slow.enable(self.name, self.config)  # the slow sources declared for it (storpath.scrape.slow)
 
     @classmethod
     def settings(cls, section: Optional[Dict[str, Any]]) -> Dict[str, Any]:

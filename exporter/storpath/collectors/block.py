@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Family, Rows
+from storpath.scrape.families import GAUGE, Family, Rows
 
 DEVICE_INFO = Family(
     "storpath_block_device_info", GAUGE,

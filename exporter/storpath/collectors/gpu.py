@@ -19,8 +19,8 @@ from typing import Optional
 
 from storpath.analysis.observed import sampled
 from storpath.collectors import Collector, register
-from storpath.config import Duration
-from storpath.families import GAUGE, Family, Rows
+from storpath.base.config import Duration
+from storpath.scrape.families import GAUGE, Family, Rows
 
 _ADDRESS = ("address",)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Family, Rows
+from storpath.scrape.families import GAUGE, Family, Rows
 from storpath.readers.host import DMI_FIELDS
 
 HOST_INFO = Family(

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import logging
 
-from storpath import log
+from storpath.base import log
 from storpath.analysis.inventory import parse_expected
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Family, Rows
+from storpath.scrape.families import GAUGE, Family, Rows
 from storpath.readers.inventory import counts
 
 _KIND = ("kind",)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from storpath.analysis.md import member_placement
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Family, Rows
+from storpath.scrape.families import GAUGE, Family, Rows
 from storpath.readers.md import ARRAY_STATES, SYNC_ACTIONS
 
 ARRAY_STATE = Family(

@@ -15,8 +15,8 @@ from typing import Dict, Optional
 from storpath.analysis.paths import (device_link_rates, drive_paths, judge_map, map_count, map_link_rates,
                                      map_numa_nodes)
 from storpath.collectors import Collector, register
-from storpath.config import Duration
-from storpath.families import COUNTER, GAUGE, Family, Rows
+from storpath.base.config import Duration
+from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
 
 DMSETUP_UP = Family(
     "storpath_multipath_dmsetup_up", GAUGE,

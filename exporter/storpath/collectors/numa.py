@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from storpath.analysis.numa import block_device_nodes, nodes_per_socket
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Family, Rows
+from storpath.scrape.families import GAUGE, Family, Rows
 
 NODE_INFO = Family(
     "storpath_numa_node_info", GAUGE,

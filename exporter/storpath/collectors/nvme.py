@@ -14,11 +14,11 @@ import logging
 import re
 from typing import Dict, List, Optional
 
-from storpath import log
+from storpath.base import log
 from storpath.analysis.nvme import Identified
 from storpath.collectors import Collector, register
-from storpath.config import Duration
-from storpath.families import GAUGE, Family, Rows
+from storpath.base.config import Duration
+from storpath.scrape.families import GAUGE, Family, Rows
 from storpath.readers.nvme import IdentifyResult, NvmeNamespace
 
 _DEVICE = ("device",)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import List
 
 from storpath.collectors import Collector, register
-from storpath.config import Duration
-from storpath.families import COUNTER, GAUGE, Family, Rows
+from storpath.base.config import Duration
+from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.nvme_health import HealthResult, HwmonSensor, celsius
 
 _CONTROLLER = ("controller",)

@@ -7,7 +7,7 @@ from typing import Optional
 
 from storpath.analysis.paths import crosses_numa, multipathed, optimized_paths, subsystem_count
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Family, Rows
+from storpath.scrape.families import GAUGE, Family, Rows
 from storpath.readers.nvme_subsystem import ANA_STATES, PATH_STATES
 
 SUBSYSTEM_INFO = Family(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from storpath.analysis.demand import link_demands
 from storpath.analysis.pcie import current_bandwidth
 from storpath.collectors import Collector, register
-from storpath.families import COUNTER, GAUGE, Family, Rows
+from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
 
 _ADDRESS = ("address",)
 INFO_LABELS = ("address", "upstream", "root_port", "port_type", "class", "vendor_id", "device_id",

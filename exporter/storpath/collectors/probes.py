@@ -1,7 +1,7 @@
 """Read-only fio probes: measured read throughput next to what the path should give.
 
 Probes run in background tasks (one per target, on the `probes:` schedule: the `probes` slow
-source, storpath.slow.Probes); a scrape only copies their latest results, so it is as fast during a probe as without one.
+source, storpath.scrape.slow.Probes); a scrape only copies their latest results, so it is as fast during a probe as without one.
 With no `probes.targets` configured the collector exports nothing.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Optional
 
 from storpath.collectors import Collector, register
-from storpath.families import COUNTER, GAUGE, SUMMARY, Family, Rows
-from storpath.probes import config as probes_config
-from storpath.probes.config import FAILURE_REASONS, SKIP_REASONS
+from storpath.scrape.families import COUNTER, GAUGE, SUMMARY, Family, Rows
+from storpath.scrape.probes import config as probes_config
+from storpath.scrape.probes.config import FAILURE_REASONS, SKIP_REASONS
 
 
 
@@ -91,7 +91,7 @@ class ProbesCollector(Collector):
         super().__init__(ctx)
         self.probes = probes_config.from_full_config(ctx.full_config)
         if self.probes.targets:
-            self.reads = ("probes",)  # the `probes` slow source (storpath.slow.Probes)
+            self.reads = ("probes",)  # the `probes` slow source (storpath.scrape.slow.Probes)
 
     def values(self, snapshot) -> Optional[Rows]:
         if not self.probes.targets:

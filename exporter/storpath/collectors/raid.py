@@ -18,10 +18,10 @@ from typing import Optional
 
 from storpath.analysis.raid import judged, own_link_rate
 from storpath.collectors import Collector, register
-from storpath.config import Duration
-from storpath.families import GAUGE, Family, Rows
+from storpath.base.config import Duration
+from storpath.scrape.families import GAUGE, Family, Rows
 from storpath.readers.raid import RaidPass
-from storpath.readers.raid_records import BATTERY_STATES, DRIVE_STATES, VOLUME_STATES
+from storpath.readers.raid.records import BATTERY_STATES, DRIVE_STATES, VOLUME_STATES
 
 
 TOOL_UP = Family(
@@ -196,7 +196,7 @@ class RaidCollector(Collector):
                     rows.add(VOLUME_WRITE_BACK, key + (policy,), 1.0 if value else 0.0)
             rows.add(VOLUME_STRIP, key, volume.strip_bytes)
             rows.add(VOLUME_SIZE, key, volume.size_bytes)
-        for drive, _, expectation in judged(inventory.drives, inventory.controllers):  # one each (readers.raid_merge)
+        for drive, _, expectation in judged(inventory.drives, inventory.controllers):  # one each (readers.raid.merge)
             key = (drive.controller, drive.slot)
             rows.add(DRIVE_INFO, key + (drive.interface or "", drive.media or "", drive.model or "",
                                         drive.volume or ""), 1)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from storpath.analysis.links import drive_phys, expander_capabilities, sas_expectation
 from storpath.collectors import Collector, register
-from storpath.config import Duration
-from storpath.families import COUNTER, GAUGE, Family, Rows
+from storpath.base.config import Duration
+from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
 
 
 NEGOTIATED_RATE = Family(

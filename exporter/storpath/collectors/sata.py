@@ -6,7 +6,7 @@ from __future__ import annotations
 from storpath.analysis.links import sata_expectation
 from storpath.analysis.sata import speed_limited
 from storpath.collectors import Collector, register
-from storpath.families import GAUGE, Family, Rows
+from storpath.scrape.families import GAUGE, Family, Rows
 
 _LABELS = ("link", "device")
 

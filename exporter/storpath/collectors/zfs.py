@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from storpath.analysis.zfs import data_leaves, expected_ashift
 from storpath.collectors import Collector, register
-from storpath.config import Duration
-from storpath.families import COUNTER, GAUGE, Family, Rows
+from storpath.base.config import Duration
+from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
 from storpath.readers.zfs import ERROR_TYPES, POOL_STATES, SCAN_STATES, VDEV_STATES
 
 

@@ -1,6 +1,6 @@
 """`storpath capture -o FILE.tar.gz [--redact]`: the files storpath reads, in one archive.
 
-The work is done in storpath.capture (files, redact, archive); this is the command line.
+The work is done in storpath.report.capture (files, redact, archive); this is the command line.
 What is captured follows the readers: every module of storpath.readers declares the
 sysfs and procfs files it reads as glob patterns relative to the root
 (`CAPTURE_SYSFS`, `CAPTURE_PROCFS`; `{a,b}` alternatives and `..` are allowed), and may
@@ -20,11 +20,12 @@ import os
 import sys
 import tempfile
 
-from storpath import __version__, log
-from storpath.capture.archive import archive_top, snapshot, write_archive
-from storpath.capture.files import ReaderFiles, Tree, expand_braces, reader_files  # noqa: F401 (re-exported)
-from storpath.capture.redact import Redactor  # noqa: F401 (re-exported)
-from storpath.options import roots_from
+from storpath import __version__
+from storpath.base import log
+from storpath.report.capture.archive import archive_top, snapshot, write_archive
+from storpath.report.capture.files import ReaderFiles, Tree, expand_braces, reader_files  # noqa: F401 (re-exported)
+from storpath.report.capture.redact import Redactor  # noqa: F401 (re-exported)
+from storpath.commands.options import roots_from
 
 LOG = log.get("capture")
 

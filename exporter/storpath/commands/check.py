@@ -1,7 +1,7 @@
 """`storpath check`: the exporter's analysis as a report for a person at a terminal.
 
 Reads the machine (or a captured tree given with --path.sysfs/--path.procfs/
---path.captured), runs every findings subsystem (storpath.findings) and prints the
+--path.captured), runs every findings subsystem (storpath.report.findings) and prints the
 findings grouped by device, then a summary line. Exit status: 0 clean (info findings
 only), 1 warnings, 2 critical findings; 3 when the machine could not be read at all.
 Usage and configuration errors exit 2 before any check runs, as for every storpath
@@ -19,16 +19,17 @@ import sys
 import textwrap
 from typing import Any, Dict, List, Optional, TextIO
 
-from storpath import __version__, safetext
-from storpath.options import roots_from, say_no_devices
-from storpath.findings import _probes
-from storpath.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
+from storpath import __version__
+from storpath.base import safetext
+from storpath.commands.options import roots_from, say_no_devices
+from storpath.report.findings import _probes
+from storpath.report.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
                                run_checks, severity_rank, worst)
-from storpath.findings import load_all as load_findings
+from storpath.report.findings import load_all as load_findings
 from storpath.readers.lspci import read_dump
-from storpath.snapshot import from_lspci
-from storpath.tree import model, sources
-from storpath.tree import text as tree_text
+from storpath.scrape.snapshot import from_lspci
+from storpath.report.tree import model, sources
+from storpath.report.tree import text as tree_text
 
 EXIT_UNREADABLE = 3
 
@@ -69,7 +70,7 @@ def add_lspci_argument(parser) -> None:
                              "links) is listed, not guessed.")
 
 
-# What an lspci dump lets storpath judge: the PCIe links (storpath.findings.pcie); md arrays
+# What an lspci dump lets storpath judge: the PCIe links (storpath.report.findings.pcie); md arrays
 # too where a sosreport kept /proc/mdstat beside it.
 LSPCI_SUBSYSTEMS = ("pcie",)
 
@@ -114,7 +115,7 @@ def run(args, config) -> int:
 
 
 def _run_lspci(args, config, collector: Optional[_NoteCollector]) -> int:
-    """`--lspci PATH`: the snapshot of the dump's machine (storpath.snapshot.from_lspci), the
+    """`--lspci PATH`: the snapshot of the dump's machine (storpath.scrape.snapshot.from_lspci), the
     findings its data allows (LSPCI_SUBSYSTEMS), what it cannot show."""
     try:
         record, problems = read_dump(args.lspci)
@@ -250,7 +251,7 @@ def _paint(text: str, style: str, colour: bool) -> str:
 def _wrap(text: str, width: int, first: str, rest: str) -> List[str]:
     """`text` as lines of at most `width` columns. Every text of the report passes here, so
     this is where what the hardware named (a model, a member name) is made one line of
-    plain text (storpath.safetext.display) before it is laid out."""
+    plain text (storpath.base.safetext.display) before it is laid out."""
     text = safetext.display(text)
     text = _UNIT.sub(lambda m: m.group(1) + _NBSP, text)
     text = text.replace("GT/s (Gen", "GT/s" + _NBSP + "(Gen")

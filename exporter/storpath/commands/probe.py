@@ -17,14 +17,14 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from storpath.options import roots_from
-from storpath.config import ConfigError
+from storpath.commands.options import roots_from
+from storpath.base.config import ConfigError
 from storpath.analysis.pcie import analyse
-from storpath.probes import config as probes_config
-from storpath.probes.engine import Outcome, ProbeEngine
-from storpath.progress import Progress
-from storpath.snapshot import take_once
-from storpath.units import human_bytes_per_second, parse_duration
+from storpath.scrape.probes import config as probes_config
+from storpath.scrape.probes.engine import Outcome, ProbeEngine
+from storpath.base.progress import Progress
+from storpath.scrape.snapshot import take_once
+from storpath.base.units import human_bytes_per_second, parse_duration
 
 
 def add_parser(sub, common):

@@ -18,19 +18,20 @@ import sys
 import time
 from typing import Dict, Iterable, Optional
 
-from storpath import __version__, log
-from storpath.background import Scheduler
-from storpath.options import resolve_config, roots_from, say_no_devices
-from storpath.config import DEFAULT_PORT, ConfigError
-from storpath.exporter import StorpathExporter, build_collectors
-from storpath.exposition import FamilyTexts, SeriesFamily
+from storpath import __version__
+from storpath.base import log
+from storpath.base.background import Scheduler
+from storpath.commands.options import resolve_config, roots_from, say_no_devices
+from storpath.base.config import DEFAULT_PORT, ConfigError
+from storpath.report.exporter import StorpathExporter, build_collectors
+from storpath.scrape.exposition import FamilyTexts, SeriesFamily
 from storpath.http import webconfig
 from storpath.http.process import RELOAD, STOP, Signals, raise_open_files_limit
 from storpath.http.scrape import Scraper
 from storpath.http.server import Server, Site, exporter_metrics
-from storpath.reloads import FAMILIES as RELOAD_FAMILIES
-from storpath.reloads import ReloadStatus
-from storpath.slow import SlowRunner
+from storpath.report.reloads import FAMILIES as RELOAD_FAMILIES
+from storpath.report.reloads import ReloadStatus
+from storpath.scrape.slow import SlowRunner
 
 LOG = log.get("serve")
 

@@ -1,6 +1,6 @@
 """`storpath tree`: `storpath check --tree` under a name of its own. The same reads,
 findings and exit status as `storpath check`; the output is the topology tree
-(storpath.tree)."""
+(storpath.report.tree)."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ from cheroot.makefile import StreamReader, StreamWriter
 from cheroot.server import HTTPConnection, HTTPRequest
 from cheroot.ssl import Adapter
 
-from storpath import log
+from storpath.base import log
 
 LOG = log.get("web")
 

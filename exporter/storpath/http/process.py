@@ -20,7 +20,7 @@ import select
 import signal
 from typing import Dict, Optional, Set, Tuple
 
-from storpath import log
+from storpath.base import log
 
 LOG = log.get("serve")
 

@@ -14,7 +14,7 @@ import time
 import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from storpath import exposition
+from storpath.scrape import exposition
 
 # gzip level 1. Measured on the 4 MB text of the 1024-drive benchmark host: level 1 takes
 # 6.5 ms of CPU for 161 KB, level 6 27 ms for 139 KB.

@@ -26,9 +26,11 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
-from storpath import __version__, exposition, log
-from storpath.config import DEFAULTS
-from storpath.exporter import send_margin
+from storpath import __version__
+from storpath.scrape import exposition
+from storpath.base import log
+from storpath.base.config import DEFAULTS
+from storpath.report.exporter import send_margin
 from storpath.http import negotiation
 from storpath.http.cheroot_patches import TLSAdapter, WSGIServer
 from storpath.http.scrape import STALE_AFTER, Scraper
@@ -133,12 +135,12 @@ class Site:
         self._landing_lock = threading.Lock()
 
     def landing(self):
-        """The landing page's maker (storpath.landing.Landing), which keeps the page of the last
+        """The landing page's maker (storpath.http.landing.Landing), which keeps the page of the last
         scrape. Made on the first visit: the page's modules (tree, findings) cost about 1 MB a
         scrape-only exporter need not hold."""
         with self._landing_lock:
             if self._landing is None:
-                from storpath import landing
+                from storpath.http import landing
 
                 self._landing = landing.Landing(self.collector_names, metrics_path=self.telemetry_path.lstrip("/"),
                                                 runbook_base=self.runbook_base, config=self.config)
@@ -187,7 +189,7 @@ class App:
             elif path == site.telemetry_path:
                 answer = self._metrics(site, environ)
             elif path == "/" and site.telemetry_path != "/":
-                # The topology of the last scrape (storpath.landing); never a scrape of its own.
+                # The topology of the last scrape (storpath.http.landing); never a scrape of its own.
                 if not site.landing_lane.acquire(blocking=False):
                     answer = ("503 Service Unavailable", b"Too many landing page requests at once\n", TEXT,
                               [("Retry-After", "1")])

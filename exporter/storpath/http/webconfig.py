@@ -28,8 +28,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from storpath import log
-from storpath.config import ConfigError
+from storpath.base import log
+from storpath.base.config import ConfigError
 
 
 class WebConfigError(ValueError):
@@ -100,7 +100,7 @@ def load(path: Optional[str]) -> WebConfig:
     """Read and check a web config file; no path means plain HTTP without authentication."""
     if not path:
         return WebConfig()
-    from storpath.configfile import load_file  # PyYAML only where a file is read
+    from storpath.base.configfile import load_file  # PyYAML only where a file is read
 
     try:
         raw = load_file(path)

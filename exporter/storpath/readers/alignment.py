@@ -27,10 +27,10 @@ import threading
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from storpath.parse import parse_int
+from storpath.base.parse import parse_int
 from storpath.readers.instances import InstanceCache
-from storpath.roots import Roots
-from storpath.sysfs import list_dir, list_entries, read_attr
+from storpath.base.roots import Roots
+from storpath.base.sysfs import list_dir, list_entries, read_attr
 
 SECTOR = 512
 

@@ -31,12 +31,12 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from storpath.parse import parse_sata_rate
-from storpath.problems import DEBUG, Problem
+from storpath.base.parse import parse_sata_rate
+from storpath.base.problems import DEBUG, Problem
 from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_id_text
 from storpath.readers.block import scsi_target_disks
-from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr_why
+from storpath.base.roots import Roots
+from storpath.base.sysfs import list_dir, read_attr_why
 
 UNKNOWN = "<unknown>"
 SPEED_ATTRIBUTES = ("sata_spd", "hw_sata_spd_limit", "sata_spd_limit")

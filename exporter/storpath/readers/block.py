@@ -21,11 +21,11 @@ import threading
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from storpath.parse import parse_int
+from storpath.base.parse import parse_int
 from storpath.readers.instances import InstanceCache
 from storpath.readers.pci import PCI_ADDRESS
-from storpath.roots import Roots
-from storpath.sysfs import list_dir, list_entries, read_attr
+from storpath.base.roots import Roots
+from storpath.base.sysfs import list_dir, list_entries, read_attr
 
 # What this reader reads (storpath capture takes these; see commands/capture.py).
 CAPTURE_SYSFS = (

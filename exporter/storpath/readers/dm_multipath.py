@@ -44,13 +44,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Dict, List, Optional, Tuple
 
-from storpath import atomicfile
-from storpath.parse import natural_key, parse_int
-from storpath.problems import Problem
-from storpath.roots import Roots
-from storpath.subprocesses import run_command
+from storpath.base import atomicfile
+from storpath.base.parse import natural_key, parse_int
+from storpath.base.problems import Problem
+from storpath.base.roots import Roots
+from storpath.base.subprocesses import run_command
 from storpath.readers.instances import InstanceCache
-from storpath.sysfs import list_dir, list_entries, read_attr_noting, read_attr_why
+from storpath.base.sysfs import list_dir, list_entries, read_attr_noting, read_attr_why
 
 CAPTURE_SYSFS = (
     "block/dm-*/{size,dev}",

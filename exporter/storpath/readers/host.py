@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from storpath.parse import parse_identity
-from storpath.roots import Roots
-from storpath.sysfs import read_attr, read_bytes
+from storpath.base.parse import parse_identity
+from storpath.base.roots import Roots
+from storpath.base.sysfs import read_attr, read_bytes
 
 DMI_FIELDS = ("sys_vendor", "product_name", "board_vendor", "board_name", "bios_vendor", "bios_version")
 

@@ -1,7 +1,7 @@
 """The storage devices of a host and their identity, for counting them.
 
 The devices themselves come from what the snapshot read already (the PCI
-tree and /sys/class/block, storpath.snapshot): this module only sorts
+tree and /sys/class/block, storpath.scrape.snapshot): this module only sorts
 them into kinds and reads what identifies each one, once per device instance.
 
 - PCI functions of class 01 (mass storage): 0108xx is an NVMe controller, the others
@@ -28,11 +28,11 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from storpath.parse import parse_identity
+from storpath.base.parse import parse_identity
 from storpath.readers.block import BlockDevice
 from storpath.readers.pci import PciDevice
-from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr, read_bytes
+from storpath.base.roots import Roots
+from storpath.base.sysfs import list_dir, read_attr, read_bytes
 
 # What this reader reads beyond the PCI and block readers (storpath capture takes these).
 CAPTURE_SYSFS = (

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Dict, Mapping, Optional, Tuple
 
-from storpath.parse import parse_pcie_speed, parse_pcie_width
-from storpath.sysfs import read_attr
+from storpath.base.parse import parse_pcie_speed, parse_pcie_width
+from storpath.base.sysfs import read_attr
 
 Sample = Tuple[Optional[float], Optional[int]]  # (transfers per second, lanes); None: unreadable
 

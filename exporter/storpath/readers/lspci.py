@@ -39,12 +39,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from storpath.parse import PCIE_SPEEDS
-from storpath.problems import INFO, WARNING, Problem
+from storpath.base.parse import PCIE_SPEEDS
+from storpath.base.problems import INFO, WARNING, Problem
 from storpath.readers.host import DMI_FIELDS, HostIdentity, identify, parse_cpuinfo_hypervisor
 from storpath.readers.md import MdArray, read_md_arrays
 from storpath.readers.pci import PciDevice, PciStatic, resolve_port_types
-from storpath.roots import Roots
+from storpath.base.roots import Roots
 
 # ls-caps.c's names of the PCI Express capability's Device/Port Type, in readers.pci's words.
 EXPRESS_TYPES = (

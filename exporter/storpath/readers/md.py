@@ -56,10 +56,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from storpath.parse import natural_key, parse_int
-from storpath.problems import Problem
-from storpath.roots import Roots
-from storpath.sysfs import WHOLE_FILE, list_dir, read_attr_noting, read_attr_why
+from storpath.base.parse import natural_key, parse_int
+from storpath.base.problems import Problem
+from storpath.base.roots import Roots
+from storpath.base.sysfs import WHOLE_FILE, list_dir, read_attr_noting, read_attr_why
 
 # array_state values, md.c array_states[].
 ARRAY_STATES = ("clear", "inactive", "suspended", "readonly", "read-auto", "clean", "active",

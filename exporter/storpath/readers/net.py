@@ -16,11 +16,11 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from storpath.parse import parse_int
-from storpath.problems import Problem
+from storpath.base.parse import parse_int
+from storpath.base.problems import Problem
 from storpath.readers.pci import PCI_ADDRESS
-from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr_why
+from storpath.base.roots import Roots
+from storpath.base.sysfs import list_dir, read_attr_why
 
 # What this reader reads (storpath capture takes these).
 CAPTURE_SYSFS = ("class/net/*", "class/net/*/{device,speed}")

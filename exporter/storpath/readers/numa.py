@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from storpath.parse import parse_int, parse_numa_node  # noqa: F401 (parse_numa_node re-exported)
-from storpath.problems import Problem
-from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr
+from storpath.base.parse import parse_int, parse_numa_node  # noqa: F401 (parse_numa_node re-exported)
+from storpath.base.problems import Problem
+from storpath.base.roots import Roots
+from storpath.base.sysfs import list_dir, read_attr
 
 # What this reader reads (storpath capture takes these; the online lists too, for whoever reads
 # the archive); numa_node and class come through the PCI reader.

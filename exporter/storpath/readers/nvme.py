@@ -50,14 +50,14 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath import atomicfile, boundedjson
-from storpath.subprocesses import run_command
-from storpath.parse import parse_identity, parse_int
+from storpath.base import atomicfile, boundedjson
+from storpath.base.subprocesses import run_command
+from storpath.base.parse import parse_identity, parse_int
 from storpath.readers.block import physical_block_size
 from storpath.readers.instances import InstanceCache
 from storpath.readers.pci import PCI_ADDRESS
-from storpath.roots import Roots
-from storpath.sysfs import list_dir, list_entries, read_attr, read_bytes, read_int
+from storpath.base.roots import Roots
+from storpath.base.sysfs import list_dir, list_entries, read_attr, read_bytes, read_int
 
 IDENTIFY_BYTES = 4096
 OPCODE_IDENTIFY = 0x06
@@ -421,7 +421,7 @@ def identify_nvme_cli(char_device: str, nsid: int, nvme_cli: str = "nvme", timeo
                       subcommand: str = "id-ns") -> str:
     """`nvme id-ns ... -o json` output (or another controller-wide `subcommand`:
     id-ctrl, smart-log); raises IdentifyError. A drive that hangs the command in the
-    kernel cannot hang the task: storpath.subprocesses gives up on it."""
+    kernel cannot hang the task: storpath.base.subprocesses gives up on it."""
     binary = shutil.which(nvme_cli)
     if binary is None:
         raise IdentifyError(f"nvme-cli not installed ({nvme_cli!r} not found)")

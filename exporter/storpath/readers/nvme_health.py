@@ -50,13 +50,13 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath import atomicfile
+from storpath.base import atomicfile
 from storpath.readers.nvme import (CAPTURED_DIR, NO_DEVICES_REASON, OPCODE_IDENTIFY, IdentifyError, admin_command,
                                    identify_nvme_cli, json_object, read_controllers)
-from storpath.parse import parse_int
+from storpath.base.parse import parse_int
 from storpath.readers.instances import InstanceCache
-from storpath.roots import Roots
-from storpath.sysfs import list_dir, list_entries, read_attr
+from storpath.base.roots import Roots
+from storpath.base.sysfs import list_dir, list_entries, read_attr
 
 SMART_LOG_BYTES = 512
 OPCODE_GET_LOG_PAGE = 0x02

@@ -33,11 +33,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Dict, List, Optional, Tuple
 
-from storpath.parse import natural_key, parse_identity, parse_numa_node
-from storpath.problems import INFO, Problem
-from storpath.roots import Roots
+from storpath.base.parse import natural_key, parse_identity, parse_numa_node
+from storpath.base.problems import INFO, Problem
+from storpath.base.roots import Roots
 from storpath.readers.instances import InstanceCache
-from storpath.sysfs import list_dir, list_entries, read_attr_noting, read_attr_why
+from storpath.base.sysfs import list_dir, list_entries, read_attr_noting, read_attr_why
 
 CAPTURE_SYSFS = (
     "class/nvme-subsystem/*",

@@ -21,12 +21,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
-from storpath.parse import parse_int, parse_numa_node
-from storpath.parse import parse_pcie_speed, parse_pcie_width
-from storpath.problems import Problem
+from storpath.base.parse import parse_int, parse_numa_node
+from storpath.base.parse import parse_pcie_speed, parse_pcie_width
+from storpath.base.problems import Problem
 from storpath.readers.instances import InstanceCache
-from storpath.roots import Roots
-from storpath.sysfs import link_name, list_entries, read_attr, read_attr_why, read_bytes
+from storpath.base.roots import Roots
+from storpath.base.sysfs import link_name, list_entries, read_attr, read_attr_why, read_bytes
 
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 

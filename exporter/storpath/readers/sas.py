@@ -40,12 +40,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Dict, List, Optional, Tuple
 
-from storpath.parse import parse_identity, parse_int, parse_sas_rate
-from storpath.problems import DEBUG, INFO, WARNING, Problem
+from storpath.base.parse import parse_identity, parse_int, parse_sas_rate
+from storpath.base.problems import DEBUG, INFO, WARNING, Problem
 from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_vpd_pg89
 from storpath.readers.block import scsi_devices_below
-from storpath.roots import Roots
-from storpath.sysfs import list_dir, read_attr_noting, read_bytes
+from storpath.base.roots import Roots
+from storpath.base.sysfs import list_dir, read_attr_noting, read_bytes
 
 # The kernel's names of link states that carry no rate (sas_linkspeed_names). The empty
 # string is what the kernel prints for a state it has no name for.

@@ -48,12 +48,12 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath import atomicfile
+from storpath.base import atomicfile
 from storpath.readers.block import scsi_devices_below
 from storpath.readers.sas import parse_sas_address
-from storpath.roots import Roots
-from storpath.subprocesses import run_command
-from storpath.sysfs import list_dir, read_attr
+from storpath.base.roots import Roots
+from storpath.base.subprocesses import run_command
+from storpath.base.sysfs import list_dir, read_attr
 
 CAPTURED_DIR = "sas"
 CAPTURED_NAME = "mode-19-01.bin"

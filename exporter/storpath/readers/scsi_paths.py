@@ -26,11 +26,11 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from storpath.parse import natural_key
-from storpath.problems import Problem
-from storpath.roots import Roots
+from storpath.base.parse import natural_key
+from storpath.base.problems import Problem
+from storpath.base.roots import Roots
 from storpath.readers.instances import InstanceCache
-from storpath.sysfs import list_entries, read_attr_why
+from storpath.base.sysfs import list_entries, read_attr_why
 
 CAPTURE_SYSFS = ("class/block/sd*/device/{wwid,vendor,model,sas_address}",)
 

@@ -43,9 +43,9 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from storpath import atomicfile
-from storpath.subprocesses import run_command
-from storpath.problems import INFO, WARNING, Problem
+from storpath.base import atomicfile
+from storpath.base.subprocesses import run_command
+from storpath.base.problems import INFO, WARNING, Problem
 # The parsers and records of zpool's output (re-exported: the readers' records live here).
 from storpath.readers.zpool_output import (ERROR_TYPES, POOL_STATES, SCAN_FUNCTIONS, SCAN_STATES,  # noqa: F401
                                            VDEV_STATES, ScanStatus, Vdev, ZfsPool, ZpoolOutputError, apply_creation,
@@ -53,8 +53,8 @@ from storpath.readers.zpool_output import (ERROR_TYPES, POOL_STATES, SCAN_FUNCTI
                                            parse_scan_line, parse_status_json, parse_status_text, pool_state,
                                            vdev_state)
 from storpath.readers.block import device_physical_block_size
-from storpath.roots import Roots
-from storpath.sysfs import WHOLE_FILE, list_dir, read_attr, read_attr_why
+from storpath.base.roots import Roots
+from storpath.base.sysfs import WHOLE_FILE, list_dir, read_attr, read_attr_why
 
 # What this reader reads (storpath capture takes these, and capture_commands' output).
 # The leaves' physical block sizes come through the block reader.
@@ -131,7 +131,7 @@ def find_zfs(configured: str, zpool: str) -> str:
 
 
 def run_zpool(zpool: str, args: List[str], timeout: float) -> CommandResult:
-    """Run zpool (or zfs) with a deadline (storpath.subprocesses: a zpool stuck in the kernel is
+    """Run zpool (or zfs) with a deadline (storpath.base.subprocesses: a zpool stuck in the kernel is
     left behind as `stuck` rather than waited for)."""
     env = dict(os.environ, LC_ALL="C", LANG="C", TZ="UTC")
     env.pop("ZFS_COLOR", None)  # colour codes only when asked for
@@ -222,7 +222,7 @@ class ZpoolReader:
         if self.roots.captured:
             return self._read_captured()
         if not self.roots.devices:
-            # --path.sysfs replays another machine (storpath.roots): this host's pools are not
+            # --path.sysfs replays another machine (storpath.base.roots): this host's pools are not
             # its pools. Its kstat still gives their states; zpool's details need --path.captured.
             return ZpoolRun(pools=[], ok=True, reason=None, finished_at=time.time(), source="none",
                                  problems=(REPLAY_WITHOUT_CAPTURE,))

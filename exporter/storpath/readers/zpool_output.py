@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from storpath import boundedjson
-from storpath.parse import parse_int
+from storpath.base import boundedjson
+from storpath.base.parse import parse_int
 
 POOL_STATES = ("online", "degraded", "faulted", "offline", "removed", "unavail", "suspended")
 VDEV_STATES = ("online", "degraded", "faulted", "offline", "removed", "unavail")

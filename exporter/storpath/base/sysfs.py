@@ -1,0 +1,194 @@
+"""Small, fast helpers to read sysfs/procfs attributes.
+
+Absence is normal (hardware without the feature, a device removed mid-scrape), so a
+missing file is `None`, never an exception. Other failures (permission, I/O errors a
+driver returns for an attribute) are also `None`; `read_attr_why` also says why, for the
+callers that log it.
+
+Names (list_dir, list_entries, link_name) are what the kernel gives: bytes, listed as str
+the way Python lists file names, a byte that is not UTF-8 as a lone surrogate (PEP 383,
+`dev-sdh\udcff`). Readers keep them so, which keeps the paths built from them right; every
+output shows them through storpath.base.safetext. An attribute's content is text for a person
+(a model, a state word): read_attr decodes it with U+FFFD for what is not UTF-8.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
+
+from storpath.base.parse import cut_text, parse_int
+
+# The read each reading thread has outstanding, by thread: (file, time.monotonic() when the
+# read started), set before the open and removed once the read returns. The snapshot
+# (storpath.scrape.snapshot) calls a source blocked only when one read has been outstanding longer
+# than its bound, and then names that read's file: a thread that is merely slow (a busy
+# CPU, a big tree) has no read outstanding for long. Every read of a file's content below
+# goes through `_start`/`_done`.
+_READING: Dict[int, Tuple[str, float]] = {}
+_now = time.monotonic
+
+
+def outstanding(thread_id: int) -> Optional[Tuple[str, float]]:
+    """The read the thread `thread_id` has outstanding through these helpers: (file, when it
+    started, on time.monotonic()); None when it is not reading a file now."""
+    return _READING.get(thread_id)
+
+
+def _start(path: str) -> int:
+    ident = threading.get_ident()
+    _READING[ident] = (path, _now())
+    return ident
+
+
+def _done(ident: int) -> None:
+    _READING.pop(ident, None)
+
+
+# errno values that mean "the thing is not there (any more)".
+_GONE = {errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.ENXIO}
+
+
+# A sysfs attribute is at most a page (Documentation/filesystems/sysfs.rst: show() fills a
+# PAGE_SIZE buffer). Other files (procfs tables such as /proc/mdstat and /proc/diskstats,
+# captured command output) are read with WHOLE_FILE.
+ATTRIBUTE_BYTES = 4096
+WHOLE_FILE = 1 << 24
+
+
+def read_attr(path: str, limit: int = ATTRIBUTE_BYTES) -> Optional[str]:
+    """The text of a sysfs attribute as parse.cut_text leaves it, or None if it cannot be read."""
+    return read_attr_why(path, limit)[0]
+
+
+def read_attr_why(path: str, limit: int = ATTRIBUTE_BYTES) -> Tuple[Optional[str], Optional[str]]:
+    """Like read_attr, but also says why a read failed (None reason when the file is absent)."""
+    ident = _start(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            data = os.read(fd, limit)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return None, (None if exc.errno in _GONE else os.strerror(exc.errno or 0))
+    finally:
+        _done(ident)
+    return cut_text(data.decode("utf-8", "replace")), None
+
+
+_Reported = TypeVar("_Reported")
+
+
+def read_attr_noting(directory: str, name: str, problems: List[_Reported],
+                     problem: Callable[[str, str], _Reported]) -> Optional[str]:
+    """The attribute `name` below `directory` as read_attr reads it (None when absent or
+    unreadable); a read that failed for another reason than absence adds problem(name, why)
+    to `problems`, in the reader's own words (its Problem, md's error text)."""
+    value, why = read_attr_why(os.path.join(directory, name))
+    if why is not None:
+        problems.append(problem(name, why))
+    return value
+
+
+def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:
+    """The raw bytes of a file."""
+    ident = _start(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.read(fd, limit)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    finally:
+        _done(ident)
+
+
+def read_int(path: str, base: int = 10) -> Optional[int]:
+    text = read_attr(path)
+    if text is None:
+        return None
+    if base == 10:
+        return parse_int(text)
+    try:
+        return int(text, base)
+    except ValueError:
+        return None
+
+
+class RootUnreadable(Exception):
+    """A reader cannot read the directory it finds its devices in: what it would report
+    is unknown, not empty. The collector fails this scrape (storpath_scrape_collector_success
+    0) with this as the logged reason, as prometheus/procfs returns an error for a mount
+    point it cannot read. Absent hardware (a class directory missing below a readable
+    filesystem root: no such driver loaded) is not this: it lists as empty."""
+
+
+def _unreadable(path: str, root: Optional[str], exc: OSError) -> bool:
+    """Whether a failed listing of `path` below `root` means the reader cannot read its root."""
+    if root is None:
+        return False
+    if exc.errno in _GONE:
+        try:
+            os.scandir(root).close()
+        except OSError as root_exc:
+            raise RootUnreadable(f"{root}: {os.strerror(root_exc.errno or 0)}") from None
+        return False
+    return True
+
+
+def list_dir(path: str, root: Optional[str] = None) -> List[str]:
+    """The sorted entries of a directory; [] if it is absent or unreadable. With `root`
+    (the filesystem root it lies below: --path.sysfs, --path.procfs) a directory a reader
+    depends on: RootUnreadable if it cannot be read, or if it is absent because `root`
+    itself cannot be read."""
+    ident = _start(path)
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        if _unreadable(path, root, exc):
+            raise RootUnreadable(f"{path}: {os.strerror(exc.errno or 0)}") from None
+        return []
+    finally:
+        _done(ident)
+
+
+def link_name(path: str) -> Optional[str]:
+    """The last component of a symlink's target (a driver's name, a device's name)."""
+    ident = _start(path)
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return None
+    finally:
+        _done(ident)
+    return target[target.rfind("/") + 1:]
+
+
+def list_entries(path: str, root: Optional[str] = None) -> List[Tuple[str, int]]:
+    """(name, inode) of every entry of a directory, sorted by name; [] if absent or
+    unreadable, or with `root` RootUnreadable as for list_dir.
+
+    The inodes come with the listing itself (getdents), with no stat per entry. sysfs
+    gives every node a new inode number when it is created, so the inode of a class or
+    bus symlink (/sys/bus/pci/devices/<address>) tells one device instance from another
+    that later appears under the same name."""
+    ident = _start(path)
+    try:
+        with os.scandir(path) as it:
+            entries = [(entry.name, entry.inode()) for entry in it]
+    except OSError as exc:
+        if _unreadable(path, root, exc):
+            raise RootUnreadable(f"{path}: {os.strerror(exc.errno or 0)}") from None
+        return []
+    finally:
+        _done(ident)
+    entries.sort()
+    return entries
+
+
