@@ -64,7 +64,7 @@ def imported(tree: ast.Module, own: str, init: bool, known: Dict[str, str]) -> I
                 module = f"{base}.{node.module}" if node.module else base
             else:
                 module = node.module or ""
-            names = [module] + [f"{module}.{a.name}" for a in node.names]
+            names = [f"{module}.{a.name}" if f"{module}.{a.name}" in known else module for a in node.names]
         for name in names:
             if name.split(".")[0] == top and name in known:
                 yield name
