@@ -154,10 +154,32 @@ class NvmeSubsystemReader:
         self.roots = roots
         self._subsystems = InstanceCache()
         self._controllers: Dict[str, InstanceCache] = {}  # subsystem -> its controllers' statics
+        # Each subsystem's listing (its controller links and head disks), kept while the
+        # controllers and NVMe disks the kernel lists are the ones of the read that made it.
+        self._listed: Dict[str, Tuple[int, List[Tuple[str, int]], Tuple[str, ...]]] = {}
+        self._members: Optional[tuple] = None  # (/sys/class/nvme, NVMe disks of /sys/class/block) then
+        self._unsure = False  # this read met a controller going away: list again next time
 
-    def read(self) -> Tuple[List[NvmeSubsystem], List[Problem]]:
+    def read(self, block_listing: Optional[List[Tuple[str, int]]] = None
+             ) -> Tuple[List[NvmeSubsystem], List[Problem]]:
+        """Every subsystem. `block_listing`: /sys/class/block's (name, inode) listed this
+        scrape (else it is listed here).
+
+        A subsystem's folder gains or loses a controller link only with a controller of
+        /sys/class/nvme (drivers/nvme/host/core.c: nvme_init_subsystem links a controller
+        device that exists, its removal goes with the device's), and a head disk only with
+        its block device (one device_add makes both): so while those two listings are the
+        last read's, names and inodes alike, and every controller they list was linked in one
+        subsystem folder listed then (none in between: a controller not linked yet, or a link
+        left a moment by one gone), each subsystem's listing is that read's. On a host of
+        1024 local drives this saves 1024 directory listings a scrape."""
         base = self.roots.sys("class", "nvme-subsystem")
         problems: List[Problem] = []
+        members = self._membership(block_listing)
+        if members != self._members:
+            self._listed = {}
+        self._unsure = False
+        inodes: Dict[str, int] = {}
 
         def derive(name: str, folder: str) -> Dict[str, Optional[str]]:
             unreadable = partial(_unreadable, name)
@@ -165,23 +187,33 @@ class NvmeSubsystemReader:
                     for attr in ("subsysnqn", "model", "serial")}
 
         listed = _natural(list_entries(base, self.roots.sysfs))
-        subsystems = [self._subsystem(folder, name, statics, problems)
+        inodes.update(listed)
+        subsystems = [self._subsystem(folder, name, statics, problems, inodes[name])
                       for name, folder, statics in self._subsystems.refresh(base, listed, derive)]
         for gone in set(self._controllers) - {s.name for s in subsystems}:
             del self._controllers[gone]
+        for gone in set(self._listed) - set(inodes):
+            del self._listed[gone]
+        linked = sorted(c for _, controllers, _ in self._listed.values() for c, _ in controllers)
+        self._members = members if not self._unsure and linked == [c for c, _ in members[0]] else None
         return subsystems, problems
 
+    def _membership(self, block_listing: Optional[List[Tuple[str, int]]]) -> tuple:
+        """(controllers of /sys/class/nvme, NVMe disks of /sys/class/block), each (name, inode)
+        sorted by name."""
+        if block_listing is None:
+            block_listing = list_entries(self.roots.sys("class", "block"))
+        controllers = tuple(e for e in list_entries(self.roots.sys("class", "nvme")) if _CONTROLLER.match(e[0]))
+        return controllers, tuple(e for e in block_listing if e[0].startswith("nvme"))
+
     def _subsystem(self, folder: str, name: str, statics: Dict[str, Optional[str]],
-                   problems: List[Problem]) -> NvmeSubsystem:
-        # One pass over the folder: controller links (nvme1) and head disks (nvme1n1) both
-        # start with "nvme"; its attributes (model, serial, power/...) do not.
-        controllers, heads = [], []
-        for entry in list_entries(folder):
-            if entry[0].startswith("nvme"):
-                if _CONTROLLER.match(entry[0]):
-                    controllers.append(entry)
-                elif _HEAD_DISK.match(entry[0]):
-                    heads.append(entry[0])
+                   problems: List[Problem], inode: int) -> NvmeSubsystem:
+        kept = self._listed.get(name)
+        if kept is not None and kept[0] == inode:
+            controllers, heads = kept[1], kept[2]
+        else:
+            controllers, heads = self._list(folder)
+            self._listed[name] = (inode, controllers, heads)
         cache = self._controllers.get(name)
         if cache is None:
             cache = self._controllers[name] = InstanceCache()
@@ -195,7 +227,7 @@ class NvmeSubsystemReader:
             # -1, the kernel's "no node" (NUMA_NO_NODE), is no node of a path: None.
             return transport or None, address or None, None if numa_node == -1 else numa_node
 
-        known = cache.refresh(folder, _natural(controllers), derive)
+        known = cache.refresh(folder, controllers, derive)
         # A local drive of one PCIe controller (most subsystems of a host) has no I/O policy to
         # choose and no ANA state to report: its state alone is read each scrape (on a host of
         # 1024 such drives this source took 127 ms a scrape, more than the whole PCI tree).
@@ -208,10 +240,25 @@ class NvmeSubsystemReader:
             paths = [replace(path, namespace_paths=self._namespace_paths(path_folder, path.controller,
                                                                                      problems))
                      for path, (_, path_folder, _) in zip(paths, known)]
+        return NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"], serial=statics["serial"],
+                             iopolicy=iopolicy, paths=tuple(paths), namespaces=heads)
+
+    @staticmethod
+    def _list(folder: str) -> Tuple[List[Tuple[str, int]], Tuple[str, ...]]:
+        """A subsystem folder's controller links (nvme1: name, inode) and head disks (nvme1n1),
+        each in natural order."""
+        # One pass over the folder: controller links (nvme1) and head disks (nvme1n1) both
+        # start with "nvme"; its attributes (model, serial, power/...) do not.
+        controllers, heads = [], []
+        for entry in list_entries(folder):
+            if entry[0].startswith("nvme"):
+                if _CONTROLLER.match(entry[0]):
+                    controllers.append(entry)
+                elif _HEAD_DISK.match(entry[0]):
+                    heads.append(entry[0])
         if len(heads) > 1:
             heads = [head for head, _ in _natural([(head, 0) for head in heads])]
-        return NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"], serial=statics["serial"],
-                             iopolicy=iopolicy, paths=tuple(paths), namespaces=tuple(heads))
+        return _natural(controllers), tuple(heads)
 
     def _path(self, folder: str, controller: str, known: Tuple[Optional[str], Optional[str], Optional[int]],
               cache: InstanceCache, problems: List[Problem]) -> SubsystemPath:
@@ -221,6 +268,7 @@ class NvmeSubsystemReader:
             # kept of it is no reading of now (a fresh read finds nothing either); forgotten,
             # so it is read again if the folder is still there next time.
             cache.forget(controller)
+            self._unsure = True
             known = (None, None, None)
         state = parse_controller_state(text)
         if text is not None and state == UNKNOWN_STATE:

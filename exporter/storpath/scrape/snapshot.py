@@ -184,7 +184,7 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
         Source("alignment", no_problems(alignment.read), needs=("block_listing",)),
         Source("inventory", no_problems(inventory.read), needs=("pci", "blocks", "block_listing")),
         Source("md", partial(read_md_arrays, roots)),
-        Source("nvme_subsystems", NvmeSubsystemReader(roots).read),
+        Source("nvme_subsystems", NvmeSubsystemReader(roots).read, needs=("block_listing",)),
         Source("multipath_maps", MultipathReader(roots).read),
         Source("scsi_disks", ScsiPathReader(roots).read),
         Source("numa", partial(read_numa, roots), needs=("pci",)),

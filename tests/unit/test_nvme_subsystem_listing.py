@@ -1,0 +1,124 @@
+"""The NVMe subsystem reader keeps each subsystem's listing while /sys/class/nvme and the
+NVMe disks of /sys/class/block are unchanged (readers/nvme_subsystem.py, docs/performance.md
+"State kept on the scrape path"): a long-running reader reads what a fresh one reads after
+every change the kernel makes, and lists no subsystem folder while nothing changed.
+
+The layout is the kernel's (Documentation/ABI/testing/sysfs-class-nvme; drivers/nvme/host/
+core.c, nvme_init_subsystem: a link per controller in the subsystem's folder, made after the
+controller's device; multipath.c: the head disk nvmeXnY is a child of the subsystem device)."""
+
+from __future__ import annotations
+
+import os
+
+from storpath.base.roots import Roots
+from storpath.readers import nvme_subsystem
+from storpath.readers.nvme_subsystem import NvmeSubsystemReader
+
+SUBSYS = "sys/devices/virtual/nvme-subsystem"
+
+
+def write(root, rel, text):
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(f"{text}\n")
+
+
+def link(root, target, rel):
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.symlink(os.path.relpath(os.path.join(root, target), os.path.dirname(path)), path)
+
+
+def controller(root, index, address, state="live"):
+    """A PCIe controller's device and its /sys/class/nvme link (not yet in a subsystem)."""
+    device = f"sys/devices/pci0000:00/{address}/nvme/nvme{index}"
+    for attr, text in (("state", state), ("transport", "pcie"), ("address", address), ("numa_node", "0")):
+        write(root, f"{device}/{attr}", text)
+    link(root, device, f"sys/class/nvme/nvme{index}")
+    return device
+
+
+def subsystem(root, index):
+    folder = f"{SUBSYS}/nvme-subsys{index}"
+    write(root, f"{folder}/subsysnqn", f"nqn.2014.08.org.nvmexpress:144d144dBENCH{index:04d}")
+    write(root, f"{folder}/model", "Local NVMe")
+    write(root, f"{folder}/serial", f"BENCH{index:04d}")
+    link(root, folder, f"sys/class/nvme-subsystem/nvme-subsys{index}")
+    os.makedirs(os.path.join(root, "sys/class/block"), exist_ok=True)
+    return folder
+
+
+def local_host(root, drives=3):
+    for i in range(drives):
+        device = controller(root, i, f"0000:0{i + 1}:00.0")
+        link(root, device, f"{subsystem(root, i)}/nvme{i}")
+
+
+def gone(root, rel):
+    """Removed from the tree. sysfs gives every new node a fresh inode number (the readers'
+    instance caches rest on it); a disk filesystem reuses a freed one, so what is removed
+    here is moved aside, keeping its inodes taken."""
+    os.makedirs(os.path.join(root, "removed"), exist_ok=True)
+    os.rename(os.path.join(root, rel), os.path.join(root, "removed", str(len(os.listdir(os.path.join(root, "removed"))))))
+
+
+def read(root, reader=None):
+    subsystems, problems = (reader or NvmeSubsystemReader(Roots(sysfs=f"{root}/sys"))).read()
+    return subsystems, [p.message for p in problems]
+
+
+def test_a_long_running_reader_reads_what_a_fresh_one_reads(tmp_path):
+    root = str(tmp_path)
+    local_host(root)
+    kept = NvmeSubsystemReader(Roots(sysfs=f"{root}/sys"))
+
+    def same():
+        got = read(root, kept)
+        assert got == read(root)
+        return {s.name: s for s in got[0]}
+
+    assert len(same()) == 3 and same()["nvme-subsys0"].paths[0].state == "live"
+    # A second controller of subsys0: its device first, then (identify done) its link.
+    second = controller(root, 3, "0000:04:00.0")
+    assert len(same()["nvme-subsys0"].paths) == 1
+    assert len(same()["nvme-subsys0"].paths) == 1  # still not linked: the folder is listed again
+    link(root, second, f"{SUBSYS}/nvme-subsys0/nvme3")
+    assert [p.controller for p in same()["nvme-subsys0"].paths] == ["nvme0", "nvme3"]
+    # A head disk (native multipath): the subsystem's child and its /sys/class/block link together.
+    os.makedirs(os.path.join(root, f"{SUBSYS}/nvme-subsys0/nvme0n1"))
+    link(root, f"{SUBSYS}/nvme-subsys0/nvme0n1", "sys/class/block/nvme0n1")
+    assert same()["nvme-subsys0"].namespaces == ("nvme0n1",)
+    # The controller removed: its class link first, the subsystem's link a moment later.
+    gone(root, "sys/class/nvme/nvme3")
+    gone(root, "sys/devices/pci0000:00/0000:04:00.0")
+    assert [p.state for p in same()["nvme-subsys0"].paths] == ["live", "unknown"]
+    assert [p.state for p in same()["nvme-subsys0"].paths] == ["live", "unknown"]
+    gone(root, f"{SUBSYS}/nvme-subsys0/nvme3")
+    assert [p.controller for p in same()["nvme-subsys0"].paths] == ["nvme0"]
+    # A state change is read every time.
+    write(root, "sys/devices/pci0000:00/0000:02:00.0/nvme/nvme1/state", "resetting")
+    assert same()["nvme-subsys1"].paths[0].state == "resetting"
+    # A subsystem replaced under the same name (a new instance, same controller name).
+    gone(root, "sys/class/nvme-subsystem/nvme-subsys2")
+    gone(root, f"{SUBSYS}/nvme-subsys2")
+    gone(root, "sys/class/nvme/nvme2")
+    device = controller(root, 2, "0000:09:00.0")
+    link(root, device, f"{subsystem(root, 2)}/nvme2")
+    assert same()["nvme-subsys2"].paths[0].address == "0000:09:00.0"
+
+
+def test_no_subsystem_folder_is_listed_while_nothing_changed(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    local_host(root)
+    reader = NvmeSubsystemReader(Roots(sysfs=f"{root}/sys"))
+    first = read(root, reader)
+    listed = []
+    real = nvme_subsystem.list_entries
+    monkeypatch.setattr(nvme_subsystem, "list_entries", lambda path, *a: listed.append(path) or real(path, *a))
+    assert read(root, reader) == first
+    assert not [path for path in listed if "/nvme-subsystem/" in path]
+    controller(root, 7, "0000:07:00.0")  # a new controller: every folder is listed again
+    read(root, reader)
+    assert len([path for path in listed if "/nvme-subsystem/" in path]) == 3
