@@ -218,14 +218,16 @@ class NvmeSubsystemReader:
         if cache is None:
             cache = self._controllers[name] = InstanceCache()
 
-        def derive(controller: str, path: str) -> Tuple[Optional[str], Optional[str], Optional[int]]:
-            """What is read once per controller instance: its transport, address and NUMA node."""
+        def derive(controller: str, path: str) -> Tuple[Optional[str], Optional[str], Optional[int], str]:
+            """What is read once per controller instance: its transport, address and NUMA node,
+            and where its `state` is (the controller's own folder: no link to follow each read)."""
             unreadable = partial(_unreadable, controller)
             transport, address, node = (read_attr_noting(path, attr, problems, unreadable)
                                         for attr in ("transport", "address", "numa_node"))
             numa_node = parse_numa_node(node)
             # -1, the kernel's "no node" (NUMA_NO_NODE), is no node of a path: None.
-            return transport or None, address or None, None if numa_node == -1 else numa_node
+            return (transport or None, address or None, None if numa_node == -1 else numa_node,
+                    os.path.realpath(path) + "/state")
 
         known = cache.refresh(folder, controllers, derive)
         # A local drive of one PCIe controller (most subsystems of a host) has no I/O policy to
@@ -260,21 +262,23 @@ class NvmeSubsystemReader:
             heads = [head for head, _ in _natural([(head, 0) for head in heads])]
         return _natural(controllers), tuple(heads)
 
-    def _path(self, folder: str, controller: str, known: Tuple[Optional[str], Optional[str], Optional[int]],
+    def _path(self, folder: str, controller: str, known: Tuple[Optional[str], Optional[str], Optional[int], str],
               cache: InstanceCache, problems: List[Problem]) -> SubsystemPath:
-        text = read_attr_noting(folder, "state", problems, partial(_unreadable, controller))
+        text, why = read_attr_why(known[3])
+        if why is not None:
+            problems.append(_unreadable(controller, "state", why))
         if text is None:
             # A controller going away: its link may outlive its folder for a moment. What was
             # kept of it is no reading of now (a fresh read finds nothing either); forgotten,
             # so it is read again if the folder is still there next time.
             cache.forget(controller)
             self._unsure = True
-            known = (None, None, None)
+            known = (None, None, None, "")
         state = parse_controller_state(text)
         if text is not None and state == UNKNOWN_STATE:
             problems.append(Problem("NVMe controller state not known", (("device", controller), ("value", text)),
                                     INFO))
-        transport, address, node = known
+        transport, address, node, _ = known
         return SubsystemPath(controller=controller, state=state, raw_state=text, transport=transport,
                              address=address, numa_node=node, namespace_paths=())
 
