@@ -109,6 +109,22 @@ def test_a_long_running_reader_reads_what_a_fresh_one_reads(tmp_path):
     assert same()["nvme-subsys2"].paths[0].address == "0000:09:00.0"
 
 
+def test_a_fabrics_path_is_read_whole_every_time(tmp_path):
+    """One path over TCP: its ANA state (a path disk's ana_state) is read every time."""
+    root = str(tmp_path)
+    local_host(root, drives=1)
+    device = controller(root, 5, "traddr=10.0.0.5,trsvcid=4420")
+    write(root, f"{device}/transport", "tcp")
+    write(root, f"{device}/nvme1c5n1/ana_state", "optimized")
+    link(root, device, f"{subsystem(root, 1)}/nvme5")
+    kept = NvmeSubsystemReader(Roots(sysfs=f"{root}/sys"))
+    for state in ("optimized", "inaccessible", "inaccessible", "optimized"):
+        write(root, f"{device}/nvme1c5n1/ana_state", state)
+        got = read(root, kept)
+        assert got == read(root)
+        assert [n.ana_state for n in got[0][1].paths[0].namespace_paths] == [state]
+
+
 def test_no_subsystem_folder_is_listed_while_nothing_changed(tmp_path, monkeypatch):
     root = str(tmp_path)
     local_host(root)

@@ -156,7 +156,10 @@ class NvmeSubsystemReader:
         self._controllers: Dict[str, InstanceCache] = {}  # subsystem -> its controllers' statics
         # Each subsystem's listing (its controller links and head disks), kept while the
         # controllers and NVMe disks the kernel lists are the ones of the read that made it.
-        self._listed: Dict[str, Tuple[int, List[Tuple[str, int]], Tuple[str, ...]]] = {}
+        # A local drive's subsystem (one PCIe path) keeps its record too, with where its one
+        # controller's state is: served again while that state reads the same.
+        self._listed: Dict[str, Tuple[int, List[Tuple[str, int]], Tuple[str, ...],
+                                      Optional[Tuple[str, NvmeSubsystem]]]] = {}
         self._members: Optional[tuple] = None  # (/sys/class/nvme, NVMe disks of /sys/class/block) then
         self._unsure = False  # this read met a controller going away: list again next time
 
@@ -194,7 +197,7 @@ class NvmeSubsystemReader:
             del self._controllers[gone]
         for gone in set(self._listed) - set(inodes):
             del self._listed[gone]
-        linked = sorted(c for _, controllers, _ in self._listed.values() for c, _ in controllers)
+        linked = sorted(c for _, controllers, _, _ in self._listed.values() for c, _ in controllers)
         self._members = members if not self._unsure and linked == [c for c, _ in members[0]] else None
         return subsystems, problems
 
@@ -210,10 +213,15 @@ class NvmeSubsystemReader:
                    problems: List[Problem], inode: int) -> NvmeSubsystem:
         kept = self._listed.get(name)
         if kept is not None and kept[0] == inode:
-            controllers, heads = kept[1], kept[2]
+            controllers, heads, local = kept[1], kept[2], kept[3]
+            if local is not None:
+                # The same folder, the same one controller instance: only its state can differ.
+                text, why = read_attr_why(local[0])
+                if why is None and text == local[1].paths[0].raw_state:
+                    return local[1]
         else:
             controllers, heads = self._list(folder)
-            self._listed[name] = (inode, controllers, heads)
+        self._listed[name] = (inode, controllers, heads, None)
         cache = self._controllers.get(name)
         if cache is None:
             cache = self._controllers[name] = InstanceCache()
@@ -242,8 +250,12 @@ class NvmeSubsystemReader:
             paths = [replace(path, namespace_paths=self._namespace_paths(path_folder, path.controller,
                                                                                      problems))
                      for path, (_, path_folder, _) in zip(paths, known)]
-        return NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"], serial=statics["serial"],
-                             iopolicy=iopolicy, paths=tuple(paths), namespaces=heads)
+        subsystem = NvmeSubsystem(name=name, nqn=statics["subsysnqn"], model=statics["model"],
+                                  serial=statics["serial"], iopolicy=iopolicy, paths=tuple(paths), namespaces=heads)
+        if len(paths) == 1 and paths[0].transport == "pcie" and paths[0].state != UNKNOWN_STATE:
+            # A read of it now would give this again, problems (none) included, while its state reads the same.
+            self._listed[name] = (inode, controllers, heads, (known[0][2][3], subsystem))
+        return subsystem
 
     @staticmethod
     def _list(folder: str) -> Tuple[List[Tuple[str, int]], Tuple[str, ...]]:
