@@ -32,3 +32,13 @@ def test_gc_benchmark_on_a_small_host(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "2 drives (4 PCI functions)" in done.stdout and "cyclic garbage among frozen objects 0" in done.stdout
     assert "unfrozen scrape p50" in done.stdout and "frozen   scrape p50" in done.stdout
+
+
+def test_sources_benchmark_on_a_small_host(tmp_path):
+    """benchmarks.sources times each source and collector of a serve-built exporter."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks.sources", "--size", "2", "--scrapes", "2",
+                           "--workdir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "exporter")))
+    assert done.returncode == 0, done.stderr
+    assert "2 drives (4 PCI functions)" in done.stdout
+    assert "source pci" in done.stdout and "values pcie" in done.stdout and "  sum " in done.stdout
