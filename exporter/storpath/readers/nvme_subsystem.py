@@ -148,7 +148,9 @@ def _unreadable(device: str, attribute: str, why: str) -> Problem:
 class NvmeSubsystemReader:
     """Reads /sys/class/nvme-subsystem on each call. What cannot change while a subsystem or
     controller exists (NQN, model, serial; transport, address, NUMA node) is read once per
-    instance (readers.instances.InstanceCache); states, the I/O policy and ANA states every call."""
+    instance (readers.instances.InstanceCache); states, the I/O policy and ANA states every call.
+    A subsystem's listing is kept while the controllers and NVMe disks are unchanged (`read`),
+    and a local drive's record while its one controller's state reads the same."""
 
     def __init__(self, roots: Roots):
         self.roots = roots
