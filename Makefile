@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 .PHONY: help setup test test-fast golden docs bench bench-load lint run
 help:
 	@echo "make setup      venv with storpath and test deps (plus Debian packages)"
-	@echo "make test-fast  parsers, analysis and fixture machines (no Docker, no QEMU): the inner loop"
+	@echo "make test-fast  parsers, analysis, house and alert rules, golden expositions (no Docker, no QEMU): the inner loop, at most 5 minutes"
 	@echo "make test       the whole suite, as CI runs it (./scripts/test)"
 	@echo "make golden     regenerate golden expositions and trees after an intended change"
 	@echo "make docs       regenerate docs/metrics.md from the collectors' family tables"
@@ -20,8 +20,13 @@ setup:
 test:
 	./scripts/test
 
+# The inner loop (at most 5 minutes on 2 cores, measured in CONTRIBUTING.md): the parsers,
+# analysis, house rules, alert rules and the fixture machines' golden expositions. The
+# served exporter's end-to-end tests, dashboards and packaging run in `make test`.
+FAST_TESTS := tests/unit tests/architecture tests/rules tests/e2e/test_golden.py
+
 test-fast: setup
-	$(PY) -m pytest -q -m "not integration and not lab" -x
+	$(PY) -m pytest -q -m "not integration and not lab" -x --durations=10 $(FAST_TESTS)
 
 golden: setup
 	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_golden.py -k "exposition or fleet_scale"
