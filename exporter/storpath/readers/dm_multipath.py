@@ -155,8 +155,9 @@ def parse_status_line(words: List[str]) -> Tuple[StatusPath, ...]:
 def parse_dmsetup_status(text: str) -> Dict[str, Tuple[StatusPath, ...]]:
     """Every multipath map of `dmsetup status --target multipath` output. "No devices
     found" is no maps; a line of another target is skipped; a map of several segments keeps
-    the paths of all."""
-    maps: Dict[str, Tuple[StatusPath, ...]] = {}
+    the paths of all, in the order printed (one list per map, joined once at the end: a name
+    printed again and again costs no more than as many names)."""
+    maps: Dict[str, List[StatusPath]] = {}
     for line in text.splitlines():
         name, sep, rest = line.partition(": ")
         words = rest.split()
@@ -166,8 +167,8 @@ def parse_dmsetup_status(text: str) -> Dict[str, Tuple[StatusPath, ...]]:
             paths = parse_status_line(words[3:])
         except StatusFormatError as exc:
             raise StatusFormatError(f"{name}: {exc}") from None
-        maps[name] = maps.get(name, ()) + paths
-    return maps
+        maps.setdefault(name, []).extend(paths)
+    return {name: tuple(paths) for name, paths in maps.items()}
 
 
 # ---- reading -----------------------------------------------------------------
