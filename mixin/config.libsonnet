@@ -327,6 +327,9 @@
     pathsMissingWindow: '1d',
     pathsMissingFor: '5m',
     pathsNoOptimizedFor: '5m',
+    // dmsetup status failing on a host with dm-multipath maps: the maps' path verdicts then
+    // rest on the devices' states alone (a path dm-mpath failed while its device runs is unseen).
+    pathsStateUnknownFor: '15m',
     // Live paths on several NUMA nodes under a policy that spreads I/O over all of them (info:
     // a configuration choice, not a fault).
     pathsNumaCrossingFor: '1h',

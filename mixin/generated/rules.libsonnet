@@ -1929,6 +1929,22 @@ local format = import '../lib/format.libsonnet';
                 },
               },
               {
+                alert: 'StorageMultipathStateUnknown',
+                expr: |||
+                  storpath_multipath_dmsetup_up == 0
+                  and on(%(targetLabelsJoined)s) count by (%(targetLabelsJoined)s) (storpath_multipath_paths) > 0
+                ||| % v,
+                [if format.seconds(c.pathsStateUnknownFor) > 0 then 'for']: c.pathsStateUnknownFor,
+                labels: {
+                  severity: 'warning',
+                },
+                annotations: {
+                  summary: 'The dm-multipath maps\' own path states cannot be read on this host.',
+                  description: '`dmsetup status` has failed on {{ $labels.instance }} for a while (it hangs, fails, is not installed or lacks the privilege device-mapper needs): a path dm-mpath failed while its device still says running is not seen, so StoragePathsDegraded and StoragePathLost may stay silent.',
+                  runbook_url: '%(runbookUrlBase)sStorageMultipathStateUnknown.md' % v,
+                },
+              },
+              {
                 alert: 'StorageNoOptimizedPath',
                 expr: 'storpath_nvme_namespace_optimized_paths == 0',
                 [if format.seconds(c.pathsNoOptimizedFor) > 0 then 'for']: c.pathsNoOptimizedFor,

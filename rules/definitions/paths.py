@@ -82,6 +82,18 @@ def rules(c):
             SCSI device gone, one port of a dual-ported drive lost).""",
         ),
         c.alert(
+            "StorageMultipathStateUnknown",
+            c.expr("""
+                storpath_multipath_dmsetup_up == 0
+                and ${on_target} count ${by_target} (storpath_multipath_paths) > 0
+            """, on_target=c.on(), by_target=c.by()),
+            cfg.state_unknown_for, "warning",
+            "The dm-multipath maps' own path states cannot be read on this host.",
+            """`dmsetup status` has failed on {{ $labels.instance }} for a while (it hangs, fails, is not installed or
+            lacks the privilege device-mapper needs): a path dm-mpath failed while its device still says
+            running is not seen, so StoragePathsDegraded and StoragePathLost may stay silent.""",
+        ),
+        c.alert(
             "StorageNoOptimizedPath",
             "storpath_nvme_namespace_optimized_paths == 0",
             cfg.no_optimized_for, "warning",
