@@ -29,6 +29,7 @@ dist: dist-python dist-deb dist-image dist-chart dist-mixin
 # extra (mixin/generate.py builds the boards with grafana-foundation-sdk).
 dist-setup: dist-venv
 	scripts/setup-system scripts/apt-packages-dist.txt
+	scripts/build-depends --install
 
 dist-venv:
 	scripts/setup-python --dashboards
