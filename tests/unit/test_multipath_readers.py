@@ -143,6 +143,18 @@ def test_map_reader(tmp_path):
     assert problems == []  # a path without device/state (a loop device) is unknown, not unreadable
 
 
+def test_a_renamed_map_is_read_with_its_new_name(tmp_path):
+    """`dmsetup rename` (multipathd does it when an alias changes) keeps the dm device and its
+    uuid: a long-running reader reads the new name on its next call, not the first one's."""
+    root = str(tmp_path)
+    map_tree(root)
+    reader = MultipathReader(Roots(sysfs=f"{root}/sys"))
+    assert [m.name for m in reader.read()[0]] == ["mpatha"]
+    write(root, "sys/block/dm-0/dm/name", "mpath-db")
+    (found,), _ = reader.read()
+    assert (found.device, found.name, found.uuid) == ("dm-0", "mpath-db", "mpath-3600a098038303053453f463045727a41")
+
+
 def test_dmsetup_replayed_from_capture(tmp_path):
     write(str(tmp_path), "captured/dmsetup/status.txt", TWO_GROUPS)
     status = read_dmsetup_status(Roots(sysfs=str(tmp_path), dev="", captured=str(tmp_path / "captured")),

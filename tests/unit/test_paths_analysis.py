@@ -47,6 +47,19 @@ def test_dmsetup_verdict_overrides_the_device_state():
     assert (count.paths, count.live, count.failed, count.degraded, count.lost) == (3, 1, 2, True, False)
 
 
+def test_a_renamed_map_keeps_dm_mpaths_verdict():
+    """`dmsetup rename` between dmsetup's run (old name) and the read of sysfs (new name): the
+    map is found by its paths' device numbers, so its failed path stays failed."""
+    status = DmsetupStatus({"mpath-old": (StatusPath("8:16", True, 0, 1, "A"), StatusPath("8:32", False, 2, 1, "A")),
+                            "other": (StatusPath("8:48", False, 1, 1, "A"),)}, ok=True)
+    renamed = MultipathMap(device="dm-0", name="mpath-new", uuid=MAP.uuid, size_bytes=MAP.size_bytes,
+                           suspended=False, paths=MAP.paths)
+    judged = judge_map(renamed, status)
+    assert [(j.path.device, j.failed, j.basis) for j in judged] == [
+        ("sdb", False, "dmsetup"), ("sdc", True, "dmsetup"), ("sdd", True, "device_state")]
+    assert map_count(judged).degraded
+
+
 def test_without_dmsetup_the_device_state_judges():
     for status in (None, DmsetupStatus({}, ok=False, reason="not root")):
         assert [j.failed for j in judge_map(MAP, status)] == [False, False, True]

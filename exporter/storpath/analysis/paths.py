@@ -80,13 +80,17 @@ def subsystem_count(subsystem: NvmeSubsystem) -> PathCount:
 
 def judge_map(found: MultipathMap, status: Optional[DmsetupStatus]) -> Tuple[JudgedPath, ...]:
     """Each path of `found` and whether it is failed: dm-mpath's own flag where dmsetup
-    status named the path, else its device's state (failed unless running or live)."""
-    by_devno: Dict[str, StatusPath] = {}
-    if status is not None and status.ok and found.name is not None:
-        by_devno = {p.devno: p for p in status.maps.get(found.name, ())}
+    status named the path, else its device's state (failed unless running or live). The
+    paths are found by device number under the map's name, else under any name: a map
+    renamed between dmsetup's run and this read keeps dm-mpath's verdict."""
+    named: Dict[str, StatusPath] = {}
+    anywhere: Dict[str, StatusPath] = {}
+    if status is not None and status.ok:
+        named = {p.devno: p for p in status.maps.get(found.name, ())} if found.name is not None else {}
+        anywhere = status.by_devno
     judged = []
     for path in found.paths:
-        seen = by_devno.get(path.devno) if path.devno else None
+        seen = (named.get(path.devno) or anywhere.get(path.devno)) if path.devno else None
         if seen is not None:
             judged.append(JudgedPath(path, failed=not seen.active, basis="dmsetup", fail_count=seen.fail_count,
                                      group=seen.group, group_state=seen.group_state))

@@ -40,7 +40,7 @@ from __future__ import annotations
 import os
 import shutil
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Dict, List, Optional, Tuple
 
@@ -104,6 +104,18 @@ class DmsetupStatus:
     ok: bool
     reason: Optional[str] = None
     source: str = "dmsetup"  # dmsetup, captured, none
+
+    # Every path dmsetup named, by its device number: a block device is a path of one map at
+    # most (dm-mpath holds it), so a map is found by its paths even when its name changed
+    # between dmsetup's run and the read of sysfs (`dmsetup rename`). Made with the record.
+    by_devno: Dict[str, StatusPath] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        found: Dict[str, StatusPath] = {}
+        for paths in self.maps.values():
+            for path in paths:
+                found.setdefault(path.devno, path)
+        object.__setattr__(self, "by_devno", found)
 
 
 class StatusFormatError(ValueError):
@@ -178,11 +190,11 @@ def _unreadable(device: str, attribute: str, why: str) -> Problem:
 
 
 class MultipathReader:
-    """Reads the multipath maps of /sys/block on each call. A map's uuid and name cannot
-    change while its dm device exists (a rename makes a new uevent but keeps the uuid; the
-    name is read again only for a new instance, so `dmsetup rename` shows after the map is
-    reloaded): read once per instance (readers.instances.InstanceCache), with which devices
-    are no multipath map at all; size, suspension, slaves and their states every call."""
+    """Reads the multipath maps of /sys/block on each call. A map's uuid cannot change while
+    its dm device exists (a rename makes a new uevent but keeps the uuid): read once per
+    instance (readers.instances.InstanceCache), with which devices are no multipath map at
+    all; the name (`dmsetup rename` changes it under the same instance), size, suspension,
+    slaves and their states every call."""
 
     def __init__(self, roots: Roots):
         self.roots = roots
@@ -192,18 +204,20 @@ class MultipathReader:
         problems: List[Problem] = []
         base = self.roots.sys("block")
 
-        def derive(name: str, path: str) -> Optional[Tuple[str, Optional[str]]]:
+        def derive(name: str, path: str) -> Optional[str]:
             if not _DM_NAME.match(name):
                 return None
             uuid, _ = read_attr_why(os.path.join(path, "dm", "uuid"))
             if uuid is None or not uuid.startswith(UUID_PREFIX):
                 return None  # LVM, crypt, a partition map (part1-mpath-...): not a multipath map
-            return uuid, read_attr_noting(path, "dm/name", problems, partial(_unreadable, name))
+            return uuid
 
         maps = []
-        for name, _, found in self._instances.refresh(base, list_entries(base, self.roots.sysfs), derive):
-            if found is not None:
-                maps.append(self._map(name, *found, problems))
+        for name, _, uuid in self._instances.refresh(base, list_entries(base, self.roots.sysfs), derive):
+            if uuid is not None:
+                dm_name = read_attr_noting(self.roots.sys("block", name), "dm/name", problems,
+                                           partial(_unreadable, name))
+                maps.append(self._map(name, uuid, dm_name, problems))
         return sorted(maps, key=lambda m: natural_key(m.device)), problems
 
     def _map(self, device: str, uuid: str, name: Optional[str], problems: List[Problem]) -> MultipathMap:
