@@ -180,3 +180,54 @@ def test_docs_show_the_report_as_it_prints():
                           timeout=120)
     with open(os.path.join(ROOT, "docs", "check.md"), encoding="utf-8") as handle:
         assert "```\n" + done.stdout + "```" in handle.read(), "docs/check.md: the --lspci example is stale"
+
+
+def _sosreport(folder, lspci_text=None):
+    os.makedirs(folder / "sos_commands" / "pci")
+    if lspci_text is None:
+        shutil.copy(os.path.join(FIXTURES, "quad-nic-x4.txt"), folder / "sos_commands" / "pci" / "lspci_-nnvv")
+    os.makedirs(folder / "proc")
+    (folder / "proc" / "mdstat").write_text("Personalities : [raid1] \nmd1 : active raid1 vdc[0] vdd[1]\n"
+                                            "      64512 blocks super 1.2 [2/2] [UU]\n      \nunused devices: <none>\n")
+    os.makedirs(folder / "sys" / "block" / "md1" / "md")
+    (folder / "sys" / "block" / "md1" / "md" / "level").write_text("raid1\n")
+
+
+def test_a_support_folder_is_read_inside_itself(tmp_path):
+    """A support folder is data from another machine: a link out of it (a key, a credentials
+    file) is neither read nor quoted, a FIFO is never opened (it would hang the command for
+    ever), and the report says what was left out; the md arrays it kept are then not judged."""
+    secret = tmp_path / "secret"
+    secret.write_text("PRIVATE-KEY-MATERIAL\n")
+    folder = tmp_path / "sos"
+    _sosreport(folder)
+    os.symlink(secret, folder / "sys" / "block" / "md1" / "md" / "array_state")
+    os.mkfifo(folder / "sys" / "block" / "md1" / "md" / "sync_action")
+    done = storpath("check", "--json", f"--lspci={folder}")
+    assert "PRIVATE-KEY-MATERIAL" not in done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    kinds = {f["kind"] for f in data["findings"]}
+    assert "lspci.md_not_read" in kinds and data["exit_code"] >= 1
+
+
+def test_a_fifo_or_a_link_out_as_the_dump_is_refused_not_opened(tmp_path):
+    for make in (lambda p: os.mkfifo(p), lambda p: os.symlink(os.path.join(FIXTURES, "quad-nic-x4.txt"), p)):
+        folder = tmp_path / f"sos{len(os.listdir(tmp_path))}"
+        _sosreport(folder, lspci_text="")
+        make(folder / "sos_commands" / "pci" / "lspci_-nnvv")
+        done = storpath("check", f"--lspci={folder}")  # a FIFO opened for reading would hang: timeout=120
+        assert done.returncode == 3, done.stderr
+        assert "no lspci -vv output" in done.stderr or "not read" in done.stderr
+
+
+def test_a_dump_cut_at_the_bound_is_not_called_clean(tmp_path, monkeypatch):
+    """A dump longer than the bound is judged up to the cut and says so: exit status not 0."""
+    from storpath.readers import lspci
+    text = open(os.path.join(FIXTURES, "chipset-switch.txt"), encoding="utf-8").read()
+    path = tmp_path / "dump.txt"
+    path.write_text(text + "\n" * (lspci.MAX_TEXT - len(text.encode()) + 10))
+    record, problems = lspci.read_dump(str(path))
+    assert record.cut and [p.message for p in problems if p.message == "lspci dump cut"]
+    done = storpath("check", "--json", f"--lspci={path}")
+    data = json.loads(done.stdout)
+    assert "lspci.dump_cut" in {f["kind"] for f in data["findings"]} and done.returncode >= 1

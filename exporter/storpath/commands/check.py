@@ -26,7 +26,7 @@ from storpath.report.findings import _probes
 from storpath.report.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
                                run_checks, severity_rank, worst)
 from storpath.report.findings import load_all as load_findings
-from storpath.readers.lspci import read_dump
+from storpath.readers.lspci import MAX_TEXT, read_dump
 from storpath.scrape.snapshot import from_lspci
 from storpath.report.tree import model, sources
 from storpath.report.tree import text as tree_text
@@ -128,6 +128,19 @@ def _run_lspci(args, config, collector: Optional[_NoteCollector]) -> int:
     facts = Facts(None, config, snapshot=from_lspci(record, problems))
     subsystems = LSPCI_SUBSYSTEMS + (("md",) if record.md is not None else ())
     result = run_checks(facts, only=subsystems)
+    for problem in problems:
+        # What of the archive was not judged: the report says so, and the exit status is not "clean".
+        fields = dict(problem.fields)
+        if problem.message == "lspci dump cut":
+            result.findings.append(Finding(
+                record.origin, WARNING, f"the lspci dump was cut after {MAX_TEXT >> 20} MiB: what follows is not judged",
+                f"{record.origin} is longer than {MAX_TEXT} bytes", "devices listed after the cut are not checked",
+                "check a dump of one machine, or split the file", kind="lspci.dump_cut", subsystem="lspci"))
+        elif problem.message == "md attributes of the archive not read":
+            result.findings.append(Finding(
+                record.origin, WARNING, "the archive's md arrays were not read", fields["why"],
+                "md arrays are not checked", "read the archive's proc/mdstat by hand",
+                kind="lspci.md_not_read", subsystem="lspci"))
     for name in load_findings():
         if name not in subsystems:
             result.skipped[name] = "not in an lspci dump"
