@@ -109,15 +109,21 @@ def test_a_source_still_reading_at_the_deadline_times_out_and_the_next_snapshot_
         return _many_reads(path, 40, 0.02)()  # about 0.8 s
 
     snapshotter = Snapshotter([_plain("md", slow), _plain("ata_links", lambda *_: ["link1"])], blocked_after=5.0)
+    before_first = time.time()
     first = snapshotter.take(timeout=0.3)
     assert first.md is None and first.failed["md"].startswith("timed out: still reading")
     assert "blocked" not in first.failed["md"].split(":")[0]
     assert first.deadline_exceeded and not first.blocked
     assert first.failed["ata_links"].startswith("not started")
+    time.sleep(0.1)
+    before_second = time.time()
     second = snapshotter.take(timeout=5.0)
     assert second.md == 40 and second.ata_links == ["link1"] and not second.failed
     assert calls == [1]  # taken up, not started again
     assert not second.deadline_exceeded
+    # The md record was read from the first snapshot's time on: the second is dated by it, not by its own start.
+    assert first.read_from == 0.0 and before_first <= second.read_from < before_second
+    assert snapshotter.take(timeout=5.0).read_from == 0.0  # read afresh: dated by its own reading
     snapshotter.close()
 
 

@@ -47,7 +47,9 @@ COLLECTED = Family(
     "storpath_scrape_collected_timestamp_seconds", GAUGE,
     "When the reading of the machine for this answer began, in Unix seconds: an answer handed out again to a "
     "client whose deadline ended before the scrape in progress says how old it is.", (),
-    doc="Unix time the reading of the machine for this answer began. Every answer carries the time of its own "
+    doc="Unix time the reading of the machine for this answer began (for a read left behind by an earlier "
+        "scrape's deadline and taken up by this one, when that read began: an answer is as old as its oldest "
+        "data). Every answer carries the time of its own "
         "reading, so the last complete answer given to a client whose deadline ended before the scrape in progress "
         "(docs/serving.md) says its age in the body, which Prometheus stores (it ignores the `Age` header): "
         "`timestamp(storpath_scrape_collected_timestamp_seconds) - storpath_scrape_collected_timestamp_seconds` is "
@@ -119,7 +121,9 @@ class StorpathExporter:
         # own each scrape: its one line is rendered again each time, the other families' kept
         # text is not (FamilyTexts), and the flight's text, made once, carries it to every
         # client that gets this answer, later ones included.
-        rows.add(COLLECTED, (), started)
+        # A read left behind by an earlier scrape's deadline and taken up now dates the answer
+        # by its own start: never newer than its oldest data.
+        rows.add(COLLECTED, (), min(started, snapshot.read_from or started))
         out: List[SeriesFamily] = []
         for collector in self.collectors:
             start = time.perf_counter()

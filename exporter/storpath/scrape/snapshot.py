@@ -77,6 +77,10 @@ class Snapshot:
     (`failed` says which and why); an empty list is hardware that is not there."""
 
     taken_at: float = 0.0  # Unix seconds, when the reading ended
+    # Unix seconds, when the oldest reading it holds began where that was before this snapshot
+    # started: a read left behind by an earlier scrape's deadline and taken up by this one. 0.0
+    # when every reading began within this snapshot. An answer is as old as its oldest reading.
+    read_from: float = 0.0
     host: Optional[HostIdentity] = None
     pci: Optional[List[PciDevice]] = None  # with their port types (readers.pci.resolve_port_types)
     pcie_expected: Optional[Dict[str, PcieLink]] = None  # PCI address -> what its link should be
@@ -123,7 +127,8 @@ class Snapshot:
 
 
 SOURCE_NAMES = tuple(f.name for f in fields(Snapshot)
-                     if f.name not in ("taken_at", "failed", "seconds", "problems", "blocked", "deadline_exceeded"))
+                     if f.name not in ("taken_at", "read_from", "failed", "seconds", "problems", "blocked",
+                                       "deadline_exceeded"))
 
 
 Read = Tuple[Any, Sequence[Problem]]  # what a source's read returns: (its record, the problems met)
@@ -250,6 +255,7 @@ class _Lane:
                 return
             job.thread_id = threading.get_ident()
             job.started = time.monotonic()  # queued behind nothing: the lane is free when a job is given
+            job.began = time.time()
             try:
                 job.value = job.source.read(*job.needs)
             except BaseException as exc:  # handed to the snapshot, which reports it
@@ -272,6 +278,7 @@ class _Job:
         self.needs = needs
         self.done = threading.Event()
         self.started = time.monotonic()
+        self.began = time.time()  # Unix seconds: what the reading is dated by
         self.value: Any = None
         self.error: Optional[BaseException] = None
         self.thread_id: Optional[int] = None
@@ -319,6 +326,8 @@ class Snapshotter:
             problems: List[Problem] = []
             blocked: List[str] = []
             exceeded = False
+            began = time.time()
+            read_from = 0.0
             for source in self.sources:
                 name = source.name
                 if name in self._kept:
@@ -364,13 +373,15 @@ class Snapshotter:
                 value, found = job.value
                 problems.extend(found)
                 got[name] = value
+                if job.began < began:  # left behind by an earlier snapshot: its reading is that old
+                    read_from = min(read_from or job.began, job.began)
                 if source.once:
                     self._kept[name] = value
             for name, why in failed.items():
                 self._log_once(Problem("source not read", (("source", name), ("err", why)), logging.ERROR))
             for problem in problems:
                 self._log_once(problem)
-            snapshot = Snapshot(taken_at=time.time(), failed=failed, seconds=seconds, problems=tuple(problems),
+            snapshot = Snapshot(taken_at=time.time(), read_from=read_from, failed=failed, seconds=seconds, problems=tuple(problems),
                                 blocked=frozenset(blocked), deadline_exceeded=exceeded, **got)
             self.last = snapshot
             return snapshot
