@@ -220,6 +220,11 @@ def test_a_fifo_or_a_link_out_as_the_dump_is_refused_not_opened(tmp_path):
         assert "no lspci -vv output" in done.stderr or "not read" in done.stderr
 
 
+def test_a_device_node_given_as_the_dump_is_refused_unopened():
+    done = storpath("check", "--lspci=/dev/null")
+    assert done.returncode == 3 and "not a regular file" in done.stderr
+
+
 def test_a_dump_cut_at_the_bound_is_not_called_clean(tmp_path, monkeypatch):
     """A dump longer than the bound is judged up to the cut and says so: exit status not 0."""
     from storpath.readers import lspci

@@ -339,10 +339,12 @@ def _inside(path: str, folder: Optional[str]) -> bool:
 def _read_text(path: str, folder: Optional[str] = None) -> Tuple[str, bool]:
     """The text of the regular file at `path` (links resolved inside `folder` only), up to
     MAX_TEXT bytes, and whether it was cut there. A FIFO, a device node or a socket is never
-    opened for reading (the open does not block, the type is checked before any read); OSError
-    saying why."""
+    opened (its type is checked before the open, and again on what was opened, which does not
+    block); OSError saying why."""
     if not _inside(path, folder):
         raise OSError(f"{path} leads outside {folder} ({os.path.realpath(path)}): not read")
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a device node's open alone can act (a watchdog): never opened
+        raise OSError(f"{path} is not a regular file: not read")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
