@@ -104,3 +104,60 @@ def test_a_known_identity_is_found_as_raw_bytes_in_any_binary_file():
     assert raw not in out and swapped not in out and len(out) == len(blob)
     text = r.apply("captured/zpool-status.txt", b"wwn-0x%016x and 0x%016X\n" % (PORT, PORT))
     assert b"%016x" % PORT not in text.lower()
+
+
+# NVMe over Fabrics controller `address` (drivers/nvme/host/fabrics.c, nvmf_get_address):
+# `traddr=%s,trsvcid=%s` then `,host_traddr=%s` / `,src_addr=%s` when set.
+TCP_ADDRESS = b"traddr=192.168.1.10,trsvcid=4420,host_traddr=192.168.1.2,src_addr=192.168.1.2\n"
+RDMA6_ADDRESS = b"traddr=fd00:1::10,trsvcid=4420,host_traddr=fd00:1::2\n"
+
+
+def test_fabrics_addresses_get_one_stand_in_each_in_every_file():
+    other = b"traddr=192.168.1.100,trsvcid=4420\n"
+    r = learned({"nvme0/address": TCP_ADDRESS, "nvme1/address": RDMA6_ADDRESS, "nvme2/address": other})
+    out0 = r.apply("nvme0/address", TCP_ADDRESS).decode()
+    out1 = r.apply("nvme1/address", RDMA6_ADDRESS).decode()
+    out2 = r.apply("nvme2/address", other).decode()
+    for secret in ("192.168.1.10", "192.168.1.2", "fd00:1::10", "fd00:1::2", "192.168.1.100"):
+        assert secret not in out0 + out1 + out2, (secret, out0, out1, out2)
+    assert out0.startswith("traddr=198.18.") and ",trsvcid=4420," in out0
+    fields = dict(part.split("=", 1) for part in out0.strip().split(","))
+    assert fields["host_traddr"] == fields["src_addr"] != fields["traddr"]
+    assert out1.startswith("traddr=2001:db8::") and out2.strip() not in (out0, out1)
+    # The same address in another file (nvme list-subsys text) gets the same stand-in.
+    listing = r.apply("outputs/nvme-list-subsys.txt", b" +- nvme0 tcp traddr=192.168.1.10,trsvcid=4420 live\n")
+    assert fields["traddr"].encode() in listing and b"192.168.1.10" not in listing
+
+
+def test_a_pcie_controller_address_is_no_fabrics_address_and_stays():
+    pcie = b"0000:01:00.0\n"
+    r = learned({"nvme0/address": pcie})
+    assert r.apply("nvme0/address", pcie) == pcie
+
+
+LUKS_UUID = "3f6d1c2a-8b4e-4c1d-9a7f-0e5b6c7d8e9f"
+LUKS_HEX = LUKS_UUID.replace("-", "")
+
+
+def test_luks_uuid_in_dm_name_and_dm_uuid_gets_one_stand_in():
+    name = f"luks-{LUKS_UUID}\n".encode()
+    for version in ("LUKS1", "LUKS2"):
+        uuid = f"CRYPT-{version}-{LUKS_HEX}-luks-{LUKS_UUID}\n".encode()
+        r = learned({"block/dm-0/dm/name": name, "block/dm-0/dm/uuid": uuid})
+        out_name = r.apply("block/dm-0/dm/name", name).decode().strip()
+        out_uuid = r.apply("block/dm-0/dm/uuid", uuid).decode().strip()
+        assert LUKS_UUID not in out_name + out_uuid and LUKS_HEX not in out_uuid
+        assert out_name.startswith("luks-") and len(out_name) == len(name) - 1
+        stand_in = out_name[len("luks-"):]
+        assert out_uuid == f"CRYPT-{version}-{stand_in.replace('-', '')}-luks-{stand_in}"
+        # dmsetup's text names the volume the same way.
+        table = r.apply("outputs/dmsetup-info.txt", f"Name: luks-{LUKS_UUID}\n".encode())
+        assert table.decode() == f"Name: luks-{stand_in}\n"
+
+
+def test_luks_uuid_learned_from_command_output_alone():
+    r = Redactor(key=b"k" * 16)
+    tree = Tree("/nonexistent")
+    tree.files = {"dmsetup-ls.txt": f"luks-{LUKS_UUID}\t(253:0)\n".encode()}
+    r.learn_outputs(tree)
+    assert LUKS_UUID.encode() not in r.apply("dmsetup-ls.txt", tree.files["dmsetup-ls.txt"])

@@ -73,6 +73,16 @@ ZPOOL_GUID_ROW = re.compile(r"(?m)^\t\s*([0-9]{6,})\s+[A-Z]+\b")
 # WWNs and SAS addresses as 0x and 16 hex digits, in any text.
 HEX64 = re.compile(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]{16}(?![0-9A-Za-z])")
 # nvme-cli text (`nvme id-ctrl`, `nvme list`): `sn : ...`, `eui64 : ...`.
+# NVMe over Fabrics: a controller's sysfs `address` (drivers/nvme/host/fabrics.c,
+# nvmf_get_address) reads `traddr=192.168.1.10,trsvcid=4420,host_traddr=...,src_addr=...`;
+# the IPv4/IPv6 values name the hosts (FC's `nn-0x...:pn-0x...` is FC_WWN's).
+FABRICS_ADDRESS = re.compile(r"(?:^|,)(?:traddr|host_traddr|src_addr)=([^,\s]+)")
+IP_ADDRESS = re.compile(r"^(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}(?:%[\w.-]+)?)$")
+# LUKS volumes: the dm name cryptsetup's tools give (`luks-<uuid>`) and the dm uuid
+# (`CRYPT-LUKS2-<uuid, 32 hex>-<name>`, LUKS1 likewise) carry the volume's UUID.
+LUKS_NAME_UUID = re.compile(r"(?<![0-9A-Za-z])luks-([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                            r"[0-9a-fA-F]{12})(?![0-9A-Za-z])")
+CRYPT_UUID = re.compile(r"CRYPT-LUKS[12]-([0-9a-fA-F]{32})(?![0-9A-Za-z])")
 NVME_CLI_FIELD = re.compile(r"(?mi)^\s*(sn|serial|subnqn|eui64|nguid|uuid|wwn|wwid)\s*:\s*(\S.*?)\s*$")
 
 
@@ -88,6 +98,7 @@ class Redactor:
         self.key = key or secrets.token_bytes(16)
         self.mapping: Dict[str, str] = {}
         self._serials = 0
+        self._addresses: set = set()
 
     def token(self, value: str) -> str:
         if value in self.mapping:
@@ -128,14 +139,42 @@ class Redactor:
             self._learn_layout(name, data)
             if name in SECRET_ATTRIBUTES - NQN_ATTRIBUTES:
                 value = data.decode("utf-8", "replace").strip()
-                if value:
+                if value and not CRYPT_UUID.match(value):
                     self.token(value)
             elif name == "address":
                 # An NVMe/FC controller's address names both ends' world wide node and port
                 # names ("nn-0x...:pn-0x...", and traddr/host_traddr of the same form).
-                for wwn in FC_WWN.findall(data.decode("utf-8", "replace")):
+                text = data.decode("utf-8", "replace")
+                for wwn in FC_WWN.findall(text):
                     self.token(wwn)
+                for value in FABRICS_ADDRESS.findall(text.strip()):
+                    if IP_ADDRESS.match(value):
+                        self.token_address(value)
+            if name in ("name", "uuid"):
+                self.learn_luks(data.decode("utf-8", "replace"))
 
+    def token_address(self, value: str) -> str:
+        """An IP address's stand-in: an address of the same family, from the benchmark and
+        documentation ranges (RFC 2544, RFC 3849), numbered in the order they are met."""
+        if value not in self.mapping:
+            self._addresses.add(value)
+            n = len(self._addresses)
+            self.mapping[value] = f"198.{18 + (n >> 16) % 2}.{(n >> 8) & 255}.{n & 255}" if "." in value \
+                else f"2001:db8::{n:x}"
+        return self.mapping[value]
+
+    def learn_luks(self, text: str) -> None:
+        """A LUKS volume's UUID, as dashed (`luks-<uuid>`) and as 32 hex digits (the dm
+        uuid): one stand-in, the dashed one with its dashes."""
+        for dashed in LUKS_NAME_UUID.findall(text):
+            self._luks(dashed.replace("-", ""))
+        for plain in CRYPT_UUID.findall(text):
+            self._luks(plain)
+
+    def _luks(self, plain: str) -> None:
+        stand_in = self.token(plain.lower())
+        dashed = "-".join(plain.lower()[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
+        self.mapping[dashed] = "-".join(stand_in[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
     def learn_outputs(self, tree: Tree) -> None:
         """Command outputs: binary structures by their layout, JSON by its keys, text by
         what names a device there (learn_text)."""
@@ -192,6 +231,7 @@ class Redactor:
             self.token(value)
         for _, value in NVME_CLI_FIELD.findall(text):
             self.token(value)
+        self.learn_luks(text)
         self.learn_raid_text(text)
 
     def learn_raid_text(self, text: str) -> None:
@@ -220,7 +260,7 @@ class Redactor:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return self._apply_bytes(data)
-        if name in SECRET_ATTRIBUTES - NQN_ATTRIBUTES:
+        if name in SECRET_ATTRIBUTES - NQN_ATTRIBUTES and not CRYPT_UUID.match(text.strip()):
             value = text.strip()
             return text.replace(value, self.token(value)).encode() if value else data
         if "Inquiry Data" in text:
@@ -246,7 +286,10 @@ class Redactor:
             stand_in = self.mapping[secret]
             if len(secret) < MIN_SUBSTRING_SECRET or secret == stand_in:
                 continue
-            if secret.isdigit():  # a decimal GUID, never the digits inside another number
+            if secret in self._addresses:
+                # an address, never the start of a longer one (10.0.0.1 in 10.0.0.12)
+                text = re.sub(rf"(?<![0-9A-Za-z.:]){re.escape(secret)}(?![0-9A-Za-z.:])", stand_in, text)
+            elif secret.isdigit():  # a decimal GUID, never the digits inside another number
                 text = re.sub(rf"(?<![0-9]){secret}(?![0-9])", stand_in, text)
             elif re.fullmatch(r"[0-9a-fA-F]+", secret):  # hex in either case, the case kept
                 text = re.sub(re.escape(secret), lambda m: stand_in.upper() if m.group(0).isupper()
@@ -290,8 +333,8 @@ class Redactor:
     def _byte_forms(self) -> Iterator[Tuple[bytes, bytes]]:
         for secret in sorted(self.mapping, key=len, reverse=True):
             stand_in = self.mapping[secret]
-            if len(secret) < MIN_SUBSTRING_SECRET or secret == stand_in:
-                continue
+            if len(secret) < MIN_SUBSTRING_SECRET or secret == stand_in or secret in self._addresses:
+                continue  # (an address's stand-in has its own length: text only)
             forms: List[Tuple[str, str]] = [(secret, stand_in)]
             if re.fullmatch(r"[0-9a-fA-F]+", secret):
                 forms += [(secret.lower(), stand_in.lower()), (secret.upper(), stand_in.upper())]
