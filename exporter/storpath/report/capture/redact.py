@@ -175,6 +175,7 @@ class Redactor:
         stand_in = self.token(plain.lower())
         dashed = "-".join(plain.lower()[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
         self.mapping[dashed] = "-".join(stand_in[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
+
     def learn_outputs(self, tree: Tree) -> None:
         """Command outputs: binary structures by their layout, JSON by its keys, text by
         what names a device there (learn_text)."""
