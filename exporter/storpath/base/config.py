@@ -14,7 +14,7 @@ Layout (every key optional):
     paths: {sysfs: /sys, procfs: /proc, dev: /dev}
     log: {level: info, format: logfmt}
     collectors:
-      pcie: {enabled: true, ...}     # each collector's own keys: see docs/configuration.md
+      pcie: {enabled: true, ...}     # each collector's own keys: see docs/metrics.md and README.md's "Config file"
     probes: {...}                    # see docs/probes.md
 
 Command-line flags override the file. A broken file is refused at start with a
