@@ -38,6 +38,7 @@ set -eu
 cd /src
 ! command -v make >/dev/null && ! command -v dpkg-buildpackage >/dev/null && ! command -v git >/dev/null
 ./scripts/install
+dpkg-query -W -f '${Package}\\n' | sort >/out/after-install.txt
 make --no-print-directory dist-deb DIST_DIR=/out
 dpkg-query -W -f '${Package}\\n' | sort >/out/installed.txt
 """
@@ -86,7 +87,10 @@ def test_dist_setup_alone_builds_the_deb_in_a_fresh_container(base_image, tmp_pa
     assert "./usr/bin/storpath" in contents
     assert f"./lib/systemd/system/{PACKAGE}.service" in contents
     assert "/storpath/http/runbooks/PcieLinkSpeedBelowExpected.md" in contents  # served at /runbooks/
+    after_install = set((out / "after-install.txt").read_text().split())
     installed = set((out / "installed.txt").read_text().split())
-    # what made it: dist-setup's lists, not this machine (the container began without any of them)
-    assert {"make", "dpkg-dev", "debhelper", "dh-python", "python3-cheroot", "python3-bcrypt",
-            "python3-prometheus-client"} <= installed
+    # what made it: the README's install (make among it), then dist-setup: debian/control's
+    # Build-Depends (the three once missed included) came with make dist-deb, not before it
+    build_depends = {"debhelper", "dh-python", "python3-cheroot", "python3-bcrypt", "python3-prometheus-client"}
+    assert "make" in after_install and not build_depends & after_install
+    assert build_depends | {"dpkg-dev", "fakeroot"} <= installed
