@@ -8,7 +8,7 @@ help:
 	@echo "make test-fast  parsers, analysis, house and alert rules, golden expositions (no Docker, no QEMU): the inner loop, at most 5 minutes"
 	@echo "make test       the whole suite, as CI runs it (./scripts/test)"
 	@echo "make golden     regenerate golden expositions and trees after an intended change"
-	@echo "make docs       regenerate docs/metrics.md from the collectors' family tables"
+	@echo "make docs       regenerate docs/metrics.md and README's collectors table and benchmark paragraph"
 	@echo "make bench      scrape-cost benchmark on synthetic hosts, beside node_exporter's pcidevice collector"
 	@echo "make bench-load load on the HTTP side: 200 concurrent scrapes, 800 idle connections, large headers"
 	@echo "make run        run the exporter on this host"
@@ -34,6 +34,7 @@ golden: setup
 
 docs:
 	$(PY) -m storpath.report.metricsdoc
+	$(PY) docs/readme.py
 
 bench: setup
 	$(PY) -m benchmarks.scrape

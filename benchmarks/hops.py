@@ -1,5 +1,5 @@
 """The functions a value passes through from the file it is read from to the bytes on the
-socket (a measurement, not a test; CONTRIBUTING.md's "Count the hops").
+socket (a measurement, not a test; CONTRIBUTING.md's "One value from its sysfs file to the HTTP body").
 
 How it counts: builds a fixture machine and runs `storpath serve` on it in this process as
 the command does (commands.serve.Built: the collectors, their background tasks started and

@@ -286,7 +286,7 @@ def dashboard(uid: str, title: str, description: str, sections: Sequence[Section
 
 # ---- Fleet ------------------------------------------------------------------------
 def fleet(t: dict) -> dict:
-    sel, rb = FLEET_SEL, t["runbook_url_base"]
+    sel, rb = FLEET_SEL, t["dashboards"]["runbook_url_base"]
     ratio = t["probes"]["throughput_ratio_threshold"]
     cap_warn, cap_crit = t["zfs"]["capacity_warning_ratio"], t["zfs"]["capacity_critical_ratio"]
     warn = steps((None, GREEN), (1, ORANGE))
@@ -430,7 +430,7 @@ PLACEMENT_STATE = value_map({"0": ("as capable", GREEN), "1": ("port limits devi
 
 
 def host(t: dict) -> dict:
-    sel, rb, dev = HOST_SEL, t["runbook_url_base"], 'device=~"$device"'
+    sel, rb, dev = HOST_SEL, t["dashboards"]["runbook_url_base"], 'device=~"$device"'
     ratio = t["probes"]["throughput_ratio_threshold"]
     cap_warn, cap_crit = t["zfs"]["capacity_warning_ratio"], t["zfs"]["capacity_critical_ratio"]
     aer_window, aer_limit = t["pcie"]["aer_window"], t["pcie"]["aer_correctable_threshold"]
@@ -954,7 +954,7 @@ def host(t: dict) -> dict:
 def capacity(t: dict) -> dict:
     """Everything here reads recording rules (rules/definitions/capacity.py): a month over a
     fleet must not re-read a week of raw samples at every step."""
-    sel, rb = FLEET_SEL, t["runbook_url_base"]
+    sel, rb = FLEET_SEL, t["dashboards"]["runbook_url_base"]
     c = t["capacity"]
     cap_warn, cap_crit = t["zfs"]["capacity_warning_ratio"], t["zfs"]["capacity_critical_ratio"]
     peak = c["peak_window"]

@@ -7,8 +7,15 @@
     // <section><Key> after rules/config/thresholds.yml (pcie.aer_window: pcieAerWindow).
     // Durations use Prometheus syntax (30s, 15m, 2h, 35d).
 
-    // Where each alert's runbook_url points: <runbook_url_base><AlertName>.md (docs/runbooks/ of this repository).
-    runbookUrlBase: 'https://github.com/storpath/storpath/blob/main/docs/runbooks/',
+    // Where each alert's runbook_url points: <runbook_url_base><AlertName>.md. By default the exporter
+    // the alert is about: every storpath serves docs/runbooks/ at /runbooks/ (the version it runs), at
+    // the address of the alert's `instance` label, as Prometheus names a target by default (host:port;
+    // a host name without a port, as a relabelling to the host's name leaves it, gets storpath's port
+    // 9866). The alerts about the exporter itself being down or absent link through any storpath
+    // target that is up. A site whose exporters are not reached so (TLS or basic auth on them, an
+    // instance label that is no address) sets its own: a wiki, a mirror of docs/runbooks/, or
+    // 'https://{{ $labels.instance }}/runbooks/' (any Prometheus alert template).
+    runbookUrlBase: 'http://{{ reReplaceAll "^([^:]+)$" "${1}:9866" $labels.instance }}/runbooks/',
 
     // Labels that identify one scraped exporter. Every join between two storpath series matches on
     // these plus the series' own key (address, device, phy, zpool...). Add labels your relabelling
@@ -344,5 +351,10 @@
     // that has a storpath exporter (storpath_build_info is storpath's own), so the boards work
     // whatever the scrape job is called (`storpath`, a Helm release's service, a PodMonitor's).
     dashboardsJobSelector: '',
+    // Where the boards' panel links open a runbook: <runbook_url_base><AlertName>.md. By default the
+    // exporter of the instance the board shows (the `instance` variable: the Host board's one host, the
+    // fleet boards' when one is chosen), which serves docs/runbooks/ at /runbooks/; a site's own base
+    // (a wiki, a mirror of docs/runbooks/) works for every board whatever is chosen.
+    dashboardsRunbookUrlBase: 'http://${instance}/runbooks/',
   },
 }

@@ -151,9 +151,10 @@ class SymbolicContext(rulegen.Context):
             return f"{OPEN}{'.'.join(duration.path)}|seconds{CLOSE}"
         return super().seconds(duration)
 
-    def alert(self, name, expr, for_, severity, summary, description, labels=None, keep_firing_for=None):
+    def alert(self, name, expr, for_, severity, summary, description, labels=None, keep_firing_for=None,
+              runbook_via_live_target=False):
         rule = super().alert(name, expr, _default(for_), _default(severity), summary, description, labels,
-                             keep_firing_for=_default(keep_firing_for))
+                             keep_firing_for=_default(keep_firing_for), runbook_via_live_target=runbook_via_live_target)
         if isinstance(severity, SymStr):
             rule["labels"]["severity"] = str(severity)
         # `for:` and `keep_firing_for:` of rules/generate.py are absent when 0: that is decided in jsonnet.

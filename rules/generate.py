@@ -224,9 +224,13 @@ class Context:
     # ---- rules ----------------------------------------------------------------------------
 
     def alert(self, name: str, expr: str, for_: str, severity: str, summary: str, description: str,
-              labels: Optional[dict] = None, keep_firing_for: Optional[str] = None) -> dict:
+              labels: Optional[dict] = None, keep_firing_for: Optional[str] = None,
+              runbook_via_live_target: bool = False) -> dict:
         """``keep_firing_for`` (Prometheus 2.42 and later) holds an alert whose expression is
-        true only briefly (a counter's increase) long enough for someone to see it."""
+        true only briefly (a counter's increase) long enough for someone to see it.
+        ``runbook_via_live_target``: the alert's own target may not answer (it is down, or
+        there is none), so its runbook_url is made with the labels of a storpath target that is
+        up, when there is one (the default base reaches the runbooks through `instance`)."""
         if severity not in ("critical", "warning", "info"):
             raise ValueError(f"{name}: severity {severity!r} is not critical, warning or info")
         if "{{" in summary:
@@ -243,9 +247,20 @@ class Context:
         rule["annotations"] = {
             "summary": summary,
             "description": " ".join(description.split()),
-            "runbook_url": f"{self.config['runbook_url_base']}{name}.md",
+            "runbook_url": self.runbook_url(name, runbook_via_live_target),
         }
         return rule
+
+    def runbook_url(self, name: str, via_live_target: bool = False) -> str:
+        """<runbook_url_base><name>.md, expanded by Prometheus when the alert fires (the default
+        base is a template over the alert's labels). Via a live target: `$labels` first becomes
+        the target labels of a storpath exporter that answers, whatever its job is called (a raw
+        Go string: the query needs no escaping)."""
+        url = f"{self.config['runbook_url_base']}{name}.md"
+        if via_live_target:
+            live = f"max by ({self.labels()}) (storpath_build_info) unless on ({self.labels()}) (up == 0)"
+            url = f"{{{{ with query `{live}` }}}}{{{{ $labels = (first .).Labels }}}}{{{{ end }}}}{url}"
+        return url
 
     def record(self, name: str, expr: str) -> dict:
         if name.count(":") != 2:

@@ -4,7 +4,8 @@ figures (`scripts/make-images`, `make pictures`):
 - tree.svg: `storpath tree --example gen4-at-gen3` as a terminal shows it in colour (the hop
   that limits in red), written directly as SVG text;
 - scrape-cost.svg: a scrape's p50 against the host's size, storpath's beside node_exporter's
-  pcidevice collector, from the table under "Scrape cost by host size" in docs/performance.md;
+  pcidevice collector, from the last benchmark table of docs/performance.md (the rows README's
+  benchmark paragraph gives, read by docs/readme.py);
 - landing.png: the exporter's landing page (`/`) serving the same example after one scrape,
   screenshotted by Debian's headless Chromium. Chromium's pixels are not byte-stable, so the
   page's HTML is what is compared: its SHA-256 is kept in landing.html.sha256.
@@ -18,6 +19,7 @@ import argparse
 import contextlib
 import hashlib
 import html
+import importlib.util
 import io
 import os
 import re
@@ -33,7 +35,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 EXAMPLE = "gen4-at-gen3"
 PERFORMANCE = os.path.join(REPO, "docs", "performance.md")
-TABLE_TITLE = "## Scrape cost by host size"
 
 # ---- the tree ---------------------------------------------------------------------------------
 
@@ -97,28 +98,26 @@ def tree_svg(text: str) -> str:
 
 # ---- the plot ---------------------------------------------------------------------------------
 
+def _readme():
+    """docs/readme.py, which reads the last benchmark table for README's paragraph: the plot draws the same rows."""
+    spec = importlib.util.spec_from_file_location("docs_readme", os.path.join(REPO, "docs", "readme.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def cost_rows(text: str):
-    """(layout, PCI devices, storpath p50 ms, node_exporter p50 ms) from the performance table."""
-    section = text[text.index(TABLE_TITLE):]
-    rows = []
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        m = re.fullmatch(r"\d+ drives, (ports|mixed)", cells[0]) if line.startswith("|") else None
-        if not m:
-            if rows and not line.startswith("|"):
-                break
-            continue
-        devices = int(cells[1].replace(" ", ""))
-        p50 = float(cells[3].split()[0])
-        ratio = float(cells[-1])
-        rows.append((m.group(1), devices, p50, p50 / ratio))
-    return rows
+    """(PCI devices, storpath p50 ms, node_exporter p50 ms) of each run of the change measured in
+    the last benchmark table of docs/performance.md, and that benchmark."""
+    bench = _readme().last_benchmark(text)
+    return [(run.functions, run.p50_ms, run.node_exporter_p50_ms) for run in bench.runs], bench
 
 
-def plot_svg(rows) -> str:
+def plot_svg(rows, bench) -> str:
     w, h, left, right, top, bottom = 640, 400, 64, 170, 44, 52
-    xmax = 2500
-    ymax = 100 * -(-max(r[3] for r in rows) // 100)
+    xmax = 500 * -(-max(r[0] for r in rows) * 1.1 // 500)
+    ymax = 100 * -(-max(r[2] for r in rows) // 100)
     px = lambda x: left + (w - left - right) * x / xmax  # noqa: E731
     py = lambda y: h - bottom - (h - top - bottom) * y / ymax  # noqa: E731
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
@@ -126,35 +125,33 @@ def plot_svg(rows) -> str:
            "<title>Scrape cost against host size: storpath and node_exporter's pcidevice collector</title>",
            f'<rect width="{w}" height="{h}" fill="#ffffff"/>',
            f'<text x="{left}" y="24" font-size="14" font-weight="bold">Scrape p50 against host size '
-           f'(2-core VM, docs/performance.md)</text>']
-    for x in range(0, xmax + 1, 500):
+           f'(2-core VM, {html.escape(bench.date)})</text>']
+    for x in range(0, int(xmax) + 1, 500):
         out.append(f'<line x1="{px(x):.1f}" y1="{py(0):.1f}" x2="{px(x):.1f}" y2="{py(ymax):.1f}" stroke="#e4e4e4"/>')
         out.append(f'<text x="{px(x):.1f}" y="{py(0) + 16:.1f}" text-anchor="middle">{x}</text>')
-    for y in range(0, int(ymax) + 1, 100):
+    step = 100 if ymax <= 1000 else 200
+    for y in range(0, int(ymax) + 1, step):
         out.append(f'<line x1="{px(0):.1f}" y1="{py(y):.1f}" x2="{px(xmax):.1f}" y2="{py(y):.1f}" stroke="#e4e4e4"/>')
         out.append(f'<text x="{px(0) - 6:.1f}" y="{py(y) + 4:.1f}" text-anchor="end">{y}</text>')
     out.append(f'<text x="{(px(0) + px(xmax)) / 2:.1f}" y="{h - 12}" text-anchor="middle">PCI devices on the host '
-               f'(one NVMe drive and its port each, or behind switches)</text>')
+               f'(one NVMe drive and its port each)</text>')
     out.append(f'<text transform="translate(16 {(py(0) + py(ymax)) / 2:.1f}) rotate(-90)" text-anchor="middle">'
                f'scrape p50, ms</text>')
-    series = [("storpath", "ports", 2, "#1f6feb", ""), ("storpath", "mixed", 2, "#1f6feb", "6 4"),
-              ("node_exporter", "ports", 3, "#d1495b", ""), ("node_exporter", "mixed", 3, "#d1495b", "6 4")]
-    for who, layout, column, colour, dash in series:
-        points = sorted((r[1], r[column]) for r in rows if r[0] == layout)
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
-        dashed = f' stroke-dasharray="{dash}"' if dash else ""
-        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dashed}/>')
-        for x, y in points:
-            out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" fill="{colour}"/>')
+    sizes = sorted({r[0] for r in rows})
+    for column, colour in ((1, "#1f6feb"), (2, "#d1495b")):
+        means = [(size, sum(r[column] for r in rows if r[0] == size) / sum(1 for r in rows if r[0] == size))
+                 for size in sizes]
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in means)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for row in rows:
+            out.append(f'<circle cx="{px(row[0]):.1f}" cy="{py(row[column]):.1f}" r="3.5" fill="{colour}"/>')
     lx = w - right + 14
-    legend = [("storpath", "#1f6feb", ""), ("node_exporter,", "#d1495b", ""), ("pcidevice only", None, ""),
-              ("own root ports", "#444", ""), ("half behind", "#444", "6 4"), ("PCIe switches", None, "")]
-    for index, (label, colour, dash) in enumerate(legend):
+    legend = [("storpath", "#1f6feb"), ("node_exporter,", "#d1495b"), ("pcidevice only", None),
+              ("a dot per run,", None), ("the line their mean", None)]
+    for index, (label, colour) in enumerate(legend):
         ly = top + 14 + 20 * index + (12 if index >= 3 else 0)
         if colour:
-            dashed = f' stroke-dasharray="{dash}"' if dash else ""
-            out.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 26}" y2="{ly - 4}" stroke="{colour}" '
-                       f'stroke-width="2"{dashed}/>')
+            out.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 26}" y2="{ly - 4}" stroke="{colour}" stroke-width="2"/>')
         out.append(f'<text x="{lx + 32}" y="{ly}">{html.escape(label)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -220,9 +217,9 @@ def screenshot(page: bytes, png: str) -> None:
 def made() -> dict:
     """name -> bytes of each file written here (the landing page as its hash)."""
     with open(PERFORMANCE, encoding="utf-8") as handle:
-        rows = cost_rows(handle.read())
+        rows, bench = cost_rows(handle.read())
     page = landing_html()
-    return {"tree.svg": tree_svg(tree_text()).encode(), "scrape-cost.svg": plot_svg(rows).encode(),
+    return {"tree.svg": tree_svg(tree_text()).encode(), "scrape-cost.svg": plot_svg(rows, bench).encode(),
             "landing.html.sha256": f"{page_hash(page)}  landing page of "
                                    f"`storpath serve --example {EXAMPLE}` that landing.png shows\n".encode(),
             "_landing": page}

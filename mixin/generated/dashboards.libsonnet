@@ -95,7 +95,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieLinkSpeedBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
               },
               {
                 'asDropdown': false,
@@ -107,7 +107,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieLinkWidthBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieLinkWidthBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkWidthBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -186,7 +186,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieLinkSpeedBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -265,7 +265,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieDeviceLimitedByPort',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieDeviceLimitedByPort.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieDeviceLimitedByPort.md' % v,
               },
             ],
             'options': {
@@ -344,7 +344,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: NvmeNamespaceLbaFormatNotBest',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sNvmeNamespaceLbaFormatNotBest.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sNvmeNamespaceLbaFormatNotBest.md' % v,
               },
             ],
             'options': {
@@ -423,7 +423,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: MdArrayDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sMdArrayDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sMdArrayDegraded.md' % v,
               },
               {
                 'asDropdown': false,
@@ -435,7 +435,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ZfsPoolNotOnline',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sZfsPoolNotOnline.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sZfsPoolNotOnline.md' % v,
               },
             ],
             'options': {
@@ -514,7 +514,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ProbeThroughputBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sProbeThroughputBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sProbeThroughputBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -635,7 +635,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieLinkSpeedBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
               },
               {
                 'asDropdown': false,
@@ -647,7 +647,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieLinkWidthBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieLinkWidthBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkWidthBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -770,7 +770,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieDeviceLimitedByPort',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieDeviceLimitedByPort.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieDeviceLimitedByPort.md' % v,
               },
             ],
             'options': {
@@ -887,7 +887,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ProbeThroughputBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sProbeThroughputBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sProbeThroughputBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -1088,7 +1088,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StorpathCollectorFailing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStorpathCollectorFailing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStorpathCollectorFailing.md' % v,
               },
             ],
             'options': {
@@ -1235,7 +1235,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: MdArrayDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sMdArrayDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sMdArrayDegraded.md' % v,
               },
             ],
             'options': {
@@ -1391,7 +1391,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ZfsPoolCapacityHigh',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sZfsPoolCapacityHigh.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sZfsPoolCapacityHigh.md' % v,
               },
             ],
             'options': {
@@ -1498,7 +1498,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryFewerDevicesThanModel',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryFewerDevicesThanModel.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryFewerDevicesThanModel.md' % v,
               },
             ],
             'options': {
@@ -1577,7 +1577,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryFewerDevicesThanModel',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryFewerDevicesThanModel.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryFewerDevicesThanModel.md' % v,
               },
               {
                 'asDropdown': false,
@@ -1589,7 +1589,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryStorageLanesBelowModel',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryStorageLanesBelowModel.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryStorageLanesBelowModel.md' % v,
               },
               {
                 'asDropdown': false,
@@ -1601,7 +1601,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryDevicesVanished',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryDevicesVanished.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryDevicesVanished.md' % v,
               },
               {
                 'asDropdown': false,
@@ -1613,7 +1613,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -1744,7 +1744,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryFewerDevicesThanModel',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryFewerDevicesThanModel.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryFewerDevicesThanModel.md' % v,
               },
             ],
             'options': {
@@ -1992,7 +1992,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieLinkSpeedBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
               },
               {
                 'asDropdown': false,
@@ -2004,7 +2004,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieLinkWidthBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieLinkWidthBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkWidthBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -2083,7 +2083,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieDeviceLimitedByPort',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieDeviceLimitedByPort.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieDeviceLimitedByPort.md' % v,
               },
             ],
             'options': {
@@ -2162,7 +2162,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: NvmeNamespaceLbaFormatNotBest',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sNvmeNamespaceLbaFormatNotBest.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sNvmeNamespaceLbaFormatNotBest.md' % v,
               },
             ],
             'options': {
@@ -2241,7 +2241,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: SasPhyLinkRateBelowMaximum',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sSasPhyLinkRateBelowMaximum.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sSasPhyLinkRateBelowMaximum.md' % v,
               },
             ],
             'options': {
@@ -2320,7 +2320,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: SataLinkBelowHardwareLimit',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sSataLinkBelowHardwareLimit.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sSataLinkBelowHardwareLimit.md' % v,
               },
             ],
             'options': {
@@ -2399,7 +2399,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: MdArrayDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sMdArrayDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sMdArrayDegraded.md' % v,
               },
             ],
             'options': {
@@ -2478,7 +2478,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ZfsPoolNotOnline',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sZfsPoolNotOnline.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sZfsPoolNotOnline.md' % v,
               },
             ],
             'options': {
@@ -2557,7 +2557,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StorpathCollectorFailing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStorpathCollectorFailing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStorpathCollectorFailing.md' % v,
               },
             ],
             'options': {
@@ -2828,7 +2828,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieLinkSpeedBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
               },
               {
                 'asDropdown': false,
@@ -2840,7 +2840,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieLinkWidthBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieLinkWidthBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkWidthBelowExpected.md' % v,
               },
               {
                 'asDropdown': false,
@@ -2852,7 +2852,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieDeviceLimitedByPort',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieDeviceLimitedByPort.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieDeviceLimitedByPort.md' % v,
               },
             ],
             'options': {
@@ -3464,7 +3464,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieAerCorrectableErrorsRising',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieAerCorrectableErrorsRising.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieAerCorrectableErrorsRising.md' % v,
               },
             ],
             'options': {
@@ -3535,7 +3535,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieAerUncorrectableErrors',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieAerUncorrectableErrors.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieAerUncorrectableErrors.md' % v,
               },
             ],
             'options': {
@@ -3690,7 +3690,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: NvmeNamespaceLbaFormatNotBest',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sNvmeNamespaceLbaFormatNotBest.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sNvmeNamespaceLbaFormatNotBest.md' % v,
               },
             ],
             'options': {
@@ -3874,7 +3874,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: NvmeIdentifyUnavailable',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sNvmeIdentifyUnavailable.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sNvmeIdentifyUnavailable.md' % v,
               },
             ],
             'options': {
@@ -4069,7 +4069,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: SasPhyLinkRateBelowMaximum',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sSasPhyLinkRateBelowMaximum.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sSasPhyLinkRateBelowMaximum.md' % v,
               },
               {
                 'asDropdown': false,
@@ -4081,7 +4081,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: SasPhyNegotiatedAtLoweredMinimum',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sSasPhyNegotiatedAtLoweredMinimum.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sSasPhyNegotiatedAtLoweredMinimum.md' % v,
               },
             ],
             'options': {
@@ -4275,7 +4275,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: SataLinkBelowHardwareLimit',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sSataLinkBelowHardwareLimit.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sSataLinkBelowHardwareLimit.md' % v,
               },
             ],
             'options': {
@@ -4407,7 +4407,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsDegraded.md' % v,
               },
               {
                 'asDropdown': false,
@@ -4419,7 +4419,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathLost',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathLost.md' % v,
               },
               {
                 'asDropdown': false,
@@ -4431,7 +4431,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsMissing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsMissing.md' % v,
               },
             ],
             'options': {
@@ -4510,7 +4510,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathLost',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathLost.md' % v,
               },
             ],
             'options': {
@@ -4589,7 +4589,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsDegraded.md' % v,
               },
             ],
             'options': {
@@ -4668,7 +4668,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StorageDrivePathMissing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStorageDrivePathMissing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStorageDrivePathMissing.md' % v,
               },
             ],
             'options': {
@@ -4747,7 +4747,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StorageNoOptimizedPath',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStorageNoOptimizedPath.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStorageNoOptimizedPath.md' % v,
               },
             ],
             'options': {
@@ -4826,7 +4826,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StorageMultipathMixedLinkRates',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStorageMultipathMixedLinkRates.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStorageMultipathMixedLinkRates.md' % v,
               },
             ],
             'options': {
@@ -4937,7 +4937,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsDegraded.md' % v,
               },
               {
                 'asDropdown': false,
@@ -4949,7 +4949,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathLost',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathLost.md' % v,
               },
               {
                 'asDropdown': false,
@@ -4961,7 +4961,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsMissing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsMissing.md' % v,
               },
             ],
             'options': {
@@ -5163,7 +5163,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsDegraded.md' % v,
               },
               {
                 'asDropdown': false,
@@ -5175,7 +5175,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathLost',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathLost.md' % v,
               },
               {
                 'asDropdown': false,
@@ -5187,7 +5187,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsMissing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsMissing.md' % v,
               },
             ],
             'options': {
@@ -5379,7 +5379,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsDegraded.md' % v,
               },
               {
                 'asDropdown': false,
@@ -5391,7 +5391,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathLost',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathLost.md' % v,
               },
               {
                 'asDropdown': false,
@@ -5403,7 +5403,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsMissing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsMissing.md' % v,
               },
             ],
             'options': {
@@ -5581,7 +5581,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsDegraded.md' % v,
               },
               {
                 'asDropdown': false,
@@ -5593,7 +5593,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathLost',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathLost.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathLost.md' % v,
               },
               {
                 'asDropdown': false,
@@ -5605,7 +5605,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StoragePathsMissing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStoragePathsMissing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStoragePathsMissing.md' % v,
               },
             ],
             'options': {
@@ -5740,7 +5740,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StorageDrivePathMissing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStorageDrivePathMissing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStorageDrivePathMissing.md' % v,
               },
             ],
             'options': {
@@ -5994,7 +5994,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieGpuLinkSpeedBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieGpuLinkSpeedBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieGpuLinkSpeedBelowExpected.md' % v,
               },
               {
                 'asDropdown': false,
@@ -6006,7 +6006,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieGpuLinkWidthBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieGpuLinkWidthBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieGpuLinkWidthBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -6179,7 +6179,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieGpuLinkSpeedBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieGpuLinkSpeedBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieGpuLinkSpeedBelowExpected.md' % v,
               },
               {
                 'asDropdown': false,
@@ -6191,7 +6191,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: PcieGpuLinkWidthBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sPcieGpuLinkWidthBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sPcieGpuLinkWidthBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -6407,7 +6407,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: StorageNumaNodeUnknown',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sStorageNumaNodeUnknown.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sStorageNumaNodeUnknown.md' % v,
               },
             ],
             'options': {
@@ -6543,7 +6543,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: MdArraySpansNumaNodes',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sMdArraySpansNumaNodes.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sMdArraySpansNumaNodes.md' % v,
               },
             ],
             'options': {
@@ -6720,7 +6720,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: MdArrayDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sMdArrayDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sMdArrayDegraded.md' % v,
               },
               {
                 'asDropdown': false,
@@ -6732,7 +6732,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: MdSyncStalled',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sMdSyncStalled.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sMdSyncStalled.md' % v,
               },
             ],
             'options': {
@@ -6920,7 +6920,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: MdMemberFaulty',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sMdMemberFaulty.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sMdMemberFaulty.md' % v,
               },
             ],
             'options': {
@@ -7137,7 +7137,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ZfsPoolNotOnline',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sZfsPoolNotOnline.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sZfsPoolNotOnline.md' % v,
               },
               {
                 'asDropdown': false,
@@ -7149,7 +7149,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ZfsPoolCapacityHigh',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sZfsPoolCapacityHigh.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sZfsPoolCapacityHigh.md' % v,
               },
               {
                 'asDropdown': false,
@@ -7161,7 +7161,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ZfsPoolAshiftBelowSectorSize',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sZfsPoolAshiftBelowSectorSize.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sZfsPoolAshiftBelowSectorSize.md' % v,
               },
             ],
             'options': {
@@ -7369,7 +7369,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ZfsVdevNotOnline',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sZfsVdevNotOnline.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sZfsVdevNotOnline.md' % v,
               },
             ],
             'options': {
@@ -7541,7 +7541,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: RaidDriveLinkBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sRaidDriveLinkBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sRaidDriveLinkBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -7791,7 +7791,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: RaidVolumeDegraded',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sRaidVolumeDegraded.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sRaidVolumeDegraded.md' % v,
               },
               {
                 'asDropdown': false,
@@ -7803,7 +7803,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: RaidCacheFellToWriteThrough',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sRaidCacheFellToWriteThrough.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sRaidCacheFellToWriteThrough.md' % v,
               },
             ],
             'options': {
@@ -7977,7 +7977,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: RaidBatteryFailed',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sRaidBatteryFailed.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sRaidBatteryFailed.md' % v,
               },
               {
                 'asDropdown': false,
@@ -7989,7 +7989,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: RaidToolFailing',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sRaidToolFailing.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sRaidToolFailing.md' % v,
               },
             ],
             'options': {
@@ -8239,7 +8239,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ProbeThroughputBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sProbeThroughputBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sProbeThroughputBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -8339,7 +8339,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ProbeThroughputBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sProbeThroughputBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sProbeThroughputBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -8480,7 +8480,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: NvmeTemperatureAboveWarning',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sNvmeTemperatureAboveWarning.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sNvmeTemperatureAboveWarning.md' % v,
               },
             ],
             'options': {
@@ -8575,7 +8575,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: NvmeThermalThrottling',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sNvmeThermalThrottling.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sNvmeThermalThrottling.md' % v,
               },
             ],
             'options': {
@@ -8676,7 +8676,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: NvmeCriticalWarning',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sNvmeCriticalWarning.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sNvmeCriticalWarning.md' % v,
               },
             ],
             'options': {
@@ -8822,7 +8822,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: NvmeSpareBelowThreshold',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sNvmeSpareBelowThreshold.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sNvmeSpareBelowThreshold.md' % v,
               },
             ],
             'options': {
@@ -8957,7 +8957,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: BlockPartitionMisaligned',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sBlockPartitionMisaligned.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sBlockPartitionMisaligned.md' % v,
               },
             ],
             'options': {
@@ -9081,7 +9081,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryDevicesVanished',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryDevicesVanished.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryDevicesVanished.md' % v,
               },
               {
                 'asDropdown': false,
@@ -9093,7 +9093,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryBelowExpected',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryBelowExpected.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryBelowExpected.md' % v,
               },
             ],
             'options': {
@@ -9179,7 +9179,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryDevicesVanished',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryDevicesVanished.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryDevicesVanished.md' % v,
               },
               {
                 'asDropdown': false,
@@ -9191,7 +9191,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: InventoryFewerDevicesThanModel',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sInventoryFewerDevicesThanModel.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sInventoryFewerDevicesThanModel.md' % v,
               },
             ],
             'options': {
@@ -9838,7 +9838,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ZfsPoolCapacityHigh',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sZfsPoolCapacityHigh.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sZfsPoolCapacityHigh.md' % v,
               },
               {
                 'asDropdown': false,
@@ -9850,7 +9850,7 @@ local format = import '../lib/format.libsonnet';
                 'title': 'Runbook: ZfsPoolCapacityCritical',
                 'tooltip': '',
                 'type': 'link',
-                'url': '%(runbookUrlBase)sZfsPoolCapacityCritical.md' % v,
+                'url': '%(dashboardsRunbookUrlBase)sZfsPoolCapacityCritical.md' % v,
               },
             ],
             'options': {

@@ -36,6 +36,7 @@ def rules(c):
             "Prometheus cannot scrape a storpath exporter.",
             f"""Prometheus has not been able to scrape the storpath exporter {{{{ $labels.instance }}}}
             (job {{{{ $labels.job }}}}) for {c.cfg.target_down_for}: no storage alert can fire for that host.""",
+            runbook_via_live_target=True,
         ),
         # A target that is gone from service discovery (the DaemonSet deleted, the monitor not
         # selected, a relabelling that renamed the job) has no `up` series at all, so
@@ -48,5 +49,6 @@ def rules(c):
             f"""Prometheus has found no target of job {{{{ $labels.job }}}} to scrape for
             {c.cfg.target_absent_for}: the exporter is not deployed, its ServiceMonitor or PodMonitor is not
             selected, or its job is named differently from what the rules select. No storage alert can fire.""",
+            runbook_via_live_target=True,
         ),
     ]

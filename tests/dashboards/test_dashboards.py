@@ -299,7 +299,7 @@ def test_a_sites_thresholds_reach_the_boards(tmp_path):
 
 
 def test_panel_links_go_to_runbooks_that_exist():
-    base = THRESHOLDS["runbook_url_base"]
+    base = THRESHOLDS["dashboards"]["runbook_url_base"]
     linked = set()
     for path in DASHBOARDS:
         for p in load(path)["panels"]:

@@ -25,14 +25,13 @@ def test_images_are_current():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_plot_reads_both_exporters_from_the_performance_table():
+def test_plot_reads_both_exporters_from_the_last_benchmark_table():
     images = _module()
-    rows = images.cost_rows(open(images.PERFORMANCE, encoding="utf-8").read())
-    assert len(rows) == 6
-    ports = {devices: (storpath, node) for layout, devices, storpath, node in rows if layout == "ports"}
-    assert ports[2048][0] == 110 and round(ports[2048][1]) == 500  # 110 ms at 0.22 of node_exporter's
-    svg = images.plot_svg(rows)
-    assert svg.count("<polyline") == 4 and "node_exporter" in svg
+    rows, bench = images.cost_rows(open(images.PERFORMANCE, encoding="utf-8").read())
+    assert len(rows) == 4 and {devices for devices, _, _ in rows} == {256, 2048}
+    assert all(node > storpath for _, storpath, node in rows)  # node_exporter's pcidevice collector is slower
+    svg = images.plot_svg(rows, bench)
+    assert svg.count("<polyline") == 2 and svg.count("<circle") == 8 and bench.date in svg
 
 
 def test_the_readme_shows_every_picture():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 import pytest
 
@@ -69,8 +70,9 @@ def test_landing_page_shows_the_faulty_hop(name, variant, faulty, browser, expor
         assert hop.is_displayed()
         assert "below expected" in hop.text and "CRITICAL" in hop.text, hop.text
         assert browser.find_element(By.ID, "metrics").get_attribute("href") == exporter.url + "/metrics"
+        assert browser.find_element(By.ID, "runbooks").get_attribute("href") == exporter.url + "/runbooks/"
         runbook = hop.find_element(By.CSS_SELECTOR, ".finding a").get_attribute("href")
-        assert runbook.endswith("/docs/runbooks/PcieLinkWidthBelowExpected.md"), runbook
+        assert runbook == exporter.url + "/runbooks/PcieLinkWidthBelowExpected.md", runbook  # its own copy
         healthy = browser.find_elements(By.CSS_SELECTOR, ".node.pci.healthy")
         assert healthy and all(h.is_displayed() for h in healthy)
         errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
@@ -81,3 +83,10 @@ def test_landing_page_shows_the_faulty_hop(name, variant, faulty, browser, expor
         path = os.path.join(ARTIFACTS, f"landing-{name}-{variant}.png")
         assert browser.save_screenshot(path)
         assert os.path.getsize(path) > 10_000
+        # the finding's runbook opens: the exporter's own copy of docs/runbooks/. Last, and its log
+        # taken away: a text page has no icon of its own, so Chromium asks for /favicon.ico (a 404).
+        browser.get(runbook)
+        assert browser.find_element(By.TAG_NAME, "body").text.startswith("# PcieLinkWidthBelowExpected")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any("favicon.ico" in e["message"] for e in browser.get_log("browser")):
+            time.sleep(0.1)

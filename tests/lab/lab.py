@@ -65,7 +65,7 @@ def capture(guest: Guest, name: str, dest_dir: Path = CAPTURES_DIR) -> Path:
 
 
 def capture_lspci(guest: Guest, name: str, dest_dir: Path = CAPTURES_DIR / "lspci") -> List[Path]:
-    """`lspci -vvnn` and the sysfs snapshot of one boot, for tests/e2e/test_lspci_lab.py (the
+    """`lspci -vvnn` and the sysfs snapshot of one boot, for tests/e2e/test_lspci.py (the
     same machine judged from either)."""
     guest.sh(f"lspci -vvnn > /mnt/out/{name}.lspci-vvnn.txt", timeout=120)
     written = [capture(guest, name, dest_dir)]

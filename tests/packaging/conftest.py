@@ -80,6 +80,13 @@ def scrape(url: str) -> str:
     return response.text
 
 
+def check_runbook_served(url: str, name: str = "PcieLinkSpeedBelowExpected") -> None:
+    """The installed artifact serves the runbooks every alert links to by default, as docs/runbooks/ has them."""
+    response = requests.get(f"{url}/runbooks/{name}.md", timeout=10)
+    assert response.status_code == 200, response.text[:500]
+    assert response.content == (REPO / "docs" / "runbooks" / f"{name}.md").read_bytes()
+
+
 @pytest.fixture(scope="session")
 def docker_host() -> str:
     from tests.integration import harness

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import NVME_SPEED, VERSION, container_url, docker, make_dist, scrape
+from .conftest import NVME_SPEED, VERSION, check_runbook_served, container_url, docker, make_dist, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -93,6 +93,7 @@ def test_service_starts_as_the_unit_says_and_serves_metrics(installed_image, sys
     try:
         url = container_url(cid)
         assert NVME_SPEED.search(scrape(url))
+        check_runbook_served(url)
         status = docker("exec", cid, "sh", "-c", "grep ^Uid: /proc/1/status; id -u storpath").stdout.split()
         assert status[1] == status[-1] != "0", status  # PID 1 is the exporter, as the storpath user
         print(f"deb service answered {time.monotonic() - started:.1f} s after docker run")

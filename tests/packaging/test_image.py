@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import NVME_SPEED, VERSION, container_url, docker, make_dist, scrape
+from .conftest import NVME_SPEED, VERSION, check_runbook_served, container_url, docker, make_dist, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +30,7 @@ def test_loaded_image_runs_and_serves(loaded_image, sysfs_tree):
     try:
         url = container_url(cid)
         assert NVME_SPEED.search(scrape(url))
+        check_runbook_served(url)
         assert docker("inspect", "-f", "{{.Config.User}}", loaded_image).stdout.strip() == "9866:9866"
     finally:
         docker("rm", "-f", cid, check=False)

@@ -122,12 +122,11 @@ def test_dashboards_are_those_of_dashboards_dir(jsonnet):
 # What a site changes on its boards: the thresholds drawn and named, the AER window, the runbook
 # base the panel links use, the job variable's selector.
 DASHBOARD_SITE = {
-    "runbook_url_base": "https://wiki.example.com/storage/",
     "zfs": {"capacity_warning_ratio": 0.8, "capacity_critical_ratio": 0.95},
     "probes": {"throughput_ratio_threshold": 0.55},
     "pcie": {"aer_window": "30m", "aer_correctable_threshold": 25},
     "capacity": {"peak_window": "14d", "headroom_warning_ratio": 0.9},
-    "dashboards": {"job_selector": 'namespace="monitoring"'},
+    "dashboards": {"job_selector": 'namespace="monitoring"', "runbook_url_base": "https://wiki.example.com/storage/"},
 }
 
 
@@ -140,7 +139,7 @@ def test_a_sites_config_changes_the_dashboards_as_it_changes_dashboards_generate
     got = evaluate("grafanaDashboards", config, jsonnet=jsonnet)
     assert got == want
     text = json.dumps(got)
-    assert "https://wiki.example.com/storage/ZfsPoolCapacityHigh.md" in text and "/docs/runbooks/" not in text
+    assert "https://wiki.example.com/storage/ZfsPoolCapacityHigh.md" in text and "/runbooks/" not in text
     assert "Orange from 80%, red from 95%" in text and "[30m]" in text and "(14d peak)" in text
     assert 'label_values(storpath_build_info{namespace=\\"monitoring\\"}, job)' in text
     fleet = got["storpath-fleet.json"]

@@ -14,7 +14,7 @@ import pytest
 from storpath.examples import EXAMPLES
 from tests.conftest import require_tool
 
-from .conftest import NVME_SPEED, VERSION, make_dist, scrape, serving
+from .conftest import NVME_SPEED, REPO, VERSION, check_runbook_served, make_dist, scrape, serving
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +39,8 @@ def test_wheel_and_sdist_carry_version_and_license(python_dist):
     assert any(n.startswith(f"storpath-{VERSION}.dist-info/") and n.endswith("LICENSE") for n in names), names
     assert "storpath/cli.py" in names
     shipped = [f"storpath/examples/{example.name}.tar.gz" for example in EXAMPLES]
+    # the runbooks it serves at /runbooks/: docs/runbooks/, every one
+    shipped += [f"storpath/http/runbooks/{runbook.name}" for runbook in (REPO / "docs" / "runbooks").glob("*.md")]
     assert set(shipped) <= set(names), sorted(set(shipped) - set(names))
     with tarfile.open(python_dist / f"storpath-{VERSION}.tar.gz") as sdist:
         assert f"storpath-{VERSION}/LICENSE" in sdist.getnames()
@@ -51,6 +53,7 @@ def check_installed(storpath: Path, sysfs_tree: Path, log: Path) -> None:
     with serving([str(storpath), "serve", f"--path.sysfs={sysfs_tree}"], log) as url:
         text = scrape(url)
         assert NVME_SPEED.search(text)
+        check_runbook_served(url)
     # The example machines come with the package: a demonstration needs no clone.
     result = subprocess.run([str(storpath), "check", "--example", "gen4-at-gen3"], capture_output=True, text=True,
                             timeout=120)

@@ -117,7 +117,7 @@ def test_alert_metadata(name):
         assert re.search(r"printf|humanize", use), use
 
     url = annotations["runbook_url"]
-    assert url.endswith(f"/docs/runbooks/{name}.md")
+    assert url.endswith(f"/runbooks/{name}.md")
     runbook = RUNBOOKS / f"{name}.md"
     assert runbook.is_file(), f"missing {runbook}"
     text = runbook.read_text()

@@ -10,11 +10,11 @@ Layout (every key optional):
       disable_exporter_metrics: false # leave out process_* and python_*
       scrape_timeout: 10s             # the server's deadline for one scrape (a client's header bounds only its wait)
       read_blocked_after: 5s          # a read outstanding this long means a device stopped answering
-      runbook_url_base: https://...   # where the landing page links runbooks (<base><AlertName>.md)
+      runbook_url_base: runbooks/     # where the landing page links runbooks (<base><AlertName>.md): its own
     paths: {sysfs: /sys, procfs: /proc, dev: /dev}
     log: {level: info, format: logfmt}
     collectors:
-      pcie: {enabled: true, ...}     # each collector's own keys: see docs/configuration.md
+      pcie: {enabled: true, ...}     # each collector's own keys: see docs/metrics.md and README.md's "Config file"
     probes: {...}                    # see docs/probes.md
 
 Command-line flags override the file. A broken file is refused at start with a
@@ -37,11 +37,12 @@ DEFAULT_PORT = 9866
 
 DEFAULTS: Dict[str, Any] = {
     # runbook_url_base: where the landing page links a finding's runbook (<base><AlertName>.md), as
-    # rules/config/thresholds.yml does for the alerts; point it at a copy of docs/runbooks/ you serve.
+    # rules/config/thresholds.yml does for the alerts; by default the exporter's own copy
+    # (storpath.http.runbooks, relative to the page), or a site's (a wiki, a mirror of docs/runbooks/).
     "web": {"listen_address": f":{DEFAULT_PORT}", "config_file": "", "telemetry_path": "/metrics",
             "max_requests": 40, "disable_exporter_metrics": False, "scrape_timeout": "10s",
             "read_blocked_after": "5s",
-            "runbook_url_base": "https://github.com/storpath/storpath/blob/main/docs/runbooks/"},
+            "runbook_url_base": "runbooks/"},
     "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev", "captured": ""},
     "log": {"level": "info", "format": "logfmt"},
     "collectors": {},

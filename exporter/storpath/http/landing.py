@@ -7,8 +7,8 @@ Every string the hardware or the kernel provides (model names, device names, fin
 texts that quote them) goes through `_text`: storpath.base.safetext.display (one line of
 printable text), then html.escape. Runbooks are linked at `<runbook base><Name>.md`,
 the base configurable (`web.runbook_url_base`) like the alerts' runbook_url
-(rules/config/thresholds.yml); the default points at docs/runbooks/ of storpath's
-repository.
+(rules/config/thresholds.yml); the default is the exporter's own copy (`runbooks/`, served
+by storpath.http.runbooks).
 
 The HTTP server keeps a `Landing(collectors, metrics_path, runbook_base, config)` and calls
 its `page(exporter)`; that is the whole of its side.
@@ -162,7 +162,7 @@ def _document(body: List[str], collectors: Sequence[str], metrics_path: str) -> 
             "<p class=\"meta\">Shows when Linux storage runs below the speed its hardware can deliver: the path "
             "from each PCIe root port down to the block devices, md arrays and ZFS pools.</p>\n"
             f"<nav><a id=\"metrics\" href=\"{_attr(metrics_path)}\">Metrics</a>"
-            "<a href=\"-/healthy\">Health</a></nav>\n"
+            "<a href=\"-/healthy\">Health</a><a id=\"runbooks\" href=\"runbooks/\">Runbooks</a></nav>\n"
             f"<p class=\"legend\">{legend}</p>\n" + "\n".join(body)
             + f"\n<p class=\"meta\">Collectors enabled: {html.escape(', '.join(collectors) or 'none')}. "
               f"storpath {html.escape(__version__)}.</p>\n</body></html>\n")

@@ -1,4 +1,5 @@
-"""The HTTP side: /metrics (or --web.telemetry-path), /-/healthy, /-/ready and a landing page.
+"""The HTTP side: /metrics (or --web.telemetry-path), /-/healthy, /-/ready, a landing page and
+the runbooks (/runbooks/).
 
 The server is cheroot (Debian: python3-cheroot), chosen over the standard library's
 ThreadingHTTPServer by measurement (benchmarks/load.py, 2 cores, loopback; figures in
@@ -31,7 +32,7 @@ from storpath.scrape import exposition
 from storpath.base import log
 from storpath.base.config import DEFAULTS
 from storpath.report.exporter import send_margin
-from storpath.http import negotiation
+from storpath.http import negotiation, runbooks
 from storpath.http.cheroot_patches import TLSAdapter, WSGIServer
 from storpath.http.scrape import STALE_AFTER, Scraper
 from storpath.http.webconfig import Authenticator, AuthenticatorBusy, WebConfig
@@ -198,6 +199,8 @@ class App:
                         answer = ("200 OK", site.landing().page(site.exporter), "text/html; charset=utf-8", ())
                     finally:
                         site.landing_lane.release()
+            elif path.startswith(runbooks.PREFIX) or path == runbooks.PREFIX.rstrip("/"):
+                answer = runbooks.answer(path)  # the runbooks the alerts link to (storpath.http.runbooks)
             else:
                 answer = ("404 Not Found", f"Not found. Try {site.telemetry_path}\n".encode(), TEXT, ())
         status, body, content_type, extra = answer

@@ -43,7 +43,7 @@ PORT_TYPES = {
     0xA: "rc_event_collector",
 }
 
-# What this reader reads (storpath capture takes these; see commands/capture.py).
+# What this reader reads (storpath capture takes these; see report/capture/files.py).
 CAPTURE_SYSFS = (
     "bus/pci/devices/*",
     "bus/pci/devices/*/{class,vendor,device,subsystem_vendor,subsystem_device,numa_node,local_cpulist,"

@@ -216,7 +216,7 @@ def _headers(spec) -> Tuple[bytes, bytes]:
     return headers
 
 
-# Units OpenMetrics can name from the project's metric suffixes (DESIGN.md's base units);
+# Units OpenMetrics can name from the project's metric suffixes (the base units of docs/metrics.md's conventions);
 # the longest that ends a family name is its unit.
 _UNITS = ("bytes_per_second", "bits_per_second", "transfers_per_second", "seconds", "bytes", "ratio", "celsius",
           "volts", "watts")
