@@ -11,11 +11,12 @@
     // the alert is about: every storpath serves docs/runbooks/ at /runbooks/ (the version it runs), at
     // the address of the alert's `instance` label, as Prometheus names a target by default (host:port;
     // a host name without a port, as a relabelling to the host's name leaves it, gets storpath's port
-    // 9866). The alerts about the exporter itself being down or absent link through any storpath
-    // target that is up. A site whose exporters are not reached so (TLS or basic auth on them, an
-    // instance label that is no address) sets its own: a wiki, a mirror of docs/runbooks/, or
-    // 'https://{{ $labels.instance }}/runbooks/' (any Prometheus alert template).
-    runbookUrlBase: 'http://{{ reReplaceAll "^([^:]+)$" "${1}:9866" $labels.instance }}/runbooks/',
+    // 9866), on the scheme that exporter says it serves (storpath_web_info: https where its web config
+    // sets TLS, else http). The alerts about the exporter itself being down or absent link through any
+    // storpath target that is up. A site whose exporters are not reached so (an instance label that is
+    // no address the operators' browsers reach, a pod IP) sets its own: a wiki, a mirror of
+    // docs/runbooks/, or 'https://{{ $labels.instance }}/runbooks/' (any Prometheus alert template).
+    runbookUrlBase: '{{ with query (printf "storpath_web_info{instance=%q}" $labels.instance) }}{{ (first .).Labels.scheme }}{{ else }}http{{ end }}://{{ reReplaceAll "^([^:]+)$" "${1}:9866" $labels.instance }}/runbooks/',
 
     // Labels that identify one scraped exporter. Every join between two storpath series matches on
     // these plus the series' own key (address, device, phy, zpool...). Add labels your relabelling

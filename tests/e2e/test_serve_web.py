@@ -44,6 +44,8 @@ def test_tls_and_basic_auth_with_curl(exporter_on, tmp_path, certs):
         assert good.returncode == 0, good.stderr
         assert good.stdout.startswith("HTTP/1.1 200") and "x-content-type-options: nosniff" in good.stdout.lower()
         assert 'storpath_scrape_collector_success{collector="pcie"} 1.0' in good.stdout
+        # what the rules' runbook links are made with: this exporter's pages are on https, behind a password
+        assert 'storpath_web_info{basic_auth="true",scheme="https"} 1.0' in good.stdout
         for auth in (["-u", "prometheus:wrong"], ["-u", "nobody:s3cret"], []):
             denied = curl("--cacert", certs.ca, "-D", "-", *auth, url)
             assert denied.stdout.startswith("HTTP/1.1 401"), (auth, denied.stdout[:300])
@@ -146,6 +148,7 @@ def test_flags_telemetry_path_json_logs_and_disable_defaults(exporter_on):
         log_lines = exporter.log().splitlines()
     assert 'storpath_scrape_collector_success{collector="pcie"} 1.0' in text
     assert 'collector="block"' not in text and "process_open_fds" not in text
+    assert 'storpath_web_info{basic_auth="false",scheme="http"} 1.0' in text
     started = [json.loads(line) for line in log_lines if line.startswith("{")]
     listening = [r for r in started if r["msg"] == "storpath listening"]
     assert listening and listening[0]["collectors"] == "pcie" and listening[0]["level"] == "info"

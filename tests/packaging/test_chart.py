@@ -364,6 +364,10 @@ def test_notes_say_what_is_selected(helm, tmp_path):
     assert "prometheusSelectorLabels is empty" in text and 'job="storpath"' in text
     text = notes(*readme_commands()[1][4:])
     assert "prometheusSelectorLabels is empty" not in text and "release=kube-prometheus-stack" in text
+    # the default runbook links reach a node's storpath only with hostNetwork: said, until a base is set
+    assert "prometheusRule.runbookUrl=" in notes()
+    assert "prometheusRule.runbookUrl=" not in notes("--set", "hostNetwork=true")
+    assert "prometheusRule.runbookUrl=" not in notes("--set", "prometheusRule.runbookUrl=https://wiki/rb/")
 
 
 def test_privileged_tls_and_probes_values(helm):

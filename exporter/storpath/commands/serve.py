@@ -152,7 +152,7 @@ class Service:
         is what answers SIGTERM and the next SIGHUP, so no exception may end it."""
         try:
             self._reload()
-            self.reloads.record(True)
+            self.reloads.record(True, tls=self.web.tls, basic_auth=bool(self.web.users))
             return True
         except (ConfigError, webconfig.WebConfigError) as exc:
             err = str(exc)
@@ -207,7 +207,7 @@ def run(args, config) -> int:
     signals = Signals()
     built.start()
     server.start()
-    built.reloads.record(True)
+    built.reloads.record(True, tls=web.tls, basic_auth=bool(web.users))
     log.kv(LOG, logging.INFO, "storpath listening", address=",".join(listen), version=__version__,
            collectors=",".join(built.names), sysfs=built.roots.sysfs, procfs=built.roots.procfs,
            tls=web.tls, basic_auth=bool(web.users), telemetry_path=config["web"]["telemetry_path"])

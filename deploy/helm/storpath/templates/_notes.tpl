@@ -20,6 +20,11 @@ Monitors and rules carry {{ range $k, $val := $selector }}{{ $k }}={{ $val }} {{
 {{- end }}
 {{- if .Values.prometheusRule.enabled }}
 Alerts and recording rules: PrometheusRules {{ include "storpath.fullname" . }}-*.
+{{- if and (not .Values.hostNetwork) (not .Values.prometheusRule.runbookUrl) }}
+NOTE: the alerts' runbook links point at each node's name on port {{ .Values.port }}, where storpath answers
+only with hostNetwork; set a base the operators' browsers reach (a wiki, a mirror of docs/runbooks/):
+  --set prometheusRule.runbookUrl=https://wiki.example.org/storpath/runbooks/
+{{- end }}
 {{- end }}
 {{- if .Values.dashboards.enabled }}
 Dashboards: ConfigMaps labelled {{ .Values.dashboards.label }}={{ .Values.dashboards.labelValue }} for Grafana's sidecar
