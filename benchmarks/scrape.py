@@ -137,8 +137,8 @@ def _drive(b, port, address, index):
 
 def bare_reads(root: str, runs: int = 15) -> tuple:
     """(median ms, files) of the kernel's part of a scrape: the listings and the reads every
-    scrape makes of files that change (each PCI device's driver link, current link speed
-    and width and AER counters; each NVMe namespace's logical block size), in the cheapest
+    scrape makes of files that change (each PCI device's driver link, runtime PM status,
+    current link speed and width and AER counters; each NVMe namespace's logical block size), in the cheapest
     form Python has (open, read, close relative to each device's directory held open, as
     the exporter reads them), with nothing parsed or written. What a scrape costs beyond
     this is the exporter's own work."""
@@ -148,7 +148,8 @@ def bare_reads(root: str, runs: int = 15) -> tuple:
     held, files = [], 0
     for name in sorted(os.listdir(pci)):
         fd = os.open(os.path.realpath(os.path.join(pci, name)), os.O_RDONLY | os.O_DIRECTORY)
-        names = [f for f in ("current_link_speed", "current_link_width", *(aer for _, aer in AER_FILES))
+        names = [f for f in ("power/runtime_status", "current_link_speed", "current_link_width",
+                             *(aer for _, aer in AER_FILES))
                  if os.path.exists(os.path.join(pci, name, f))]
         held.append((fd, names, True))
         files += len(names) + 1

@@ -78,6 +78,9 @@ EXPECTED = {
     ("cloud-nitro-instance", "healthy"): (0, set(), {("host", "host.virtual_machine")}),
     ("laptop-thinkpad-x1", "healthy"): (0, set(), set()),
     ("desktop-z690-single-socket", "healthy"): (0, set(), set()),
+    # a GPU and a drive asleep in D3cold: their links are not read (it would wake them), never "below expected"
+    ("desktop-z690-single-socket", "asleep"): (0, set(), {("0000:01:00.0", "pcie.device_suspended"),
+                                                          ("0000:03:00.0", "pcie.device_suspended")}),
     # the twin left at x16: one drive at x4 on an x16 root port, said as information (not a fault)
     ("supermicro-x10dri-hyperm2", "unbifurcated"): (0, set(), {("0000:00:03.0", "inventory.wide_port_single_device")}),
     # Drives behind hardware RAID controllers (perccli, ssacli): the battery failed and both volumes fell to

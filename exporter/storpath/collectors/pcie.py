@@ -90,8 +90,35 @@ DEVICE_INFO = Family(
         "`root_port`, `upstream_port`, `downstream_port`, `legacy_endpoint`, `rc_integrated_endpoint`, ... "
         "(from config space when readable, else from the tree)")
 
+SUSPENDED = Family(
+    "storpath_pcie_device_suspended", GAUGE,
+    "1 for a device that sleeps (runtime-suspended, or in D3hot or D3cold): its link is not read, so as not to wake "
+    "it, and its link series are as last read while it was awake; absent for a device that is awake.",
+    ("address", "state"),
+    doc="1 for a device with a PCIe link that sleeps: `power/runtime_status` says suspended, or `power_state` "
+        "D3hot or D3cold (`state`: `D3cold`, `D3hot`, or `suspended` where the kernel has no `power_state`). "
+        "Reading its link attributes or config space would wake it (kernels with \"PCI/sysfs: Ensure devices are "
+        "powered for config reads\") or, on older kernels, read all-ones: storpath reads neither. Its "
+        "`current_link_*` series and verdicts are then the link as last read while it was awake "
+        "(`storpath_pcie_link_last_read_timestamp_seconds` says when), or absent if it has slept since storpath "
+        "started. Absent for a device that is awake")
+LINK_LAST_READ = Family(
+    "storpath_pcie_link_last_read_timestamp_seconds", GAUGE,
+    "When the link series of a sleeping device were read, while it was awake, in Unix seconds.", _ADDRESS,
+    "seconds",
+    doc="a sleeping device's (`storpath_pcie_device_suspended`) link as served was read at this time, the last "
+        "scrape that found it awake; absent for a device that is awake (its link is read on every scrape) and "
+        "for one never seen awake")
+SUSPENDED_TIME = Family(
+    "storpath_pcie_runtime_suspended_seconds", COUNTER,
+    "Time a sleeping device has spent runtime-suspended since boot (power/runtime_suspended_time).", _ADDRESS,
+    "seconds",
+    doc="a sleeping device's time runtime-suspended since boot, from `power/runtime_suspended_time` "
+        "(milliseconds); its rate is 1 while it sleeps. Only for sleeping devices: an awake device's is not read")
+
 FAMILIES = (CURRENT_SPEED, MAX_SPEED, EXPECTED_SPEED, CURRENT_WIDTH, MAX_WIDTH, EXPECTED_WIDTH, CURRENT_BANDWIDTH,
-            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, AER_ERRORS, DEVICE_INFO)
+            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, AER_ERRORS, DEVICE_INFO, SUSPENDED, LINK_LAST_READ,
+            SUSPENDED_TIME)
 
 
 def _fmt_class(code):
@@ -127,6 +154,10 @@ class PcieCollector(Collector):
             if not static.has_link:
                 continue
             key = (address,)
+            if device.asleep is not None:
+                rows.add(SUSPENDED, (address, device.asleep), 1)
+                rows.add(LINK_LAST_READ, key, device.link_read_at)
+                rows.add(SUSPENDED_TIME, key, device.suspended_seconds)
             rows.add(CURRENT_SPEED, key, device.current_link_speed)
             rows.add(MAX_SPEED, key, static.max_link_speed)
             rows.add(CURRENT_WIDTH, key, device.current_link_width)

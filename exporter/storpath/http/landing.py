@@ -25,7 +25,8 @@ from storpath import __version__
 from storpath.base.config import DEFAULTS
 from storpath.base.safetext import display
 from storpath.report.tree import model, sources
-from storpath.report.tree.model import (BELOW_EXPECTED, BLOCK, HEALTHY, LIMITED_BY_PLACEMENT, MEMBER, STATE_TEXT, UNVERIFIABLE,
+from storpath.report.tree.model import (BELOW_EXPECTED, BLOCK, HEALTHY, LIMITED_BY_PLACEMENT, MEMBER, STATE_TEXT,
+                                 SUSPENDED, UNVERIFIABLE,
                                  Node, Topology, hop_text)
 
 DEFAULT_RUNBOOK_BASE = DEFAULTS["web"]["runbook_url_base"]
@@ -88,10 +89,12 @@ li{margin:.25em 0}
 .node.below-expected{border-left-color:#c62828;background:#fdecea}
 .node.limited-by-placement{border-left-color:#ef6c00;background:#fff3e0}
 .node.unverifiable{border-left-color:#6a6a6a;background:#eeeeee}
+.node.suspended{border-left-color:#5c6bc0;background:#eef0fb}
 .state{font-weight:600;margin-left:.4em}
 .below-expected .state{color:#b71c1c}
 .limited-by-placement .state{color:#e65100}
 .unverifiable .state{color:#424242}
+.suspended .state{color:#283593}
 .limits{margin-left:.4em;color:#6a1b9a;font-weight:600}
 .finding{display:block;font-size:.92em}
 .sev{font-weight:700;font-size:.8em;padding:0 .35em;border-radius:3px;color:#fff;margin-right:.3em}
@@ -154,7 +157,7 @@ class Landing:
 
 def _document(body: List[str], collectors: Sequence[str], metrics_path: str) -> str:
     legend = "".join(f"<span class=\"node {state}\">{html.escape(STATE_TEXT[state])}</span>"
-                     for state in (HEALTHY, BELOW_EXPECTED, LIMITED_BY_PLACEMENT, UNVERIFIABLE))
+                     for state in (HEALTHY, BELOW_EXPECTED, LIMITED_BY_PLACEMENT, UNVERIFIABLE, SUSPENDED))
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width\">"
             "<title>storpath exporter</title><link rel=\"icon\" href=\"data:,\">"

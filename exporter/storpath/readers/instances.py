@@ -37,5 +37,11 @@ class InstanceCache:
                 del cache[gone]
         return out
 
+    def replace(self, name: str, value: object) -> None:
+        """A listed instance's value derived again (what could not be read at first sight)."""
+        entry = self._entries.get(name)
+        if entry is not None:
+            self._entries[name] = (entry[0], value)
+
     def forget(self, name: str) -> None:
         self._entries.pop(name, None)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -25,6 +26,7 @@ from storpath.base.parse import parse_int, parse_numa_node
 from storpath.base.parse import parse_pcie_speed, parse_pcie_width
 from storpath.base.problems import Problem
 from storpath.readers.instances import InstanceCache
+from storpath.readers.power import read_sleep, read_suspended_seconds
 from storpath.base.roots import Roots
 from storpath.base.sysfs import link_name, list_entries, read_attr, read_attr_why, read_bytes
 
@@ -73,6 +75,9 @@ class PciStatic:
     config_port_type: Optional[str]  # from the PCIe capability, when config space was readable
     aer_files: Tuple[Tuple[str, str], ...]  # (severity, file name) of the AER counters present
     path: str = ""  # the device's own directory under /sys/devices, for the attributes read every scrape
+    # False: the device slept when first seen, so what reading would have woken it (its link's
+    # capability, config space) is not read yet; read once it is awake (storpath.readers.power)
+    complete: bool = True
 
 
 @dataclass(slots=True)
@@ -84,6 +89,12 @@ class PciDevice:
     aer_totals: Dict[str, int] = field(default_factory=dict)
     port_type: Optional[str] = None  # filled in by resolve_port_types()
     address: str = ""
+    # The state the device sleeps in ("D3cold", "D3hot", "suspended"; storpath.readers.power),
+    # None when awake. A sleeping device's link is not read: current_link_* are then the link
+    # as last read while it was awake (link_read_at: when, Unix time), or None if never.
+    asleep: Optional[str] = None
+    link_read_at: Optional[float] = None
+    suspended_seconds: Optional[float] = None  # time runtime-suspended since boot, where the kernel says
 
     def __post_init__(self) -> None:
         self.address = self.static.address
@@ -124,12 +135,13 @@ def parse_port_type(config: Optional[bytes]) -> Optional[str]:
     return None
 
 
-# Read once per device instance (besides max_link_speed, config and the AER files).
-STATIC_ATTRIBUTES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node", "max_link_width")
+# Read once per device instance (besides max_link_speed, config and the AER files); the kernel
+# keeps them without asking the device (the link's are read only while it is awake).
+STATIC_ATTRIBUTES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node")
 
 
 def parse_static(address: str, real_path: str, texts: Dict[str, Optional[str]], has_link: bool,
-                 config: Optional[bytes], aer_files: Tuple[Tuple[str, str], ...]
+                 config: Optional[bytes], aer_files: Tuple[Tuple[str, str], ...], complete: bool = True
                  ) -> Tuple[PciStatic, List[Tuple[str, str]]]:
     """A device instance's static record from the texts of its attributes (None: absent),
     and (attribute, reason) for each attribute present but not usable. No I/O."""
@@ -147,7 +159,8 @@ def parse_static(address: str, real_path: str, texts: Dict[str, Optional[str]], 
     max_speed = max_width = None
     # Link Capabilities all zero ("Unknown", width 0) is a root-complex integrated endpoint, e.g. a
     # device passed through onto a VM's root bus: no link, nothing to warn about.
-    if has_link and not (texts.get("max_link_speed") == "Unknown" and texts.get("max_link_width") == "0"):
+    if has_link and complete and not (texts.get("max_link_speed") == "Unknown"
+                                      and texts.get("max_link_width") == "0"):
         max_speed, why = parse_pcie_speed(texts.get("max_link_speed"))
         if why:
             problems.append(("max_link_speed", why))
@@ -169,6 +182,7 @@ def parse_static(address: str, real_path: str, texts: Dict[str, Optional[str]], 
         config_port_type=parse_port_type(config),
         aer_files=aer_files,
         path=real_path,
+        complete=complete,
     ), problems
 
 
@@ -195,23 +209,38 @@ class PciReader:
         self._statics = InstanceCache()  # address -> PciStatic of the device instance there
         self._lock = threading.Lock()
         self._problems: List[Problem] = []  # met during the current read
+        self._awake: Dict[str, _Awake] = {}  # address -> the link last read while the device was awake
+        self._last_read: Optional[float] = None  # when the last read began
 
     def _warn(self, address: str, attr: str, reason: str) -> None:
         self._problems.append(Problem("PCI attribute not usable, leaving it out",
                                       (("address", address), ("attribute", attr), ("reason", reason))))
 
     def _read_static(self, address: str, path: str) -> PciStatic:
-        """The reads behind a device instance's static record; parse_static makes it."""
+        """The reads behind a device instance's static record; parse_static makes it. A device
+        asleep (storpath.readers.power) is not woken: its link's capability and config space
+        wait until it is awake (the record is then incomplete, and read again)."""
         texts = {name: read_attr(os.path.join(path, name)) for name in STATIC_ATTRIBUTES}
-        texts["max_link_speed"], speed_error = read_attr_why(os.path.join(path, "max_link_speed"))
         # A virtual function (SR-IOV: a `physfn` link to its physical function) has no link of
         # its own: it uses its PF's. The SR-IOV specification reserves a VF's Link registers, so
         # the kernel may show Unknown and width 0 there, which would read as a link that is down.
-        has_link = ((texts["max_link_speed"] is not None or os.path.exists(os.path.join(path, "max_link_width")))
+        speed_error = None
+        asleep = read_sleep(path) is not None
+        if asleep:
+            speed_present = os.path.exists(os.path.join(path, "max_link_speed"))
+        else:
+            texts["max_link_width"] = read_attr(os.path.join(path, "max_link_width"))
+            texts["max_link_speed"], speed_error = read_attr_why(os.path.join(path, "max_link_speed"))
+            speed_present = texts["max_link_speed"] is not None
+        has_link = ((speed_present or os.path.exists(os.path.join(path, "max_link_width")))
                     and not os.path.islink(os.path.join(path, "physfn")))
         aer_files = tuple((sev, name) for sev, name in AER_FILES if os.path.exists(os.path.join(path, name)))
-        static, problems = parse_static(address, os.path.realpath(path), texts, has_link,
-                                        read_bytes(os.path.join(path, "config"), 256), aer_files)
+        if asleep:
+            static, problems = parse_static(address, os.path.realpath(path), texts, has_link, None, aer_files,
+                                            complete=False)
+        else:
+            static, problems = parse_static(address, os.path.realpath(path), texts, has_link,
+                                            read_bytes(os.path.join(path, "config"), 256), aer_files)
         for attribute, reason in problems:
             self._warn(address, attribute, speed_error if attribute == "max_link_speed" and speed_error else reason)
         return static
@@ -223,24 +252,54 @@ class PciReader:
         devices: List[PciDevice] = []
         with self._lock:
             self._problems = []
-            for address, _, static in self._statics.refresh(base, list_entries(base, self.roots.sysfs),
-                                                             self._read_static):
-                device = self._read_device(static)
+            now = time.time()
+            for address, path, static in self._statics.refresh(base, list_entries(base, self.roots.sysfs),
+                                                                self._read_static):
+                asleep = read_sleep(static.path) if static.has_link else None
+                if not static.complete and asleep is None:  # awake now: what waited can be read
+                    static = self._read_static(address, path)
+                    self._statics.replace(address, static)
+                device = self._read_device(static, asleep)
                 if device is None:  # removed since the listing
                     self._statics.forget(address)
+                    self._awake.pop(address, None)
                     continue
+                if static.has_link:
+                    self._remember(device, now)
                 devices.append(device)
+            if len(self._awake) > len(devices):
+                present = {d.address for d in devices}
+                for gone in [a for a in self._awake if a not in present]:
+                    del self._awake[gone]
+            self._last_read = now
             problems, self._problems = self._problems, []
         resolve_port_types(devices)
         return devices, problems
 
-    def _read_device(self, static: PciStatic) -> Optional[PciDevice]:
+    def _remember(self, device: PciDevice, now: float) -> None:
+        """Keep an awake device's link as read (the one served while it sleeps); give a sleeping
+        one the link it last had while awake, and since when (the read before it slept)."""
+        seen = self._awake.get(device.address)
+        if device.asleep is None:
+            if seen is None or seen.static is not device.static or seen.speed != device.current_link_speed \
+                    or seen.width != device.current_link_width or seen.read_at is not None:
+                self._awake[device.address] = _Awake(device.static, device.current_link_speed,
+                                                     device.current_link_width)
+            return
+        if seen is None or seen.static is not device.static:
+            return
+        if seen.read_at is None:
+            seen.read_at = self._last_read if self._last_read is not None else now
+        device.current_link_speed, device.current_link_width = seen.speed, seen.width
+        device.link_read_at = seen.read_at
+
+    def _read_device(self, static: PciStatic, asleep: Optional[str] = None) -> Optional[PciDevice]:
         """What changes while the device exists: its driver, its link as trained, its AER
-        counters. None when the device is gone."""
+        counters. None when the device is gone. A sleeping device's link is not read."""
         at = static.path + "/"
         driver = link_name(at + "driver")
         speed = width = None
-        if static.has_link:
+        if static.has_link and asleep is None:
             speed_text = read_attr_why(at + "current_link_speed")[0]
             width_text = read_attr(at + "current_link_width")
             if speed_text is None and width_text is None and not os.path.isdir(static.path):
@@ -252,14 +311,28 @@ class PciReader:
                           else (None, "missing"))
             if why:
                 self._warn(static.address, "current_link_width", why)
-        elif driver is None and not os.path.isdir(static.path):
+        elif (driver is None or asleep is not None) and not os.path.isdir(static.path):
             return None
         device = PciDevice(static=static, driver=driver, current_link_speed=speed, current_link_width=width)
+        if asleep is not None:
+            device.asleep = asleep
+            device.suspended_seconds = read_suspended_seconds(static.path)
         for severity, name in static.aer_files:
             total = parse_aer_total(read_bytes(at + name))
             if total is not None:
                 device.aer_totals[severity] = total
         return device
+
+
+@dataclass
+class _Awake:
+    """A device instance's link as last read while awake; `read_at` is set when it is found
+    asleep: the time of the read before (the last one that saw it awake)."""
+
+    static: PciStatic
+    speed: Optional[float]
+    width: Optional[int]
+    read_at: Optional[float] = None
 
 
 # Ports whose link leads away from the root complex, to the device below them.

@@ -111,6 +111,23 @@ def check(facts: Facts, out: Outcome) -> None:
         if port is not None:
             ends += f", port {port.address} {link_text(port.static.max_link_speed, port.static.max_link_width)}"
 
+        asleep = device.asleep or (port.asleep if port is not None else None)
+        if asleep:
+            read = device.current_link_speed is not None or device.current_link_width is not None
+            last = link_text(device.current_link_speed, device.current_link_width)
+            out.add(Finding(
+                subject=address, severity=INFO, kind="pcie.device_suspended",
+                title=f"PCIe device sleeps ({asleep}): its link is not read, so as not to wake it",
+                evidence=(f"power/runtime_status and power_state say it sleeps; its link was {last} when last read "
+                          f"awake" if read else "power/runtime_status and power_state say it sleeps; its "
+                          "link has not been read awake since storpath started") + f" ({ends})",
+                impact="none while it sleeps: its link trains again when it wakes, and is judged then",
+                remedy="None needed. To judge its link now, wake it (use the device, or set its "
+                       "power/control to on for a while) and run storpath check again.",
+                related=tuple(blocks)))
+            hop_findings[address] = "pcie.device_suspended"
+            continue
+
         if link.link_down:
             out.add(Finding(
                 subject=address, severity=s(CRITICAL), kind="pcie.link_down",

@@ -43,10 +43,12 @@ HEALTHY = "healthy"
 BELOW_EXPECTED = "below-expected"
 LIMITED_BY_PLACEMENT = "limited-by-placement"
 UNVERIFIABLE = "unverifiable"
-# Worst first: a node shows the first of these that applies.
-LINK_STATES = (BELOW_EXPECTED, LIMITED_BY_PLACEMENT, UNVERIFIABLE, HEALTHY)
+SUSPENDED = "suspended"  # the device sleeps: its link is not read (storpath.readers.power)
+# Worst first: a node shows the first of these that applies (a sleeping device's link is not
+# judged now: it shows as suspended whatever it was when last read awake).
+LINK_STATES = (SUSPENDED, BELOW_EXPECTED, LIMITED_BY_PLACEMENT, UNVERIFIABLE, HEALTHY)
 STATE_TEXT = {BELOW_EXPECTED: "below expected", LIMITED_BY_PLACEMENT: "limited by placement",
-              UNVERIFIABLE: "unverifiable (VM)", HEALTHY: "healthy"}
+              UNVERIFIABLE: "unverifiable (VM)", HEALTHY: "healthy", SUSPENDED: "suspended"}
 
 # Node kinds.
 PCI, BLOCK, MD, ZPOOL, MEMBER = "pci", "block", "md", "zpool", "member"
@@ -78,6 +80,7 @@ class Link:
     max_speed: Optional[float]
     max_width: Optional[int]
     down: bool = False
+    asleep: Optional[str] = None  # the state a sleeping device is in: its link is as last read awake, or unknown
 
 
 @dataclass(frozen=True)
@@ -205,8 +208,14 @@ def hop_text(link: Link, port: bool) -> str:
     maximum = link_text(link.max_speed, link.max_width)
     if port:
         return f"port max {maximum}"
-    current = "down" if link.down else link_text(link.current_speed, link.current_width)
+    if link.asleep:
+        last = link_text(link.current_speed, link.current_width)
+        current = f"not read: asleep in {link.asleep}" + (f", {last} when last read awake" if last != "?" else "")
+    else:
+        current = "down" if link.down else link_text(link.current_speed, link.current_width)
     if link.expected_speed is None and link.expected_width is None:
+        if link.asleep:
+            return f"link {current} (its capability is read when it wakes)"
         return f"link {current} (max {maximum}; no port above to compare with)"
     return f"link {current} (expected {link_text(link.expected_speed, link.expected_width)}, max {maximum})"
 
@@ -269,12 +278,13 @@ def build(facts: TreeInput) -> Topology:
         elif link is not None and link.partner is not None:
             shown = Link(device.current_link_speed, device.current_link_width, link.speed.expected,
                          link.expected_width, device.static.max_link_speed, device.static.max_link_width,
-                         down=link.link_down)
-            state = link_state(link)
+                         down=link.link_down and not device.asleep, asleep=device.asleep)
+            state = SUSPENDED if device.asleep else link_state(link)
         elif device.static.has_link:  # no port above it that storpath can see
             shown = Link(device.current_link_speed, device.current_link_width, None, None,
-                         device.static.max_link_speed, device.static.max_link_width)
-            state = UNVERIFIABLE if link is not None and not link_verifiable(link) else None
+                         device.static.max_link_speed, device.static.max_link_width, asleep=device.asleep)
+            state = SUSPENDED if device.asleep else (
+                UNVERIFIABLE if link is not None and not link_verifiable(link) else None)
         return Node(
             id=device.address, kind=PCI, what=_what(device, facts.blocks), model=facts.models.get(device.address, ""),
             numa_node=numa if numa != parent_numa else None, port=port, empty=port and not kids,

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 from storpath.base.safetext import display
 from storpath.report.tree.model import (BELOW_EXPECTED, BLOCK, HEALTHY, LIMITED_BY_PLACEMENT, MEMBER, STATE_TEXT,
-                                 UNVERIFIABLE, Node, Topology, hop_text)
+                                 SUSPENDED, UNVERIFIABLE, Node, Topology, hop_text)
 
 _UNICODE = {"tee": "├─ ", "last": "└─ ", "pipe": "│  ", "gap": "   ", "detail": "│ ", "arrow": "→",
             "ellipsis": "…", "limits": "◀ limits", "bad": "✗", "sep": " · "}
@@ -22,8 +22,8 @@ _ASCII = {"tee": "|- ", "last": "`- ", "pipe": "|  ", "gap": "   ", "detail": "|
 # The characters of the Unicode drawing, for a caller to tell whether its output can hold them.
 GLYPHS = "".join(sorted(set("".join(_UNICODE.values()))))
 
-_SGR = {BELOW_EXPECTED: "1;31", LIMITED_BY_PLACEMENT: "1;33", UNVERIFIABLE: "36", "limits": "1;35",
-        "critical": "1;31", "warning": "1;33", "info": "36", "id": "1", "dim": "2"}
+_SGR = {BELOW_EXPECTED: "1;31", LIMITED_BY_PLACEMENT: "1;33", UNVERIFIABLE: "36", SUSPENDED: "34",
+        "limits": "1;35", "critical": "1;31", "warning": "1;33", "info": "36", "id": "1", "dim": "2"}
 _SEVERITY = {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO"}
 
 
