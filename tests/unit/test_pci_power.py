@@ -161,3 +161,18 @@ def test_the_gpu_sampler_skips_a_sleeping_function(tmp_path, recording):
         samples = read_samples(paths)
     assert _waking_reads(events, b, DRIVE) == []
     assert set(samples) == {PORT}
+
+
+def test_capture_reads_no_link_file_of_a_sleeping_function(tmp_path, recording):
+    from storpath.readers import pci, power
+    from storpath.report.capture.files import Tree
+    b = _tree(tmp_path, drive_power=("suspended", "D3cold"))
+    tree = Tree(b.sys)
+    with recording() as events:
+        for pattern in pci.CAPTURE_SYSFS + power.CAPTURE_SYSFS:
+            tree.add_pattern(pattern)
+    assert _waking_reads(events, b, DRIVE) == []
+    assert _waking_reads(events, b, PORT) != []  # an awake one is captured as ever
+    kept = [rel for rel in tree.files if rel.endswith(f"{DRIVE}/current_link_width")]
+    assert kept and tree.files[kept[0]] == b"" and "sleeps" in tree.unreadable[kept[0]]
+    assert [rel for rel in tree.files if rel.endswith(f"{DRIVE}/power/runtime_status")]

@@ -239,8 +239,10 @@ class PciReader:
             static, problems = parse_static(address, os.path.realpath(path), texts, has_link, None, aer_files,
                                             complete=False)
         else:
-            static, problems = parse_static(address, os.path.realpath(path), texts, has_link,
-                                            read_bytes(os.path.join(path, "config"), 256), aer_files)
+            config = read_bytes(os.path.join(path, "config"), 256)
+            if config is not None and config[:4] == b"\xff\xff\xff\xff":
+                config = None  # all-ones: the device did not answer (it went to sleep as it was read)
+            static, problems = parse_static(address, os.path.realpath(path), texts, has_link, config, aer_files)
         for attribute, reason in problems:
             self._warn(address, attribute, speed_error if attribute == "max_link_speed" and speed_error else reason)
         return static

@@ -23,6 +23,11 @@ from typing import Optional
 
 from storpath.base.sysfs import read_attr
 
+# What a sleeping function must not have read (the kernel resumes it to answer, or in D3cold
+# answers all-ones before the powered config reads); max_link_speed too: kernels before 6.13
+# read it from config space.
+WAKING_ATTRIBUTES = frozenset({"config", "current_link_speed", "current_link_width", "max_link_speed",
+                               "max_link_width"})
 ASLEEP_RUNTIME = frozenset({"suspended", "suspending"})
 ASLEEP_STATES = frozenset({"D3hot", "D3cold"})
 # What the runtime status says when it leaves the D state to tell.

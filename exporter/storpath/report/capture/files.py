@@ -13,6 +13,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from storpath import readers
 from storpath.base.roots import Roots
+from storpath.readers.power import WAKING_ATTRIBUTES, read_sleep
 
 MAX_FILE_BYTES = 1 << 20
 
@@ -127,6 +128,14 @@ class Tree:
         full = os.path.join(self.root, real)
         if os.path.isdir(full):
             self.dirs.add(real)
+            return
+        if os.path.basename(real) in WAKING_ATTRIBUTES and read_sleep(os.path.dirname(full)) is not None:
+            # A sleeping PCI function: reading its link or config space would wake it
+            # (storpath.readers.power). Kept empty, so that the replay has the attribute and, its
+            # power attributes saying it sleeps, reads it no more than the reader here did.
+            self.files[real] = b""
+            self.unreadable[real] = "not read: the device sleeps, and reading it would wake it"
+            self.dirs.add(os.path.dirname(real))
             return
         try:
             fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
