@@ -79,7 +79,7 @@ local format = import '../lib/format.libsonnet';
                 annotations: {
                   summary: 'Prometheus cannot scrape a storpath exporter.',
                   description: 'Prometheus has not been able to scrape the storpath exporter {{ $labels.instance }} (job {{ $labels.job }}) for %(storpathTargetDownFor)s: no storage alert can fire for that host.' % v,
-                  runbook_url: '{{ with query `max by (%(targetLabelsJoined)s) (storpath_build_info) unless on (%(targetLabelsJoined)s) (up == 0)` }}{{ $labels = (first .).Labels }}{{ end }}%(runbookUrlBase)sStorpathTargetDown.md' % v,
+                  runbook_url: '{{ with query `max by (%(targetLabelsJoined)s) (storpath_build_info) unless on (%(targetLabelsJoined)s) (up == 0)` }}{{ $labels = (first .).Labels }}{{ else }}{{ with query `max by (%(targetLabelsJoined)s) (last_over_time(storpath_build_info[7d]))` }}{{ $labels = (first .).Labels }}{{ end }}{{ end }}%(runbookUrlBase)sStorpathTargetDown.md' % v,
                 },
               },
               {
@@ -92,7 +92,7 @@ local format = import '../lib/format.libsonnet';
                 annotations: {
                   summary: 'Prometheus has no storpath target at all.',
                   description: 'Prometheus has found no target of job {{ $labels.job }} to scrape for %(storpathTargetAbsentFor)s: the exporter is not deployed, its ServiceMonitor or PodMonitor is not selected, or its job is named differently from what the rules select. No storage alert can fire.' % v,
-                  runbook_url: '{{ with query `max by (%(targetLabelsJoined)s) (storpath_build_info) unless on (%(targetLabelsJoined)s) (up == 0)` }}{{ $labels = (first .).Labels }}{{ end }}%(runbookUrlBase)sStorpathTargetAbsent.md' % v,
+                  runbook_url: '{{ with query `max by (%(targetLabelsJoined)s) (storpath_build_info) unless on (%(targetLabelsJoined)s) (up == 0)` }}{{ $labels = (first .).Labels }}{{ else }}{{ with query `max by (%(targetLabelsJoined)s) (last_over_time(storpath_build_info[7d]))` }}{{ $labels = (first .).Labels }}{{ end }}{{ end }}%(runbookUrlBase)sStorpathTargetAbsent.md' % v,
                 },
               },
             ],
