@@ -190,3 +190,12 @@ def test_dualport_shelf(tmp_path, variant, expected):
     failed = {dict(k)["path"]: dict(k)["basis"] for (name, k), v in found.items()
               if name == "storpath_multipath_path_failed" and v == 1}
     assert failed == ({"sdh": "dmsetup"} if variant == "path-failed" else {})
+
+
+def test_tree_says_unknown_for_a_path_without_dmsetups_verdict():
+    """`storpath tree` marks a running path without dmsetup's verdict "unknown" (the old code
+    showed it as a working path and the map as 2/3 active), a blocked one "failed"."""
+    from storpath.report.tree.sources import path_arrays
+    (array,) = path_arrays((), (MAP,), None, ())
+    assert array.detail == "multipath mpatha · 0/3 paths active, 2 unknown"
+    assert [note.split(" · ")[-1] for note in array.notes] == ["unknown", "unknown", "failed"]
