@@ -808,13 +808,14 @@ def host(t: dict) -> dict:
     # ---- every path to the data (issue: NVMe multipath, dm-multipath, dual-ported drives)
     path_count = value_map({"0": ("every path serves", GREEN), "1": ("fewer paths serve", ORANGE),
                             "2": ("no path serves", RED)})
+    map_verdict = value_map({"0": ("every path serves", GREEN), "1": ("fewer paths serve", ORANGE),
+                             "2": ("no path serves", RED), "3": ("path states unknown", ORANGE)})
     path_state = [value_map({"live": ("live", GREEN), "running": ("running", GREEN)}),
                   regex_map("^(new|connecting|resetting|created|quiesce)$", "", ORANGE),
                   regex_map("^(dead|deleting.*|offline|transport-offline|blocked|cancel|deleted|unknown)$", "", RED)]
     nvme_degraded = (f"storpath_nvme_subsystem_paths_live{{{sel}}} "
                      f"< on(job, instance, subsystem) storpath_nvme_subsystem_paths{{{sel}}}")
-    mpath_degraded = (f"storpath_multipath_paths_active{{{sel}}} "
-                      f"< on(job, instance, device) storpath_multipath_paths{{{sel}}}")
+    mpath_degraded = f"storpath_multipath_paths_failed{{{sel}}} > 0"
     path_links = [runbook(rb, "StoragePathsDegraded"), runbook(rb, "StoragePathLost"),
                   runbook(rb, "StoragePathsMissing")]
     paths = [
@@ -825,7 +826,8 @@ def host(t: dict) -> dict:
              links=path_links),
         stat("Multipath devices without a path",
              f"count((storpath_nvme_subsystem_paths_live{{{sel}}} == 0) "
-             f"or (storpath_multipath_paths_active{{{sel}}} == 0)) or vector(0)", width=4,
+             f"or (storpath_multipath_paths_failed{{{sel}}} >= on(job, instance, device) "
+             f"storpath_multipath_paths{{{sel}}} > 0)) or vector(0)", width=4,
              description="NVMe subsystems with no live controller and dm-multipath maps with no active path: "
                          "I/O to them queues or fails.", links=[runbook(rb, "StoragePathLost")]),
         stat("Failed multipath paths", f"sum(storpath_multipath_paths_failed{{{sel}}}) or vector(0)", width=4,
@@ -863,15 +865,20 @@ def host(t: dict) -> dict:
             q(f"storpath_multipath_paths{{{sel}}}"),
             q(f"storpath_multipath_paths_active{{{sel}}}"),
             q(f"storpath_multipath_paths_failed{{{sel}}}"),
-            q(f"(storpath_multipath_paths_active{{{sel}}} < bool on(job, instance, device) "
-              f"storpath_multipath_paths{{{sel}}}) + (storpath_multipath_paths_active{{{sel}}} == bool 0)"),
+            q(f"storpath_multipath_paths_unknown{{{sel}}}"),
+            q(f"(storpath_multipath_paths_failed{{{sel}}} > bool 0) + (storpath_multipath_paths_failed{{{sel}}} "
+              f">= bool on(job, instance, device, wwid) storpath_multipath_paths{{{sel}}}) + 3 * "
+              f"((storpath_multipath_paths_unknown{{{sel}}} > bool 0) * (storpath_multipath_paths_failed{{{sel}}} "
+              f"== bool 0))"),
             q(f"storpath_multipath_device_info{{{sel}}}"),
         ], {"paths": Column("paths"), "active": Column("active"),
             "failed": Column("failed", thresholds=steps((None, GREEN), (1, RED))),
-            "verdict": Column("verdict", mappings=[path_count]), "present": Column("present")},
+            "unknown": Column("unknown", thresholds=steps((None, GREEN), (1, ORANGE))),
+            "verdict": Column("verdict", mappings=[map_verdict]), "present": Column("present")},
             width=12, height=7, hide=["job", "instance", "present", "uuid"],
-            description="Each dm-multipath map: its paths, those that serve (dmsetup's A, or a running device "
-                        "without dmsetup) and those failed.", links=path_links),
+            description="Each dm-multipath map, by kernel device, name and WWID: its paths, those that serve "
+                        "(dmsetup's A), those failed (dmsetup's F, or a device not running) and those of unknown "
+                        "state (no dmsetup verdict and a device that says running).", links=path_links),
         table("NVMe paths: each controller's state", [
             q(f"(storpath_nvme_path_state{{{sel}}} == 1) * on(job, instance, subsystem, controller) "
               f"group_left(address) storpath_nvme_path_info{{{sel}}}"),

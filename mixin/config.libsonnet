@@ -331,12 +331,13 @@
     // (ready timeout) or an ANA transition, short enough to page before queue_if_no_path runs out.
     pathsLostFor: '1m',
     // A path gone from sysfs altogether (controller deleted after ctrl_loss_tmo, sd device removed):
-    // the rules compare paths now with their maximum over this window.
+    // the rules compare paths now with their maximum over this window (a dm map's by its WWID,
+    // whatever dm-N it has after a reboot).
     pathsMissingWindow: '1d',
     pathsMissingFor: '5m',
     pathsNoOptimizedFor: '5m',
-    // dmsetup status failing on a host with dm-multipath maps: the maps' path verdicts then
-    // rest on the devices' states alone (a path dm-mpath failed while its device runs is unseen).
+    // dmsetup status failing on a host with dm-multipath maps, or a map's paths of unknown state:
+    // a path whose device says running is then unknown (one dm-mpath failed is unseen).
     pathsStateUnknownFor: '15m',
     // Live paths on several NUMA nodes under a policy that spreads I/O over all of them (info:
     // a configuration choice, not a fault).

@@ -4457,7 +4457,7 @@ local format = import '../lib/format.libsonnet';
                   'type': 'prometheus',
                   'uid': '${datasource}',
                 },
-                'expr': 'count((storpath_nvme_subsystem_paths_live{job=~"$job", instance=~"$instance"} < on(job, instance, subsystem) storpath_nvme_subsystem_paths{job=~"$job", instance=~"$instance"}) or (storpath_multipath_paths_active{job=~"$job", instance=~"$instance"} < on(job, instance, device) storpath_multipath_paths{job=~"$job", instance=~"$instance"})) or vector(0)',
+                'expr': 'count((storpath_nvme_subsystem_paths_live{job=~"$job", instance=~"$instance"} < on(job, instance, subsystem) storpath_nvme_subsystem_paths{job=~"$job", instance=~"$instance"}) or (storpath_multipath_paths_failed{job=~"$job", instance=~"$instance"} > 0)) or vector(0)',
                 'instant': true,
                 'range': false,
                 'refId': 'A',
@@ -4536,7 +4536,7 @@ local format = import '../lib/format.libsonnet';
                   'type': 'prometheus',
                   'uid': '${datasource}',
                 },
-                'expr': 'count((storpath_nvme_subsystem_paths_live{job=~"$job", instance=~"$instance"} == 0) or (storpath_multipath_paths_active{job=~"$job", instance=~"$instance"} == 0)) or vector(0)',
+                'expr': 'count((storpath_nvme_subsystem_paths_live{job=~"$job", instance=~"$instance"} == 0) or (storpath_multipath_paths_failed{job=~"$job", instance=~"$instance"} >= on(job, instance, device) storpath_multipath_paths{job=~"$job", instance=~"$instance"} > 0)) or vector(0)',
                 'instant': true,
                 'range': false,
                 'refId': 'A',
@@ -5056,7 +5056,7 @@ local format = import '../lib/format.libsonnet';
               'type': 'prometheus',
               'uid': '${datasource}',
             },
-            'description': 'Each dm-multipath map: its paths, those that serve (dmsetup\'s A, or a running device without dmsetup) and those failed.',
+            'description': 'Each dm-multipath map, by kernel device, name and WWID: its paths, those that serve (dmsetup\'s A), those failed (dmsetup\'s F, or a device not running) and those of unknown state (no dmsetup verdict and a device that says running).',
             'fieldConfig': {
               'defaults': {
                 'custom': {
@@ -5106,6 +5106,43 @@ local format = import '../lib/format.libsonnet';
                 {
                   'matcher': {
                     'id': 'byName',
+                    'options': 'unknown',
+                  },
+                  'properties': [
+                    {
+                      'id': 'thresholds',
+                      'value': {
+                        'mode': 'absolute',
+                        'steps': [
+                          {
+                            'color': 'green',
+                            'value': null,
+                          },
+                          {
+                            'color': 'orange',
+                            'value': 1,
+                          },
+                        ],
+                      },
+                    },
+                    {
+                      'id': 'color',
+                      'value': {
+                        'mode': 'thresholds',
+                      },
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
                     'options': 'verdict',
                   },
                   'properties': [
@@ -5128,6 +5165,11 @@ local format = import '../lib/format.libsonnet';
                               'color': 'red',
                               'index': 2,
                               'text': 'no path serves',
+                            },
+                            '3': {
+                              'color': 'orange',
+                              'index': 3,
+                              'text': 'path states unknown',
                             },
                           },
                           'type': 'value',
@@ -5241,7 +5283,7 @@ local format = import '../lib/format.libsonnet';
                   'type': 'prometheus',
                   'uid': '${datasource}',
                 },
-                'expr': 'max without () ((storpath_multipath_paths_active{job=~"$job", instance=~"$instance"} < bool on(job, instance, device) storpath_multipath_paths{job=~"$job", instance=~"$instance"}) + (storpath_multipath_paths_active{job=~"$job", instance=~"$instance"} == bool 0))',
+                'expr': 'max without () (storpath_multipath_paths_unknown{job=~"$job", instance=~"$instance"})',
                 'format': 'table',
                 'instant': true,
                 'range': false,
@@ -5252,11 +5294,22 @@ local format = import '../lib/format.libsonnet';
                   'type': 'prometheus',
                   'uid': '${datasource}',
                 },
-                'expr': 'max without () (storpath_multipath_device_info{job=~"$job", instance=~"$instance"})',
+                'expr': 'max without () ((storpath_multipath_paths_failed{job=~"$job", instance=~"$instance"} > bool 0) + (storpath_multipath_paths_failed{job=~"$job", instance=~"$instance"} >= bool on(job, instance, device, wwid) storpath_multipath_paths{job=~"$job", instance=~"$instance"}) + 3 * ((storpath_multipath_paths_unknown{job=~"$job", instance=~"$instance"} > bool 0) * (storpath_multipath_paths_failed{job=~"$job", instance=~"$instance"} == bool 0)))',
                 'format': 'table',
                 'instant': true,
                 'range': false,
                 'refId': 'E',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_multipath_device_info{job=~"$job", instance=~"$instance"})',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'F',
               },
             ],
             'title': 'Multipath maps: paths vs active vs failed',
@@ -5270,7 +5323,7 @@ local format = import '../lib/format.libsonnet';
                 'options': {
                   'excludeByName': {
                     'Time': true,
-                    'Value #E': true,
+                    'Value #F': true,
                     '__name__': true,
                     'instance': true,
                     'job': true,
@@ -5280,8 +5333,9 @@ local format = import '../lib/format.libsonnet';
                     'Value #A': 'paths',
                     'Value #B': 'active',
                     'Value #C': 'failed',
-                    'Value #D': 'verdict',
-                    'Value #E': 'present',
+                    'Value #D': 'unknown',
+                    'Value #E': 'verdict',
+                    'Value #F': 'present',
                   },
                 },
               },

@@ -1872,11 +1872,18 @@ local format = import '../lib/format.libsonnet';
                 ||| % v,
               },
               {
+                record: 'instance_wwid:storpath_multipath_paths:max',
+                expr: 'max by (%(targetLabelsJoined)s, wwid) (storpath_multipath_paths{wwid!=""})' % v,
+              },
+              {
                 alert: 'StoragePathLost',
                 expr: |||
                   (storpath_nvme_subsystem_paths_live == 0 and on(%(targetLabelsJoined)s, subsystem) storpath_nvme_subsystem_paths > 0)
                   or
-                  (storpath_multipath_paths_active == 0 and on(%(targetLabelsJoined)s, device) storpath_multipath_paths > 0)
+                  (storpath_multipath_paths_active == 0 and on(%(targetLabelsJoined)s, device) (storpath_multipath_paths_failed >= on(%(targetLabelsJoined)s, device) storpath_multipath_paths) and on(%(targetLabelsJoined)s, device) storpath_multipath_paths > 0)
+                  or
+                  (storpath_multipath_paths_active == 0 and on(%(targetLabelsJoined)s, device) storpath_multipath_paths_unknown > 0
+                   and on(%(targetLabelsJoined)s, device) ALERTS{alertname="StoragePathLost"})
                 ||| % v,
                 [if format.seconds(c.pathsLostFor) > 0 then 'for']: c.pathsLostFor,
                 labels: {
@@ -1884,7 +1891,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A multipath device has no working path left.',
-                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else }}multipath map {{ $labels.device }}{{ end }} has no working path of the {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} the kernel lists: I/O to it queues or fails.' % v,
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else if $labels.wwid }}multipath map {{ range $i, $_ := query (printf "storpath_multipath_device_info{%(targetLabelsMatchers)s=%%q,wwid=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.wwid) | sortByLabel "name" }}{{ if $i }}, {{ end }}{{ .Labels.name }}{{ end }} (WWID {{ $labels.wwid }}{{ if $labels.device }}, {{ $labels.device }}{{ end }}){{ else }}multipath map {{ $labels.device }}{{ end }} has no working path of the {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} the kernel lists: I/O to it queues or fails.' % v,
                   runbook_url: '%(runbookUrlBase)sStoragePathLost.md' % v,
                 },
               },
@@ -1893,7 +1900,10 @@ local format = import '../lib/format.libsonnet';
                 expr: |||
                   (storpath_nvme_subsystem_paths_live < on(%(targetLabelsJoined)s, subsystem) storpath_nvme_subsystem_paths and storpath_nvme_subsystem_paths_live > 0)
                   or
-                  (storpath_multipath_paths_active < on(%(targetLabelsJoined)s, device) storpath_multipath_paths and storpath_multipath_paths_active > 0)
+                  (storpath_multipath_paths_active and on(%(targetLabelsJoined)s, device) storpath_multipath_paths_failed > 0 and on(%(targetLabelsJoined)s, device) (storpath_multipath_paths_failed < on(%(targetLabelsJoined)s, device) storpath_multipath_paths))
+                  or
+                  (storpath_multipath_paths_active and on(%(targetLabelsJoined)s, device) storpath_multipath_paths_unknown > 0
+                   and on(%(targetLabelsJoined)s, device) ALERTS{alertname="StoragePathsDegraded"})
                 ||| % v,
                 [if format.seconds(c.pathsDegradedFor) > 0 then 'for']: c.pathsDegradedFor,
                 labels: {
@@ -1901,7 +1911,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A multipath device runs on fewer paths than it has.',
-                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else }}multipath map {{ $labels.device }}{{ end }} runs on {{ printf "%%.0f" $value }} of its {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} paths: less throughput on active/active paths and less redundancy.' % v,
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else if $labels.wwid }}multipath map {{ range $i, $_ := query (printf "storpath_multipath_device_info{%(targetLabelsMatchers)s=%%q,wwid=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.wwid) | sortByLabel "name" }}{{ if $i }}, {{ end }}{{ .Labels.name }}{{ end }} (WWID {{ $labels.wwid }}{{ if $labels.device }}, {{ $labels.device }}{{ end }}){{ else }}multipath map {{ $labels.device }}{{ end }} runs on {{ printf "%%.0f" $value }} of its {{ if $labels.subsystem }}{{ range query (printf "storpath_nvme_subsystem_paths{%(targetLabelsMatchers)s=%%q,subsystem=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.subsystem) }}{{ printf "%%.0f" .Value }}{{ end }}{{ else }}{{ range query (printf "storpath_multipath_paths{%(targetLabelsMatchers)s=%%q,device=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.device) }}{{ printf "%%.0f" .Value }}{{ end }}{{ end }} paths: less throughput on active/active paths and less redundancy.' % v,
                   runbook_url: '%(runbookUrlBase)sStoragePathsDegraded.md' % v,
                 },
               },
@@ -1910,7 +1920,7 @@ local format = import '../lib/format.libsonnet';
                 expr: |||
                   max_over_time(storpath_nvme_subsystem_paths[%(pathsMissingWindow)s]) > storpath_nvme_subsystem_paths
                   or
-                  max_over_time(storpath_multipath_paths[%(pathsMissingWindow)s]) > storpath_multipath_paths
+                  max_over_time(instance_wwid:storpath_multipath_paths:max[%(pathsMissingWindow)s]) > instance_wwid:storpath_multipath_paths:max
                   or
                   (
                     max_over_time(instance_nqn:storpath_nvme_subsystem_paths:max[%(pathsMissingWindow)s]) > 1
@@ -1924,15 +1934,19 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A multipath device has fewer paths than it had.',
-                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else }}multipath map {{ $labels.device }}{{ end }} had {{ printf "%%.0f" $value }} paths in the last %(pathsMissingWindow)s and has fewer now: a path was removed altogether (a controller deleted after ctrl_loss_tmo, a SCSI device gone, one port of a dual-ported drive lost).' % v,
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else if $labels.wwid }}multipath map {{ range $i, $_ := query (printf "storpath_multipath_device_info{%(targetLabelsMatchers)s=%%q,wwid=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.wwid) | sortByLabel "name" }}{{ if $i }}, {{ end }}{{ .Labels.name }}{{ end }} (WWID {{ $labels.wwid }}{{ if $labels.device }}, {{ $labels.device }}{{ end }}){{ else }}multipath map {{ $labels.device }}{{ end }} had {{ printf "%%.0f" $value }} paths in the last %(pathsMissingWindow)s and has fewer now: a path was removed altogether (a controller deleted after ctrl_loss_tmo, a SCSI device gone, one port of a dual-ported drive lost).' % v,
                   runbook_url: '%(runbookUrlBase)sStoragePathsMissing.md' % v,
                 },
               },
               {
                 alert: 'StorageMultipathStateUnknown',
                 expr: |||
-                  storpath_multipath_dmsetup_up == 0
-                  and on(%(targetLabelsJoined)s) count by (%(targetLabelsJoined)s) (storpath_multipath_paths) > 0
+                  (
+                    storpath_multipath_dmsetup_up == 0
+                    and on(%(targetLabelsJoined)s) count by (%(targetLabelsJoined)s) (storpath_multipath_paths) > 0
+                  )
+                  or
+                  count by (%(targetLabelsJoined)s) (storpath_multipath_paths_unknown > 0) > 0
                 ||| % v,
                 [if format.seconds(c.pathsStateUnknownFor) > 0 then 'for']: c.pathsStateUnknownFor,
                 labels: {
@@ -1940,7 +1954,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'The dm-multipath maps\' own path states cannot be read on this host.',
-                  description: '`dmsetup status` has failed on {{ $labels.instance }} for a while (it hangs, fails, is not installed or lacks the privilege device-mapper needs): a path dm-mpath failed while its device still says running is not seen, so StoragePathsDegraded and StoragePathLost may stay silent.',
+                  description: '`dmsetup status` has failed on {{ $labels.instance }} for a while, or left maps unjudged (it hangs, fails, is not installed or lacks the privilege device-mapper needs): the paths whose device says running are of unknown state (a path dm-mpath failed is not seen), so a new path failure raises no StoragePathsDegraded or StoragePathLost (one already raised stays).',
                   runbook_url: '%(runbookUrlBase)sStorageMultipathStateUnknown.md' % v,
                 },
               },
@@ -1970,7 +1984,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A multipath device spreads I/O over paths on several NUMA nodes.',
-                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else }}multipath map {{ $labels.device }}{{ end }} sends I/O over paths on several NUMA nodes whatever CPU submits it: part of it crosses the interconnect though a near path exists.',
+                  description: '{{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else if $labels.wwid }}multipath map {{ range $i, $_ := query (printf "storpath_multipath_device_info{%(targetLabelsMatchers)s=%%q,wwid=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.wwid) | sortByLabel "name" }}{{ if $i }}, {{ end }}{{ .Labels.name }}{{ end }} (WWID {{ $labels.wwid }}{{ if $labels.device }}, {{ $labels.device }}{{ end }}){{ else }}multipath map {{ $labels.device }}{{ end }} sends I/O over paths on several NUMA nodes whatever CPU submits it: part of it crosses the interconnect though a near path exists.' % v,
                   runbook_url: '%(runbookUrlBase)sStoragePathsCrossNuma.md' % v,
                 },
               },
@@ -1983,7 +1997,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A multipath map runs over paths of different link rates.',
-                  description: 'The working paths of multipath map {{ $labels.device }} negotiated {{ printf "%.0f" $value }} different SAS link rates: the selector spreads I/O evenly, so the fast paths wait for the slow one.',
+                  description: 'The working paths of {{ if $labels.subsystem }}NVMe subsystem {{ $labels.subsystem }}{{ else if $labels.nqn }}NVMe subsystem {{ $labels.nqn }}{{ else if $labels.wwid }}multipath map {{ range $i, $_ := query (printf "storpath_multipath_device_info{%(targetLabelsMatchers)s=%%q,wwid=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.wwid) | sortByLabel "name" }}{{ if $i }}, {{ end }}{{ .Labels.name }}{{ end }} (WWID {{ $labels.wwid }}{{ if $labels.device }}, {{ $labels.device }}{{ end }}){{ else }}multipath map {{ $labels.device }}{{ end }} negotiated {{ printf "%%.0f" $value }} different SAS link rates: the selector spreads I/O evenly, so the fast paths wait for the slow one.' % v,
                   runbook_url: '%(runbookUrlBase)sStorageMultipathMixedLinkRates.md' % v,
                 },
               },

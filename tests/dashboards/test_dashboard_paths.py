@@ -51,6 +51,7 @@ def test_host_shows_the_failed_multipath_path(fleet_prometheus):
         "mpathd", 2, 1, 1, 1)
     assert {(r["paths"], r["active"], r["failed"], r["verdict"]) for r in maps if r["device"] != "dm-3"} == {
         (2, 2, 0, 0)}
+    assert {r["unknown"] for r in maps} == {0}  # dmsetup judged every path
     paths = table_rows(fleet_prometheus, panel(HOST, "Multipath paths: each path"), "shelf-failed")
     assert len(paths) == 8
     row = _one(paths, device="dm-3", path="sdh")

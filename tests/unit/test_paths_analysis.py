@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from storpath.analysis.paths import (crosses_numa, drive_paths, judge_map, map_count, map_link_rates,
-                                     optimized_paths, subsystem_count)
+from storpath.analysis.paths import (crosses_numa, drive_paths, judge_map, map_count, map_link_rates, map_wwid,
+                                     optimized_paths, path_verdict, subsystem_count)
 from storpath.base.background import Scheduler
 from storpath.collectors.base import Context
 from storpath.collectors.multipath import MultipathCollector
@@ -60,9 +60,49 @@ def test_a_renamed_map_keeps_dm_mpaths_verdict():
     assert map_count(judged).degraded
 
 
-def test_without_dmsetup_the_device_state_judges():
+def test_without_dmsetup_the_device_state_counts_what_it_can():
+    """No dmsetup verdict: a blocked device is failed, a running one unknown, never active
+    (the old code counted sdb and sdc active)."""
     for status in (None, DmsetupStatus({}, ok=False, reason="not root")):
-        assert [j.failed for j in judge_map(MAP, status)] == [False, False, True]
+        judged = judge_map(MAP, status)
+        assert [path_verdict(j) for j in judged] == ["unknown", "unknown", "failed"]
+        count = map_count(judged)
+        assert (count.paths, count.live, count.failed, count.unknown, count.degraded, count.lost) == (
+            3, 0, 1, 2, True, False)
+    offline = MultipathMap(device="dm-1", name="m", uuid="mpath-3601", size_bytes=1, suspended=False,
+                           paths=(MapPath("sde", "8:64", "offline"), MapPath("sdf", "8:80", "blocked")))
+    assert map_count(judge_map(offline, None)).lost  # every device down: lost whatever dmsetup says
+    assert map_wwid(MAP) == "3600"
+
+
+def test_a_failed_path_is_not_counted_active_when_dmsetup_then_fails(tmp_path):
+    """dm-mpath failed a path (F) whose SCSI device still says running; then dmsetup stops
+    answering. The map does not become all active (the old code exported 2 of 2 active and no
+    alert could fire): its paths are unknown, `check` and `tree` say so, and the map carries
+    its WWID."""
+    roots = build(tmp_path, "supermicro-dualport-sas-shelf", "path-failed")
+    offline = [p for p in (tmp_path / "sys").rglob("state") if p.is_file() and p.read_text().strip() == "offline"]
+    assert len(offline) == 1
+    offline[0].write_text("running\n")
+    collector = MultipathCollector(Context(roots, scheduler=Scheduler()))
+    collector.ctx.scheduler.run_all_once()
+    found = series(collector)
+    wwid = next(dict(k)["wwid"] for (name, k) in found if name == "storpath_multipath_paths"
+                and dict(k)["device"] == "dm-3")
+    labels = (("device", "dm-3"), ("wwid", wwid))
+    assert [found[(f"storpath_multipath_paths{s}", labels)] for s in ("", "_active", "_failed", "_unknown")] == [
+        2, 1, 1, 0]
+    assert kinds(roots, "multipath") == ["paths.map_degraded"]
+
+    (tmp_path / "captured" / "dmsetup" / "status.txt").unlink()  # dmsetup's verdict gone (absent)
+    collector = MultipathCollector(Context(roots, scheduler=Scheduler()))
+    collector.ctx.scheduler.run_all_once()
+    found = series(collector)
+    assert [found[(f"storpath_multipath_paths{s}", labels)] for s in ("", "_active", "_failed", "_unknown")] == [
+        2, 0, 0, 2]
+    assert not any(name == "storpath_multipath_path_failed" and dict(k)["device"] == "dm-3" and v == 0
+                   for (name, k), v in found.items())  # no path called serving
+    assert "paths.map_unknown" in kinds(roots, "multipath")
 
 
 def test_subsystem_lost_and_degraded():
@@ -150,3 +190,12 @@ def test_dualport_shelf(tmp_path, variant, expected):
     failed = {dict(k)["path"]: dict(k)["basis"] for (name, k), v in found.items()
               if name == "storpath_multipath_path_failed" and v == 1}
     assert failed == ({"sdh": "dmsetup"} if variant == "path-failed" else {})
+
+
+def test_tree_says_unknown_for_a_path_without_dmsetups_verdict():
+    """`storpath tree` marks a running path without dmsetup's verdict "unknown" (the old code
+    showed it as a working path and the map as 2/3 active), a blocked one "failed"."""
+    from storpath.report.tree.sources import path_arrays
+    (array,) = path_arrays((), (MAP,), None, ())
+    assert array.detail == "multipath mpatha · 0/3 paths active, 2 unknown"
+    assert [note.split(" · ")[-1] for note in array.notes] == ["unknown", "unknown", "failed"]

@@ -42,18 +42,20 @@ SPREADING_POLICIES = frozenset({"round-robin", "queue-depth"})
 class PathCount:
     paths: int
     live: int
+    unknown: int = 0  # paths whose state nothing could tell (a map's path without dmsetup's verdict)
 
     @property
     def failed(self) -> int:
-        return self.paths - self.live
+        return self.paths - self.live - self.unknown
 
     @property
     def degraded(self) -> bool:
-        return self.live < self.paths
+        return self.failed > 0
 
     @property
     def lost(self) -> bool:
-        return self.paths > 0 and self.live == 0
+        """Every path known failed: a map with paths of unknown state is not called lost."""
+        return self.paths > 0 and self.failed == self.paths
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class JudgedPath:
     path: MapPath
     failed: bool
     basis: str  # "dmsetup": the map's own A/F flag; "device_state": the device's state (no dmsetup)
+    unknown: bool = False  # no dmsetup verdict and a device that says it serves: dm-mpath may have failed it
     fail_count: Optional[int] = None  # times dm-mpath failed the path (dmsetup only)
     group: Optional[int] = None
     group_state: Optional[str] = None  # A in use, E enabled, D disabled
@@ -80,7 +83,10 @@ def subsystem_count(subsystem: NvmeSubsystem) -> PathCount:
 
 def judge_map(found: MultipathMap, status: Optional[DmsetupStatus]) -> Tuple[JudgedPath, ...]:
     """Each path of `found` and whether it is failed: dm-mpath's own flag where dmsetup
-    status named the path, else its device's state (failed unless running or live). The
+    status named the path. Without it the device's state counts what it can: a device not
+    running (offline, blocked...) is failed, one that says running is unknown, never active
+    (dm-mpath fails paths whose device still reads running: a path checker's verdict, a
+    fabric that drops I/O). The
     paths are found by device number under the map's name, else under any name: a map
     renamed between dmsetup's run and this read keeps dm-mpath's verdict."""
     named: Dict[str, StatusPath] = {}
@@ -95,12 +101,25 @@ def judge_map(found: MultipathMap, status: Optional[DmsetupStatus]) -> Tuple[Jud
             judged.append(JudgedPath(path, failed=not seen.active, basis="dmsetup", fail_count=seen.fail_count,
                                      group=seen.group, group_state=seen.group_state))
         else:
-            judged.append(JudgedPath(path, failed=path.state not in SERVING_STATES, basis="device_state"))
+            serving = path.state in SERVING_STATES
+            judged.append(JudgedPath(path, failed=not serving, basis="device_state", unknown=serving))
     return tuple(judged)
 
 
+def map_wwid(found: MultipathMap) -> str:
+    """The map's stable identity: its dm uuid without multipathd's `mpath-` prefix (the LUN's
+    WWID, as `multipath -ll` shows it); the uuid itself where it has another form."""
+    return found.uuid[len("mpath-"):] if found.uuid.startswith("mpath-") else found.uuid
+
+
+def path_verdict(judged: JudgedPath) -> str:
+    """"active", "failed" or "unknown", as `check` and `tree` say it."""
+    return "unknown" if judged.unknown else "failed" if judged.failed else "active"
+
+
 def map_count(judged: Sequence[JudgedPath]) -> PathCount:
-    return PathCount(len(judged), sum(1 for j in judged if not j.failed))
+    return PathCount(len(judged), sum(1 for j in judged if not j.failed and not j.unknown),
+                     sum(1 for j in judged if j.unknown))
 
 
 def optimized_paths(subsystem: NvmeSubsystem) -> Dict[str, int]:

@@ -5,7 +5,9 @@ path fewer than its peers).
 Which paths a map counts failed comes from `dmsetup status --target multipath`, which needs
 root and runs in a background task on its own interval (or is read from
 captured/dmsetup/status.txt when replaying); without it a path whose device is not running
-counts as failed.
+counts as failed, one running as unknown (storpath_multipath_paths_unknown), never as active.
+Every map family carries `wwid` next to `device`: dm numbers maps in creation order, so
+dm-5 may be another LUN after a reboot; the rules key a map's history by WWID.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from storpath.analysis.paths import (device_link_rates, drive_paths, judge_map, map_count, map_link_rates,
-                                     map_numa_nodes)
+                                     map_numa_nodes, map_wwid)
 from storpath.collectors import Collector, register
 from storpath.base.config import Duration
 from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
@@ -27,35 +29,48 @@ DMSETUP_UP = Family(
         "dm_multipath module is not loaded")
 DEVICE_INFO = Family(
     "storpath_multipath_device_info", GAUGE,
-    "A dm-multipath map: its block device, name (dm/name) and uuid (dm/uuid, mpath-<wwid>); always 1.",
-    ("device", "name", "uuid"),
+    "A dm-multipath map: its block device, name (dm/name), uuid (dm/uuid, mpath-<wwid>) and WWID; always 1.",
+    ("device", "name", "uuid", "wwid"),
     doc="one per map (`dm/uuid` starting `mpath-`): `device` the kernel's block device (`dm-5`, as node_disk_* "
-        "names it), `name` its /dev/mapper name (node_exporter's `device` label), `uuid`; always 1")
+        "names it, renumbered in creation order at boot), `name` its /dev/mapper name (node_exporter's `device` "
+        "label; `dmsetup rename` changes it), `uuid`, `wwid` (the uuid after `mpath-`: the LUN's, stable across "
+        "reboots); always 1")
 DEVICE_ACTIVE = Family(
     "storpath_multipath_device_active", GAUGE,
-    "1 when the map is active, 0 when suspended (dm/suspended).", ("device",),
+    "1 when the map is active, 0 when suspended (dm/suspended).", ("device", "wwid"),
     doc="1 while the map serves I/O, 0 while suspended (`dm/suspended` 1: a reload in progress, or stuck)")
 SIZE = Family(
     "storpath_multipath_size_bytes", GAUGE,
-    "Size of the map (size, 512-byte sectors, times 512).", ("device",), "bytes",
+    "Size of the map (size, 512-byte sectors, times 512).", ("device", "wwid"), "bytes",
     doc="size of the map in bytes")
 PATHS = Family(
     "storpath_multipath_paths", GAUGE,
-    "Paths (slave devices) of the map, whatever their state.", ("device",),
-    doc="paths (the map's `slaves/`) whatever their state; a path device removed from the host leaves the map "
-        "(StoragePathsMissing compares with the last day's maximum)")
+    "Paths (slave devices) of the map, whatever their state; wwid the map's stable identity.", ("device", "wwid"),
+    doc="paths (the map's `slaves/`) whatever their state; `wwid` (as on every map family) is the map's identity "
+        "across reboots that renumber `device`; a path device removed from the host leaves the map "
+        "(StoragePathsMissing compares with the last day's maximum of the same WWID)")
 PATHS_ACTIVE = Family(
     "storpath_multipath_paths_active", GAUGE,
-    "Paths of the map that serve I/O: active in dmsetup status, or without it a device running (live for NVMe).",
-    ("device",),
-    doc="paths that serve: dm-mpath's `A` in `dmsetup status` where it ran, else a device state of `running` "
-        "(`live` for NVMe); below `paths`: StoragePathsDegraded, 0: StoragePathLost")
+    "Paths of the map that serve I/O: active (A) in dmsetup status; without it none is known to.",
+    ("device", "wwid"),
+    doc="paths that serve: dm-mpath's `A` in `dmsetup status`; a path dmsetup did not judge (dmsetup failed, hung, "
+        "absent, or the map is newer than its last run) is never counted here on its device state alone (see "
+        "`paths_unknown`)")
 PATHS_FAILED = Family(
     "storpath_multipath_paths_failed", GAUGE,
     "Paths of the map that do not serve: failed (F) in dmsetup status, or without it a device not running.",
-    ("device",),
-    doc="`paths - paths_active`: failed (`F`) in `dmsetup status`, or without it a device state other than "
-        "`running`/`live`")
+    ("device", "wwid"),
+    doc="failed (`F`) in `dmsetup status`, or without it a device state other than `running`/`live` (offline, "
+        "blocked...: the device state counts what it can); above 0: StoragePathsDegraded, equal to `paths`: "
+        "StoragePathLost")
+PATHS_UNKNOWN = Family(
+    "storpath_multipath_paths_unknown", GAUGE,
+    "Paths of the map whose state is unknown: no dmsetup verdict and a device that says running.",
+    ("device", "wwid"),
+    doc="paths dmsetup status did not judge whose device still says `running`/`live`: dm-mpath may have failed "
+        "them (a path checker's verdict), so they count neither active nor failed; `paths = active + failed + "
+        "unknown`; above 0 for long: StorageMultipathStateUnknown, and a firing StoragePathsDegraded or "
+        "StoragePathLost of the map stays firing while its paths are unknown")
 PATH_STATE = Family(
     "storpath_multipath_path_state", GAUGE,
     "A path's device state (device/state: running, offline, blocked...; live for NVMe); 1 for the current "
@@ -77,14 +92,14 @@ PATH_FAILURES = Family(
 NUMA_NODES = Family(
     "storpath_multipath_numa_nodes", GAUGE,
     "Distinct NUMA nodes of the HBAs behind the map's working paths; above 1, part of the I/O crosses sockets.",
-    ("device",),
+    ("device", "wwid"),
     doc="distinct NUMA nodes of the PCI functions (HBAs) behind the working paths; dm-mpath's selectors do not "
         "look at NUMA, so above 1 part of the I/O crosses sockets though a near path exists; absent when no node "
         "is known")
 LINK_RATES = Family(
     "storpath_multipath_link_rates", GAUGE,
     "Distinct SAS link rates negotiated by the map's working paths; above 1 the fast paths are paced to the slow.",
-    ("device",),
+    ("device", "wwid"),
     doc="distinct negotiated SAS link rates of the working paths (the PHY facing each path's end device); above 1 "
         "(StorageMultipathMixedLinkRates) a round-robin map runs at the slow path's pace; absent when no path has "
         "a SAS rate")
@@ -100,7 +115,7 @@ DRIVE_PATHS_EXPECTED = Family(
     doc="the most paths any drive of the same model has on this host (its peers in the shelf); `drive_paths` "
         "below it (StorageDrivePathMissing): a cable, expander or HBA port of that drive's other path is gone")
 
-FAMILIES = (DMSETUP_UP, DEVICE_INFO, DEVICE_ACTIVE, SIZE, PATHS, PATHS_ACTIVE, PATHS_FAILED, PATH_STATE, PATH_FAILED,
+FAMILIES = (DMSETUP_UP, DEVICE_INFO, DEVICE_ACTIVE, SIZE, PATHS, PATHS_ACTIVE, PATHS_FAILED, PATHS_UNKNOWN, PATH_STATE, PATH_FAILED,
             PATH_FAILURES, NUMA_NODES, LINK_RATES, DRIVE_PATHS, DRIVE_PATHS_EXPECTED)
 
 
@@ -131,26 +146,29 @@ class MultipathCollector(Collector):
             device_node = {b.name: node_of.get(b.pci_address) for b in snapshot.blocks if b.pci_address}
         device_rate = device_link_rates(snapshot.sas_phys or ())
         for found in snapshot.multipath_maps:
-            dev = (found.device,)
-            rows.add(DEVICE_INFO, (found.device, found.name or "", found.uuid), 1)
+            wwid = map_wwid(found)
+            ident = (found.device, wwid)
+            rows.add(DEVICE_INFO, (found.device, found.name or "", found.uuid, wwid), 1)
             if found.suspended is not None:
-                rows.add(DEVICE_ACTIVE, dev, 0.0 if found.suspended else 1.0)
-            rows.add(SIZE, dev, found.size_bytes)
+                rows.add(DEVICE_ACTIVE, ident, 0.0 if found.suspended else 1.0)
+            rows.add(SIZE, ident, found.size_bytes)
             judged = judge_map(found, status)
             count = map_count(judged)
-            rows.add(PATHS, dev, count.paths)
-            rows.add(PATHS_ACTIVE, dev, count.live)
-            rows.add(PATHS_FAILED, dev, count.failed)
+            rows.add(PATHS, ident, count.paths)
+            rows.add(PATHS_ACTIVE, ident, count.live)
+            rows.add(PATHS_FAILED, ident, count.failed)
+            rows.add(PATHS_UNKNOWN, ident, count.unknown)
             for j in judged:
                 rows.add(PATH_STATE, (found.device, j.path.device, j.path.state or "unknown"), 1)
-                rows.add(PATH_FAILED, (found.device, j.path.device, j.basis), 1.0 if j.failed else 0.0)
+                if not j.unknown:  # a path of unknown state is neither failed nor serving
+                    rows.add(PATH_FAILED, (found.device, j.path.device, j.basis), 1.0 if j.failed else 0.0)
                 rows.add(PATH_FAILURES, (found.device, j.path.device), j.fail_count)
             nodes = map_numa_nodes(judged, device_node)
             if nodes:
-                rows.add(NUMA_NODES, dev, len(nodes))
+                rows.add(NUMA_NODES, ident, len(nodes))
             rates = map_link_rates(judged, device_rate)
             if rates:
-                rows.add(LINK_RATES, dev, len(rates))
+                rows.add(LINK_RATES, ident, len(rates))
         for drive in drives:
             rows.add(DRIVE_PATHS, (drive.wwid, drive.model), len(drive.devices))
             rows.add(DRIVE_PATHS_EXPECTED, (drive.wwid, drive.model), drive.peers_paths)

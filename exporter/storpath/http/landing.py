@@ -50,6 +50,7 @@ RUNBOOKS: Dict[str, str] = {
     "paths.map_lost": "StoragePathLost",
     "paths.nvme_degraded": "StoragePathsDegraded",
     "paths.map_degraded": "StoragePathsDegraded",
+    "paths.map_unknown": "StorageMultipathStateUnknown",
     "paths.no_optimized_path": "StorageNoOptimizedPath",
     "paths.numa_crossing": "StoragePathsCrossNuma",
     "paths.mixed_link_rates": "StorageMultipathMixedLinkRates",

@@ -7,7 +7,8 @@ storpath.analysis.paths, as in rules/paths.yml."""
 from __future__ import annotations
 
 from storpath.analysis.paths import (crosses_numa, device_link_rates, drive_paths, judge_map, live_numa_nodes, map_count,
-                                     map_link_rates, multipathed, optimized_paths, subsystem_count)
+                                     map_link_rates, map_wwid, multipathed, optimized_paths, path_verdict,
+                                     subsystem_count)
 from storpath.collectors.base import SourceFailed
 from storpath.report.findings import CRITICAL, INFO, WARNING, Facts, Finding, Outcome, register
 from storpath.base.units import human_bits_per_second
@@ -28,6 +29,17 @@ def check_subsystems(facts: Facts, out: Outcome) -> None:
                 impact="I/O to its namespaces queues (or fails once ctrl_loss_tmo runs out)",
                 remedy=_nvme_remedy(down),
                 related=tuple(sub.namespaces)))
+        elif count.unknown and not count.degraded:
+            unknown = [j.path.device for j in judged if j.unknown]
+            out.add(Finding(
+                subject=found.device, severity=WARNING, kind="paths.map_unknown",
+                title=f"multipath map {label}: state of {count.unknown} of {count.paths} paths unknown: "
+                      + ", ".join(unknown),
+                evidence=f"paths ({basis}): {listing}",
+                impact="a path dm-mpath failed while its device says running cannot be told from a working one",
+                remedy="Run `storpath check` as root with dmsetup installed (device-mapper's ioctls need "
+                       f"CAP_SYS_ADMIN), or `multipath -ll {found.name or found.device}`.",
+                related=tuple(unknown)))
         elif count.degraded:
             out.add(Finding(
                 subject=sub.name, severity=WARNING, kind="paths.nvme_degraded",
@@ -87,8 +99,9 @@ def check_maps(facts: Facts, out: Outcome) -> None:
     for found in maps:
         judged = judge_map(found, status)
         count = map_count(judged)
-        label = found.name or found.device
-        listing = ", ".join(f"{j.path.device} {j.path.state or '?'}" + (" (failed)" if j.failed else "")
+        label = f"{found.name or found.device} (WWID {map_wwid(found)})"
+        listing = ", ".join(f"{j.path.device} {j.path.state or '?'}"
+                            + ("" if path_verdict(j) == "active" else f" ({path_verdict(j)})")
                             for j in judged) or "none listed"
         failed = [j.path.device for j in judged if j.failed]
         basis = "dmsetup status" if any(j.basis == "dmsetup" for j in judged) else "device states (no dmsetup status)"
@@ -100,11 +113,22 @@ def check_maps(facts: Facts, out: Outcome) -> None:
                 title=f"multipath map {label}: no working path of {count.paths}",
                 evidence=f"paths ({basis}): {listing}", impact="I/O to the map queues or fails",
                 remedy=remedy, related=tuple(failed)))
+        elif count.unknown and not count.degraded:
+            unknown = [j.path.device for j in judged if j.unknown]
+            out.add(Finding(
+                subject=found.device, severity=WARNING, kind="paths.map_unknown",
+                title=f"multipath map {label}: state of {count.unknown} of {count.paths} paths unknown: "
+                      + ", ".join(unknown),
+                evidence=f"paths ({basis}): {listing}",
+                impact="a path dm-mpath failed while its device says running cannot be told from a working one",
+                remedy="Run `storpath check` as root with dmsetup installed (device-mapper's ioctls need "
+                       f"CAP_SYS_ADMIN), or `multipath -ll {found.name or found.device}`.",
+                related=tuple(unknown)))
         elif count.degraded:
             out.add(Finding(
                 subject=found.device, severity=WARNING, kind="paths.map_degraded",
                 title=f"multipath map {label}: {count.live} of {count.paths} paths working; failed: "
-                      + ", ".join(failed),
+                      + ", ".join(failed) + (f"; unknown: {count.unknown}" if count.unknown else ""),
                 evidence=f"paths ({basis}): {listing}",
                 impact="I/O runs over the remaining paths: less throughput, and less or no redundancy",
                 remedy=remedy, related=tuple(failed)))

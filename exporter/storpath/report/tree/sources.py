@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from storpath.analysis.paths import judge_map, map_count, multipathed, subsystem_count
+from storpath.analysis.paths import judge_map, map_count, multipathed, path_verdict, subsystem_count
 from storpath.analysis.raid import judged, own_link_rate
 from storpath.report.findings import CheckResult, Facts, run_checks
 from storpath.scrape.snapshot import Snapshot
@@ -57,10 +57,11 @@ def path_arrays(subsystems, maps, dmsetup, blocks) -> List[Array]:
         judged_paths = judge_map(found, dmsetup)
         count = map_count(judged_paths)
         notes = tuple(" · ".join(filter(None, (hba.get(j.path.device), j.path.state or "no state",
-                                               "failed" if j.failed else "")))
+                                               "" if path_verdict(j) == "active" else path_verdict(j))))
                       for j in judged_paths)
         result.append(Array(name=found.device, kind=MULTIPATH,
-                            detail=f"multipath {found.name or ''} · {count.live}/{count.paths} paths active",
+                            detail=f"multipath {found.name or ''} · {count.live}/{count.paths} paths active"
+                                   + (f", {count.unknown} unknown" if count.unknown else ""),
                             members=tuple(j.path.device for j in judged_paths), notes=notes))
     return result
 
