@@ -72,11 +72,6 @@ _PCIE_SPEED_TEXT.update({f"{rate:.1f} GT/s PCIe": rate * 1e9 for rate in (2.5, 5
 
 _PCIE_WIDTH_TEXT = {str(width): width for width in PCIE_WIDTHS}
 
-# The same spellings as a read of the attribute returns them (bytes, the kernel's newline
-# after), for the PCI reader's attributes read every scrape: a hit needs no decoding.
-PCIE_SPEED_LINES = {f"{text}\n".encode(): rate for text, rate in _PCIE_SPEED_TEXT.items()}
-PCIE_WIDTH_LINES = {f"{width}\n".encode(): width for width in PCIE_WIDTHS}
-
 
 def parse_pcie_speed(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
     """'16.0 GT/s PCIe' -> (1.6e10, None); 'Unknown' -> (None, 'reason')."""

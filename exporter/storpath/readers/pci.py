@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from storpath.base.parse import parse_int, parse_numa_node
-from storpath.base.parse import PCIE_SPEED_LINES, PCIE_WIDTH_LINES, cut_text, parse_pcie_speed, parse_pcie_width
+from storpath.base.parse import parse_pcie_speed, parse_pcie_width
 from storpath.base.problems import Problem
 from storpath.readers.instances import InstanceCache
 from storpath.base.roots import Roots
@@ -245,19 +245,17 @@ class PciReader:
         driver = link_name(at + "driver")
         speed = width = None
         if static.has_link:
-            speed_raw, width_raw = read_many((at + "current_link_speed", at + "current_link_width"))
-            if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
+            speed_text = read_attr_why(at + "current_link_speed")[0]
+            width_text = read_attr(at + "current_link_width")
+            if speed_text is None and width_text is None and not os.path.isdir(static.path):
                 return None
-            speed = PCIE_SPEED_LINES.get(speed_raw)  # (the usual spellings, looked up as read)
-            if speed is None:
-                speed, why = parse_pcie_speed(_text(speed_raw))
-                if why and static.max_link_width is not None:  # (no link capability: Unknown is right)
-                    self._warn(static.address, "current_link_speed", why)
-            width = PCIE_WIDTH_LINES.get(width_raw)
-            if width is None:
-                width, why = parse_pcie_width(_text(width_raw), allow_zero=True)
-                if why:
-                    self._warn(static.address, "current_link_width", why)
+            speed, why = parse_pcie_speed(speed_text) if speed_text is not None else (None, "missing")
+            if why and static.max_link_width is not None:  # (no link capability: Unknown is right)
+                self._warn(static.address, "current_link_speed", why)
+            width, why = (parse_pcie_width(width_text, allow_zero=True) if width_text is not None
+                          else (None, "missing"))
+            if why:
+                self._warn(static.address, "current_link_width", why)
         elif driver is None and not os.path.isdir(static.path):
             return None
         device = PciDevice(static=static, driver=driver, current_link_speed=speed, current_link_width=width)
@@ -268,11 +266,6 @@ class PciReader:
                 if total is not None:
                     device.aer_totals[severity] = total
         return device
-
-
-def _text(raw: Optional[bytes]) -> Optional[str]:
-    """An attribute's bytes as read_attr gives its text."""
-    return None if raw is None else cut_text(raw.decode("utf-8", "replace"))
 
 
 # Ports whose link leads away from the root complex, to the device below them.
