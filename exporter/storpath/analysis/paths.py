@@ -143,12 +143,6 @@ def crosses_numa(subsystem: NvmeSubsystem) -> bool:
     return len(live_numa_nodes(subsystem)) > 1 and subsystem.iopolicy in SPREADING_POLICIES
 
 
-def map_numa_nodes(judged: Iterable[JudgedPath], device_node: Mapping[str, Optional[int]]) -> Set[int]:
-    """NUMA nodes of the HBAs behind a map's working paths (dm-mpath spreads over them all)."""
-    nodes = (device_node.get(j.path.device) for j in judged if not j.failed)
-    return {node for node in nodes if node is not None}
-
-
 def map_link_rates(judged: Iterable[JudgedPath], device_rate: Mapping[str, float]) -> Set[float]:
     """Negotiated link rates (bits/s) of a map's working paths that have one (SAS)."""
     return {device_rate[j.path.device] for j in judged if not j.failed and j.path.device in device_rate}

@@ -18,7 +18,7 @@ import errno
 import os
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from storpath.base.parse import cut_text, parse_int
 
@@ -107,6 +107,31 @@ def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:
         return None
     finally:
         _done(ident)
+
+
+def read_many(paths: Sequence[str], limit: int = ATTRIBUTE_BYTES) -> List[Optional[bytes]]:
+    """The raw bytes of each file, None for one that cannot be read: read_bytes for a
+    device's attributes read every scrape, with one lookup of the reading thread for all."""
+    ident = threading.get_ident()
+    out: List[Optional[bytes]] = []
+    append = out.append
+    try:
+        for path in paths:
+            _READING[ident] = (path, _now())
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                append(None)
+                continue
+            try:
+                append(os.read(fd, limit))
+            except OSError:
+                append(None)
+            finally:
+                os.close(fd)
+    finally:
+        _READING.pop(ident, None)
+    return out
 
 
 def read_int(path: str, base: int = 10) -> Optional[int]:

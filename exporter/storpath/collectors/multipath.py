@@ -12,10 +12,9 @@ dm-5 may be another LUN after a reboot; the rules key a map's history by WWID.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Set
 
-from storpath.analysis.paths import (device_link_rates, drive_paths, judge_map, map_count, map_link_rates,
-                                     map_numa_nodes, map_wwid)
+from storpath.analysis.paths import device_link_rates, drive_paths, judge_map, map_count, map_wwid
 from storpath.collectors import Collector, register
 from storpath.base.config import Duration
 from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
@@ -158,15 +157,23 @@ class MultipathCollector(Collector):
             rows.add(PATHS_ACTIVE, ident, count.live)
             rows.add(PATHS_FAILED, ident, count.failed)
             rows.add(PATHS_UNKNOWN, ident, count.unknown)
+            nodes: Set[int] = set()  # of the working paths' HBAs (dm-mpath spreads I/O over them all)
+            rates: Set[float] = set()  # negotiated by the working paths that have one (SAS)
             for j in judged:
-                rows.add(PATH_STATE, (found.device, j.path.device, j.path.state or "unknown"), 1)
+                path = j.path.device
+                rows.add(PATH_STATE, (found.device, path, j.path.state or "unknown"), 1)
                 if not j.unknown:  # a path of unknown state is neither failed nor serving
-                    rows.add(PATH_FAILED, (found.device, j.path.device, j.basis), 1.0 if j.failed else 0.0)
-                rows.add(PATH_FAILURES, (found.device, j.path.device), j.fail_count)
-            nodes = map_numa_nodes(judged, device_node)
+                    rows.add(PATH_FAILED, (found.device, path, j.basis), 1.0 if j.failed else 0.0)
+                rows.add(PATH_FAILURES, (found.device, path), j.fail_count)
+                if not j.failed:
+                    node = device_node.get(path)
+                    if node is not None:
+                        nodes.add(node)
+                    rate = device_rate.get(path)
+                    if rate is not None:
+                        rates.add(rate)
             if nodes:
                 rows.add(NUMA_NODES, ident, len(nodes))
-            rates = map_link_rates(judged, device_rate)
             if rates:
                 rows.add(LINK_RATES, ident, len(rates))
         for drive in drives:

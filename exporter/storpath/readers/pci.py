@@ -28,7 +28,7 @@ from storpath.base.problems import Problem
 from storpath.readers.instances import InstanceCache
 from storpath.readers.power import read_sleep, read_suspended_seconds
 from storpath.base.roots import Roots
-from storpath.base.sysfs import link_name, list_entries, read_attr, read_attr_why, read_bytes
+from storpath.base.sysfs import link_name, list_entries, read_attr, read_attr_why, read_bytes, read_many
 
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
@@ -109,7 +109,11 @@ def parse_aer_total(raw) -> Optional[int]:
     _, found, rest = raw.rpartition(b"TOTAL_ERR_")
     if not found:
         return None
-    return parse_int(rest.partition(b" ")[2].partition(b"\n")[0], minimum=0, maximum=(1 << 64) - 1)
+    count = rest.partition(b" ")[2].partition(b"\n")[0]
+    if count.isdigit() and len(count) <= 20:  # (bytes: ASCII digits only) as parse_int takes them, without its decoding
+        value = int(count)
+        return value if value < 1 << 64 else None
+    return parse_int(count, minimum=0, maximum=(1 << 64) - 1)
 
 
 def parse_port_type(config: Optional[bytes]) -> Optional[str]:
@@ -319,10 +323,12 @@ class PciReader:
         if asleep is not None:
             device.asleep = asleep
             device.suspended_seconds = read_suspended_seconds(static.path)
-        for severity, name in static.aer_files:
-            total = parse_aer_total(read_bytes(at + name))
-            if total is not None:
-                device.aer_totals[severity] = total
+        if static.aer_files:
+            raws = read_many([at + name for _, name in static.aer_files])
+            for (severity, _), raw in zip(static.aer_files, raws):
+                total = parse_aer_total(raw)
+                if total is not None:
+                    device.aer_totals[severity] = total
         return device
 
 
