@@ -127,6 +127,35 @@ def test_a_source_still_reading_at_the_deadline_times_out_and_the_next_snapshot_
     snapshotter.close()
 
 
+def test_a_reading_left_behind_twice_is_older_than_a_scrape_interval_and_not_served(tmp_path):
+    # A source slower than two deadlines: the first snapshot starts it, the second waits and
+    # times out again, the third finds it done, begun before the second snapshot: its data
+    # is older than the interval between two scrapes. It is dropped (said once) and read
+    # afresh; the answer is dated by the fresh reading.
+    path = str(tmp_path / "attr")
+    with open(path, "w") as handle:
+        handle.write("1\n")
+    calls = []
+
+    def slow():
+        calls.append(1)
+        return _many_reads(path, 30, 0.02)()  # about 0.6 s
+
+    snapshotter = Snapshotter([_plain("md", slow)], blocked_after=5.0)
+    first = snapshotter.take(timeout=0.2)
+    second = snapshotter.take(timeout=0.2)
+    assert first.failed["md"].startswith("timed out") and second.failed["md"].startswith("timed out")
+    assert snapshotter._behind["md"].done.wait(5)
+    third = snapshotter.take(timeout=5.0)
+    assert calls == [1, 1]  # read afresh, not served
+    assert third.md == 30 and not third.failed
+    assert third.read_from == 0.0  # dated by its own reading, begun within this snapshot
+    dropped = [p for p in third.problems if p.message.startswith("a reading left behind")]
+    assert len(dropped) == 1 and dict(dropped[0].fields)["source"] == "md"
+    assert dict(dropped[0].fields)["age_seconds"] >= 0.3  # begun before the second snapshot (0.2 s each)
+    snapshotter.close()
+
+
 def test_a_source_whose_need_failed_is_not_read():
     calls = []
 

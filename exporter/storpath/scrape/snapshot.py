@@ -19,7 +19,11 @@ not one per scrape; reading threads are daemons, so shutdown never waits for one
 A source that is merely slow (a busy CPU, a big tree) is never called blocked. When the
 snapshot's deadline (the server's, web.scrape_timeout: never a client's) runs out while it
 still reads, it is reported "timed out" for that snapshot and keeps reading; the next
-snapshot takes its result, or waits for it, rather than starting it again.
+snapshot takes its result, or waits for it, rather than starting it again. An answer's time
+is its data's time: a reading taken up that way dates the snapshot by its own start
+(`read_from`), and one that began before the previous snapshot did (older than the interval
+between two scrapes: it was left behind twice) is not served as current: it is dropped, said
+once, and the source read afresh.
 """
 
 from __future__ import annotations
@@ -316,6 +320,7 @@ class Snapshotter:
         self._kept: Dict[str, Any] = {}  # `once` sources, read
         self._lock = threading.Lock()
         self.last: Optional[Snapshot] = None
+        self._last_began: Optional[float] = None  # Unix seconds, when the previous snapshot began
 
     def take(self, timeout: float = 10.0) -> Snapshot:
         end = time.monotonic() + timeout
@@ -327,6 +332,7 @@ class Snapshotter:
             blocked: List[str] = []
             exceeded = False
             began = time.time()
+            previous_began, self._last_began = self._last_began, began
             read_from = 0.0
             for source in self.sources:
                 name = source.name
@@ -339,6 +345,15 @@ class Snapshotter:
                     # What a read that blocked for so long returned is no reading of now: read afresh.
                     log.kv(LOG, logging.INFO, "blocked read returned", source=name, file=job.blocked_on,
                            seconds=round(time.monotonic() - job.started, 1))
+                    job = None
+                if job is not None and job.done.is_set() and previous_began is not None \
+                        and job.began < previous_began:
+                    # Left behind twice: its reading is older than the interval between two
+                    # scrapes, and no answer serves it as current.
+                    problems.append(Problem(
+                        "a reading left behind by the scrape deadline is older than the last scrape: dropped, "
+                        "read afresh", (("source", name), ("age_seconds", round(began - job.began, 1))),
+                        logging.WARNING))
                     job = None
                 if job is None:
                     why = self._why_not_started(source, failed)
