@@ -210,6 +210,18 @@ def test_a_support_folder_is_read_inside_itself(tmp_path):
     assert "lspci.md_not_read" in kinds and data["exit_code"] >= 1
 
 
+def test_an_unlistable_block_folder_is_a_finding_not_a_traceback(tmp_path):
+    folder = tmp_path / "sos"
+    _sosreport(folder)
+    shutil.rmtree(folder / "sys" / "block")
+    os.symlink("block", folder / "sys" / "block")  # a loop: listing it fails (ELOOP), even as root
+    done = storpath("check", "--json", f"--lspci={folder}")
+    assert "Traceback" not in done.stderr
+    data = json.loads(done.stdout)
+    assert "lspci.md_not_read" in {f["kind"] for f in data["findings"]}
+    assert done.returncode == data["exit_code"] == 1  # a warning: docs/check.md's exit statuses
+
+
 def test_a_fifo_or_a_link_out_as_the_dump_is_refused_not_opened(tmp_path):
     for make in (lambda p: os.mkfifo(p), lambda p: os.symlink(os.path.join(FIXTURES, "quad-nic-x4.txt"), p)):
         folder = tmp_path / f"sos{len(os.listdir(tmp_path))}"

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from storpath.base import sysfs
 from storpath.base.parse import PCIE_SPEEDS
 from storpath.base.problems import INFO, WARNING, Problem
 from storpath.readers.host import DMI_FIELDS, HostIdentity, identify, parse_cpuinfo_hypervisor
@@ -328,36 +328,21 @@ def _is_lspci_vv(command: str) -> bool:
     return bool(words) and os.path.basename(words[0]) == "lspci" and any("vv" in w for w in words[1:])
 
 
-def _inside(path: str, folder: Optional[str]) -> bool:
-    """Whether `path`, its links followed, stays inside `folder` (always, without a folder)."""
-    if folder is None:
-        return True
-    top = os.path.realpath(folder)
-    return os.path.realpath(path).startswith(top.rstrip(os.sep) + os.sep)
-
-
 def _read_text(path: str, folder: Optional[str] = None) -> Tuple[str, bool]:
-    """The text of the regular file at `path` (links resolved inside `folder` only), up to
-    MAX_TEXT bytes, and whether it was cut there. A FIFO, a device node or a socket is never
-    opened (its type is checked before the open, and again on what was opened, which does not
-    block); OSError saying why."""
-    if not _inside(path, folder):
-        raise OSError(f"{path} leads outside {folder} ({os.path.realpath(path)}): not read")
-    if not stat.S_ISREG(os.stat(path).st_mode):  # a device node's open alone can act (a watchdog): never opened
-        raise OSError(f"{path} is not a regular file: not read")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    """The text of the regular file at `path` (with `folder`: inside that folder once its links
+    are followed), up to MAX_TEXT bytes, and whether it was cut there. Opened by
+    sysfs.open_inside: a FIFO, a device node or a socket is never opened for reading, a link out
+    of the folder never followed to a read; OSError saying why."""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file: not read")
+        fd = sysfs.open_inside(path, os.path.realpath(folder) if folder is not None else None)
+    except sysfs.Refused as exc:
+        raise OSError(f"{path}: {exc.strerror}") from None
+    try:
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(MAX_TEXT + 1)
     finally:
         os.close(fd)
     return data[:MAX_TEXT].decode("utf-8", "replace"), len(data) > MAX_TEXT
-
-
-def _is_file_inside(path: str, folder: str) -> bool:
-    return os.path.isfile(path) and _inside(path, folder)
 
 
 @dataclass
@@ -381,15 +366,15 @@ def find_dump(path: str) -> DumpFiles:
         return DumpFiles(text, path, cut=cut)
     cpuinfo = None
     for name in ("proc/cpuinfo",):
-        if _is_file_inside(os.path.join(path, name), path):
+        if os.path.lexists(os.path.join(path, name)):
             cpuinfo = _read_text(os.path.join(path, name), path)[0]
     for name in SOS_LSPCI:
         candidate = os.path.join(path, name)
-        if _is_file_inside(candidate, path):
+        if os.path.lexists(candidate):
             text, cut = _read_text(candidate, path)
             return DumpFiles(text, candidate, cpuinfo, path, cut)
     hardware = os.path.join(path, SUPPORTCONFIG_HARDWARE)
-    if _is_file_inside(hardware, path):
+    if os.path.lexists(hardware):
         text, cut = _read_text(hardware, path)
         section = supportconfig_section(text, _is_lspci_vv)
         if section is not None:
@@ -409,46 +394,6 @@ class DumpRecord:
     origin: str
     md: Optional[List[MdArray]] = None  # from the archive's proc/mdstat (and sys/block/md*/md), where it kept them
     cut: bool = False  # the dump was longer than MAX_TEXT: what follows the cut is not judged
-
-
-MAX_MD_ENTRIES = 100_000  # files looked at below an archive's sys/block/md*: far more than any md set has
-
-
-def md_tree_refused(folder: str) -> Optional[str]:
-    """Why the md attributes an archive kept cannot be read safely, or None: every file below
-    its proc/mdstat and sys/block/md* must be a regular file or a folder, and every link must
-    stay inside the archive (a link to /etc/shadow or a FIFO must never be read or quoted)."""
-    top = os.path.realpath(folder)
-    looked = 0
-    starts = [os.path.join(folder, "proc", "mdstat")]
-    block = os.path.join(folder, "sys", "block")
-    try:
-        starts += [os.path.join(block, name) for name in os.listdir(block) if name.startswith("md")]
-    except OSError:
-        pass
-    pending = starts
-    while pending:
-        path = pending.pop()
-        looked += 1
-        if looked > MAX_MD_ENTRIES:
-            return f"more than {MAX_MD_ENTRIES} files below {block}"
-        real = os.path.realpath(path)
-        if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
-            return f"{path} leads outside the archive ({real})"
-        try:
-            mode = os.lstat(real).st_mode
-        except OSError as exc:
-            return f"{path}: {exc.strerror or exc}"
-        if stat.S_ISDIR(mode):
-            if os.path.islink(path) and path not in starts:
-                continue  # a link to a folder inside (holders, slaves): not walked twice
-            try:
-                pending += [os.path.join(path, name) for name in os.listdir(real)]
-            except OSError as exc:
-                return f"{path}: {exc.strerror or exc}"
-        elif not stat.S_ISREG(mode):
-            return f"{path} is not a regular file"
-    return None
 
 
 def read_dump(path: str) -> Tuple[DumpRecord, List[Problem]]:
@@ -471,17 +416,20 @@ def read_dump(path: str) -> Tuple[DumpRecord, List[Problem]]:
         problems = problems + [Problem("lspci dump cut", (("file", files.origin), ("after_bytes", str(MAX_TEXT))),
                                        level=WARNING)]
     md = None
-    refused = None
     if files.folder is not None and os.path.lexists(os.path.join(files.folder, "proc", "mdstat")):
-        refused = md_tree_refused(files.folder)
-        if refused is not None:
-            problems = problems + [Problem("md attributes of the archive not read", (("why", refused),),
-                                           level=WARNING)]
-    if refused is None and files.folder is not None and os.path.isfile(os.path.join(files.folder, "proc", "mdstat")):
         # A sosreport keeps /proc/mdstat and (its md plugin) /sys/block/md*/md: the md reader reads
-        # them as it reads a machine's.
-        sysfs = os.path.join(files.folder, "sys")
-        md, md_problems = read_md_arrays(Roots(sysfs=sysfs if os.path.isdir(sysfs) else files.folder,
-                                               procfs=os.path.join(files.folder, "proc"), dev=""))
-        problems = problems + list(md_problems)
+        # them as it reads a machine's, every file inside the archive (sysfs.inside): a link out
+        # of it, a FIFO or a device node is refused, not opened, and said as a finding.
+        sys_folder = os.path.join(files.folder, "sys")
+        roots = Roots(sysfs=sys_folder if os.path.isdir(sys_folder) else files.folder,
+                      procfs=os.path.join(files.folder, "proc"), dev="")
+        with sysfs.inside(files.folder) as refusals:
+            try:
+                md, md_problems = read_md_arrays(roots)
+                problems = problems + list(md_problems)
+            except sysfs.RootUnreadable as exc:
+                refusals.append(str(exc))
+        for why in dict.fromkeys(refusals):
+            problems = problems + [Problem("md attributes of the archive not read", (("why", why),),
+                                           level=WARNING)]
     return DumpRecord(dump, host, files.origin, md, files.cut), problems
