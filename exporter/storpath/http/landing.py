@@ -115,12 +115,18 @@ class _Flat:
     def __init__(self, topology: Topology):
         self.topology = topology
         self.nodes: List[Tuple[int, Node, int]] = []
-        stack = [(root, 0, -1) for root in reversed(topology.roots)]
+        nodes = self.nodes
+        # Depth first, each node's children in order; a stack of (children, next index, depth, parent).
+        stack = [(topology.roots, 0, 0, -1)]
         while stack:
-            node, depth, parent = stack.pop()
-            here = len(self.nodes)
-            self.nodes.append((depth, node, parent))
-            stack.extend((child, depth + 1, here) for child in reversed(node.children))
+            children, index, depth, parent = stack.pop()
+            if index == len(children):
+                continue
+            stack.append((children, index + 1, depth, parent))
+            node = children[index]
+            nodes.append((depth, node, parent))
+            if node.children:
+                stack.append((node.children, 0, depth + 1, len(nodes) - 1))
 
     def pages(self) -> int:
         return max(1, -(-len(self.nodes) // PAGE_NODES))
