@@ -210,6 +210,18 @@ def test_a_support_folder_is_read_inside_itself(tmp_path):
     assert "lspci.md_not_read" in kinds and data["exit_code"] >= 1
 
 
+def test_an_unlistable_block_folder_is_a_finding_not_a_traceback(tmp_path):
+    folder = tmp_path / "sos"
+    _sosreport(folder)
+    shutil.rmtree(folder / "sys" / "block")
+    os.symlink("block", folder / "sys" / "block")  # a loop: listing it fails (ELOOP), even as root
+    done = storpath("check", "--json", f"--lspci={folder}")
+    assert "Traceback" not in done.stderr
+    data = json.loads(done.stdout)
+    assert "lspci.md_not_read" in {f["kind"] for f in data["findings"]}
+    assert done.returncode == data["exit_code"] == 1  # a warning: docs/check.md's exit statuses
+
+
 def test_a_fifo_or_a_link_out_as_the_dump_is_refused_not_opened(tmp_path):
     for make in (lambda p: os.mkfifo(p), lambda p: os.symlink(os.path.join(FIXTURES, "quad-nic-x4.txt"), p)):
         folder = tmp_path / f"sos{len(os.listdir(tmp_path))}"
@@ -226,13 +238,25 @@ def test_a_device_node_given_as_the_dump_is_refused_unopened():
 
 
 def test_a_dump_cut_at_the_bound_is_not_called_clean(tmp_path, monkeypatch):
-    """A dump longer than the bound is judged up to the cut and says so: exit status not 0."""
+    """A dump listing more functions than the bound is judged up to the cut and says so: exit status not 0."""
     from storpath.readers import lspci
+    monkeypatch.setattr(lspci, "MAX_FUNCTIONS", 3)
     text = open(os.path.join(FIXTURES, "chipset-switch.txt"), encoding="utf-8").read()
     path = tmp_path / "dump.txt"
-    path.write_text(text + "\n" * (lspci.MAX_TEXT - len(text.encode()) + 10))
+    path.write_text(text)
     record, problems = lspci.read_dump(str(path))
-    assert record.cut and [p.message for p in problems if p.message == "lspci dump cut"]
+    assert record.cut and len(record.dump.devices) == 3
+    assert [p.message for p in problems if p.message == "lspci dump cut"]
+
+
+def test_a_dump_of_more_functions_than_a_segment_holds_is_cut_and_says_so(tmp_path):
+    path = tmp_path / "dump.txt"
+    with open(path, "w", encoding="ascii") as out:
+        for n in range(70000):  # domain 0 full (65,536), then domain 1
+            domain, rest = divmod(n, 65536)
+            out.write(f"{domain:04x}:{rest >> 8:02x}:{(rest >> 3) & 31:02x}.{rest & 7} "
+                      f"Ethernet controller [0200]: X [8086:1533]\n")
     done = storpath("check", "--json", f"--lspci={path}")
     data = json.loads(done.stdout)
-    assert "lspci.dump_cut" in {f["kind"] for f in data["findings"]} and done.returncode >= 1
+    cut = [f for f in data["findings"] if f["kind"] == "lspci.dump_cut"]
+    assert cut and "65536 functions" in cut[0]["title"] and done.returncode >= 1

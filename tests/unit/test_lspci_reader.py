@@ -158,3 +158,36 @@ def test_fast_on_a_large_dump():
     elapsed = time.perf_counter() - started
     assert len(dump.devices) == 4200
     assert elapsed < 5.0, f"{elapsed:.2f} s for {len(text)} characters"
+
+
+def test_the_parser_streams_lines_and_stops_at_the_bound():
+    """A text given line by line is consumed lazily and at most MAX_FUNCTIONS functions are
+    kept: an endless dump ends, cut, in bounded memory."""
+    from storpath.readers import lspci
+
+    def endless():
+        n = 0
+        while True:
+            domain, rest = divmod(n, 65536)
+            yield f"{domain:04x}:{rest >> 8:02x}:{(rest >> 3) & 31:02x}.{rest & 7} Ethernet controller [0200]: X [8086:1533]"
+            yield "\tCapabilities: [70] Express (v2) Endpoint, MSI 00"
+            n += 1
+
+    dump, _ = parse_lspci(endless())
+    assert dump.cut and len(dump.devices) == lspci.MAX_FUNCTIONS
+
+
+def test_a_line_without_end_is_read_in_bounded_pieces(tmp_path):
+    from storpath.readers import lspci
+    path = tmp_path / "dump.txt"
+    path.write_bytes(b"00:00.0 Host bridge [0600]: X [8086:1918]\n\t" + b"A" * (8 << 20) + b"\n"
+                     b"00:01.0 PCI bridge [0604]: X [8086:1901]\n")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        lines = list(lspci._lines(fd))
+    finally:
+        os.close(fd)
+    assert [len(line) <= lspci.MAX_LINE for line in lines] == [True, True, True]
+    assert lines[2].startswith("00:01.0")
+    record, _ = lspci.read_dump(str(path))
+    assert [d.address for d in record.dump.devices] == ["0000:00:00.0", "0000:00:01.0"]

@@ -161,3 +161,59 @@ def test_luks_uuid_learned_from_command_output_alone():
     tree.files = {"dmsetup-ls.txt": f"luks-{LUKS_UUID}\t(253:0)\n".encode()}
     r.learn_outputs(tree)
     assert LUKS_UUID.encode() not in r.apply("dmsetup-ls.txt", tree.files["dmsetup-ls.txt"])
+
+
+# `nvme connect -t tcp -a array1.example.com -w client-a.example.com --host-iface=ens1f0`: the
+# kernel prints what it was given (nvmf_get_address), host names included.
+HOSTNAME_ADDRESS = (b"traddr=array1.example.com,trsvcid=4420,host_traddr=client-a.example.com,"
+                    b"host_iface=ens1f0\n")
+SHORT_ADDRESS = b"traddr=nas1,trsvcid=4420,host_iface=san0\n"
+
+
+def test_fabrics_host_names_and_host_iface_get_stand_ins():
+    r = learned({"nvme0/address": HOSTNAME_ADDRESS, "nvme1/address": SHORT_ADDRESS})
+    out0 = r.apply("nvme0/address", HOSTNAME_ADDRESS).decode()
+    out1 = r.apply("nvme1/address", SHORT_ADDRESS).decode()
+    for secret in ("array1", "client-a", "ens1f0", "nas1", "san0"):
+        assert secret not in out0 + out1, (secret, out0, out1)
+    fields = dict(part.split("=", 1) for part in out0.strip().split(","))
+    assert fields["traddr"].endswith(".example") and fields["host_traddr"].endswith(".example")
+    assert fields["traddr"] != fields["host_traddr"] and fields["trsvcid"] == "4420"
+    assert len(fields["host_iface"]) <= 15 and fields["host_iface"] != "ens1f0"
+    assert dict(part.split("=", 1) for part in out1.strip().split(","))["traddr"].endswith(".example")
+    # The same host name in a command's text gets the same stand-in, as a whole name only.
+    listing = r.apply("outputs/nvme-list-subsys.txt",
+                      b" +- nvme0 tcp traddr=array1.example.com,trsvcid=4420 live (array1.example.community)\n")
+    assert fields["traddr"].encode() in listing and b"array1.example.community" in listing
+    assert b"traddr=array1.example.com," not in listing
+
+
+def test_file_names_that_carry_identities_are_redacted_with_their_links():
+    """A by-id name (a serial or a WWN in it), a WWID in a folder's name: redacted in every
+    file and link name and link target, with the stand-ins the files' text gets."""
+    from storpath.report.capture.archive import redact_names
+
+    wwid = "naa.5000cca25ca8f1d0"
+    serial = "S5Y1NJ0R123456"
+    tree = Tree("/nonexistent")
+    tree.files = {"block/sda/device/wwid": f"{wwid}\n".encode(),
+                  f"devices/virtual/wwids/{wwid}/state": b"running\n",
+                  f"disk/by-id/ata-Samsung_SSD_870_EVO_{serial}/size": b"1\n"}
+    tree.links = {f"disk/by-id/wwn-0x5000cca25ca8f1d0": "../../block/sda",
+                  "disk/by-path/sda": f"../by-id/ata-Samsung_SSD_870_EVO_{serial}"}
+    tree.dirs = {f"devices/virtual/wwids/{wwid}"}
+    tree.mtimes = {f"devices/virtual/wwids/{wwid}/state": 1.0}
+    r = Redactor(key=b"k" * 16)
+    r.learn_sysfs(tree)
+    r.learn_names([*tree.files, *tree.links, *tree.links.values()])
+    tree.files = {rel: r.apply(rel, data) for rel, data in tree.files.items()}
+    redact_names(tree, r)
+    names = " ".join([*tree.files, *tree.links, *tree.links.values(), *tree.dirs, *tree.mtimes])
+    for secret in ("5000cca25ca8f1d0", serial):
+        assert secret not in names.lower() and secret.lower() not in names.lower(), names
+    stand_in = tree.files["block/sda/device/wwid"].decode().strip()
+    assert f"devices/virtual/wwids/{stand_in}/state" in tree.files  # the same stand-in as the text's
+    assert f"devices/virtual/wwids/{stand_in}" in tree.dirs
+    by_id = next(rel for rel in tree.files if rel.startswith("disk/by-id/ata-"))
+    assert tree.links["disk/by-path/sda"] == "../by-id/" + by_id.split("/")[2]  # the link still leads there
+    assert "disk/by-id/wwn-0x" + stand_in[len("naa."):] in tree.links

@@ -484,3 +484,25 @@ def test_open_connections_are_counted_until_each_is_closed_however_it_ends():
             sock.close()
     finally:
         server.stop()
+
+
+def test_landing_page_number_is_a_whole_number_or_a_clear_400():
+    from types import SimpleNamespace
+
+    from storpath.http.server import App, Site
+
+    site = Site(scraper=Scraper(lambda timeout: [GaugeMetricFamily("storpath_t", "T.", value=1)]),
+                collector_names=["pcie"], exporter=SimpleNamespace(last_snapshot=lambda: None))
+    app = App(site)
+
+    def get(query):
+        got = {}
+        body = b"".join(app({"REQUEST_METHOD": "GET", "PATH_INFO": "/", "QUERY_STRING": query},
+                            lambda status, headers: got.update(status=status)))
+        return got["status"], body
+
+    for query in ("page=0", "page=-1", "page=x", "page=1e3", "page=" + "9" * 12, "page=\u0662"):
+        status, body = get(query)
+        assert status.startswith("400") and b"page: a whole number from 1" in body, query
+    for query in ("", "page=2", "other=1&page=3", "page=1&page=x"):
+        assert get(query)[0] == "200 OK", query

@@ -127,6 +127,63 @@ def test_a_source_still_reading_at_the_deadline_times_out_and_the_next_snapshot_
     snapshotter.close()
 
 
+def test_a_reading_left_behind_twice_is_served_with_its_age_not_as_current(tmp_path):
+    # A source slower than two deadlines: the first snapshot starts it, the second waits and
+    # times out again, the third finds it done, begun before the second snapshot: its data
+    # is older than the interval between two scrapes. It is served (nothing fresher exists, and
+    # reading afresh would never end in time) with when its reading began, and said once.
+    path = str(tmp_path / "attr")
+    with open(path, "w") as handle:
+        handle.write("1\n")
+    calls = []
+
+    def slow():
+        calls.append(1)
+        return _many_reads(path, 30, 0.02)()  # about 0.6 s
+
+    snapshotter = Snapshotter([_plain("md", slow), _plain("ata_links", lambda *_: ["link1"])], blocked_after=5.0)
+    before_first = time.time()
+    first = snapshotter.take(timeout=0.2)
+    second = snapshotter.take(timeout=0.2)
+    assert first.failed["md"].startswith("timed out") and second.failed["md"].startswith("timed out")
+    assert snapshotter._behind["md"].done.wait(5)
+    third = snapshotter.take(timeout=5.0)
+    assert calls == [1] and third.md == 30 and not third.failed
+    assert before_first <= third.read_at["md"] == third.read_from < second.taken_at
+    assert "ata_links" not in third.read_at  # read within this snapshot
+    old = [p for p in third.problems if p.message.startswith("a reading left behind")]
+    assert len(old) == 1 and dict(old[0].fields)["source"] == "md"
+    assert dict(old[0].fields)["age_seconds"] >= 0.3  # begun before the second snapshot (0.2 s each)
+    fourth = snapshotter.take(timeout=5.0)
+    assert fourth.read_at == {} and fourth.read_from == 0.0  # read afresh: dated by its own reading
+    snapshotter.close()
+
+
+def test_the_answer_exports_each_sources_age(tmp_path):
+    """storpath_scrape_source_age_seconds: for a source taken up from an earlier scrape, the
+    seconds since its reading began; no series for one read for this answer."""
+    from storpath.base.roots import Roots
+    from storpath.report.exporter import StorpathExporter
+
+    path = str(tmp_path / "attr")
+    with open(path, "w") as handle:
+        handle.write("1\n")
+    snapshotter = Snapshotter([_plain("md", _many_reads(path, 30, 0.02)),
+                               _plain("ata_links", lambda *_: ["link1"])], blocked_after=5.0)
+    exporter = StorpathExporter([], roots=Roots(sysfs=str(tmp_path), procfs=str(tmp_path), dev=""))
+    exporter.snapshotter.close()
+    exporter.snapshotter = snapshotter  # these two sources, one slower than two deadlines
+    answers = []
+    for timeout in (0.6, 0.6, 5.0, 5.0):
+        families = exporter.collect(timeout)
+        answers.append({s.labels["source"]: s.value for f in families
+                        if f.name == "storpath_scrape_source_age_seconds" for s in f.samples})
+    taken_up = [ages for ages in answers if ages]
+    assert len(taken_up) == 1 and list(taken_up[0]) == ["md"] and taken_up[0]["md"] >= 0.2, answers
+    assert answers[-1] == {}  # read afresh for the last answer: no age series
+    snapshotter.close()
+
+
 def test_a_source_whose_need_failed_is_not_read():
     calls = []
 

@@ -154,6 +154,7 @@ def parse_identity(text: Optional[str]) -> Optional[str]:
 
 
 _PCI_ADDRESS_PARTS = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+_DIGIT_RUNS = re.compile(r"(\d+)")
 
 
 def natural_key(text: str):
@@ -163,4 +164,8 @@ def natural_key(text: str):
     if match:
         domain, bus, device, function = (int(g, 16) for g in match.groups())
         return ["", domain, ":", bus, ":", device, ".", function, ""]
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
+    # Every other part is a run of digits (re.split with a group): no test per part.
+    parts = _DIGIT_RUNS.split(text)
+    for index in range(1, len(parts), 2):
+        parts[index] = int(parts[index])
+    return parts

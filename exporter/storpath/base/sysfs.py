@@ -14,11 +14,13 @@ output shows them through storpath.base.safetext. An attribute's content is text
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import stat
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from storpath.base.parse import cut_text, parse_int
 
@@ -59,6 +61,115 @@ ATTRIBUTE_BYTES = 4096
 WHOLE_FILE = 1 << 24
 
 
+# ---- a folder read inside itself ------------------------------------------------------
+#
+# A support folder (a sosreport beside an lspci dump) is another machine's files, handed in:
+# a link in it may lead anywhere (a private key, /dev/watchdog), a FIFO in it blocks an open for
+# ever. Inside a folder given to `inside()`, every read below goes through `open_inside`, which
+# holds by mechanism, not by a look beforehand: the path is opened with O_PATH (links followed,
+# but nothing is opened for reading: a device's driver is not called, a FIFO does not block),
+# what was opened is judged on the descriptor itself (where /proc/self/fd says it is, its type
+# by fstat), and only a regular file or a folder inside is then opened for reading, through that
+# same descriptor (no second lookup of the path, so no swap in between), with O_NONBLOCK. Every
+# read is bounded by its caller's limit. What is refused is kept in the folder's list of
+# refusals, which the reader reports.
+
+
+class Refused(OSError):
+    """A file of a folder read inside itself that was not opened: outside the folder, or
+    neither a regular file nor a folder."""
+
+
+_INSIDE: Dict[str, Tuple[str, List[str]]] = {}  # folder as given (absolute) -> (its real path, refusals)
+_INSIDE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def inside(folder: str) -> Iterator[List[str]]:
+    """While in this block, every read of these helpers below `folder` stays inside it
+    (open_inside). Yields the list of what was refused or could not be read there
+    ("path: why"), for the caller to report."""
+    given = os.path.abspath(folder)
+    refusals: List[str] = []
+    with _INSIDE_LOCK:
+        _INSIDE[given] = (os.path.realpath(folder), refusals)
+    try:
+        yield refusals
+    finally:
+        with _INSIDE_LOCK:
+            _INSIDE.pop(given, None)
+
+
+def _confinement(path: str) -> Optional[Tuple[str, List[str]]]:
+    """(the real folder, its refusals) when `path` lies in a folder read inside itself."""
+    if not _INSIDE:
+        return None
+    absolute = os.path.abspath(path)
+    for given, held in list(_INSIDE.items()):
+        if absolute == given or absolute.startswith(given.rstrip(os.sep) + os.sep):
+            return held
+    return None
+
+
+def _within(real: str, top: str) -> bool:
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def open_inside(path: str, top: Optional[str], directory: bool = False) -> int:
+    """A descriptor open for reading on the regular file (or with `directory` the folder) at
+    `path`, which must lie inside the real folder `top` once every link is followed (any
+    place without `top`). Never opens a device node, a FIFO or a socket; Refused saying why
+    (OSError when the path cannot be opened at all)."""
+    flags = os.O_PATH | os.O_CLOEXEC
+    handle = os.open(path, flags)
+    try:
+        real = os.readlink(f"/proc/self/fd/{handle}")
+        if top is not None and not _within(real, top):
+            raise Refused(errno.EACCES, f"leads outside {top} ({real}): not read", path)
+        mode = os.fstat(handle).st_mode
+        if stat.S_ISDIR(mode) and directory:
+            wanted = os.O_RDONLY | os.O_DIRECTORY
+        elif stat.S_ISREG(mode) and not directory:
+            wanted = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+        else:
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            raise Refused(errno.EACCES, f"{kind}: not read", path)
+        # Reopened through the descriptor: the very file judged above, not the path looked up again.
+        return os.open(f"/proc/self/fd/{handle}", wanted | os.O_CLOEXEC)
+    finally:
+        os.close(handle)
+
+
+def _open_for_read(path: str) -> int:
+    held = _confinement(path)
+    if held is None:
+        return os.open(path, os.O_RDONLY)
+    try:
+        return open_inside(path, held[0])
+    except OSError as exc:
+        if exc.errno not in _GONE or isinstance(exc, Refused):
+            held[1].append(f"{path}: {exc.strerror or exc}")
+        raise
+
+
+def _listing(path: str) -> List[os.DirEntry]:
+    held = _confinement(path)
+    if held is None:
+        with os.scandir(path) as it:
+            return list(it)
+    try:
+        fd = open_inside(path, held[0], directory=True)
+    except OSError as exc:
+        if exc.errno not in _GONE or isinstance(exc, Refused):
+            held[1].append(f"{path}: {exc.strerror or exc}")
+        raise
+    try:
+        with os.scandir(fd) as it:
+            return list(it)
+    finally:
+        os.close(fd)
+
+
 def read_attr(path: str, limit: int = ATTRIBUTE_BYTES) -> Optional[str]:
     """The text of a sysfs attribute as parse.cut_text leaves it, or None if it cannot be read."""
     return read_attr_why(path, limit)[0]
@@ -68,13 +179,13 @@ def read_attr_why(path: str, limit: int = ATTRIBUTE_BYTES) -> Tuple[Optional[str
     """Like read_attr, but also says why a read failed (None reason when the file is absent)."""
     ident = _start(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open_for_read(path)
         try:
             data = os.read(fd, limit)
         finally:
             os.close(fd)
     except OSError as exc:
-        return None, (None if exc.errno in _GONE else os.strerror(exc.errno or 0))
+        return None, (None if exc.errno in _GONE and not isinstance(exc, Refused) else _why(exc))
     finally:
         _done(ident)
     return cut_text(data.decode("utf-8", "replace")), None
@@ -98,7 +209,7 @@ def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:
     """The raw bytes of a file."""
     ident = _start(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open_for_read(path)
         try:
             return os.read(fd, limit)
         finally:
@@ -167,6 +278,10 @@ def _unreadable(path: str, root: Optional[str], exc: OSError) -> bool:
     return True
 
 
+def _why(exc: OSError) -> str:
+    return exc.strerror if isinstance(exc, Refused) else os.strerror(exc.errno or 0)
+
+
 def list_dir(path: str, root: Optional[str] = None) -> List[str]:
     """The sorted entries of a directory; [] if it is absent or unreadable. With `root`
     (the filesystem root it lies below: --path.sysfs, --path.procfs) a directory a reader
@@ -174,10 +289,12 @@ def list_dir(path: str, root: Optional[str] = None) -> List[str]:
     itself cannot be read."""
     ident = _start(path)
     try:
-        return sorted(os.listdir(path))
+        if _confinement(path) is None:
+            return sorted(os.listdir(path))  # the machine's own sysfs: as before, no entry objects
+        return sorted(entry.name for entry in _listing(path))
     except OSError as exc:
         if _unreadable(path, root, exc):
-            raise RootUnreadable(f"{path}: {os.strerror(exc.errno or 0)}") from None
+            raise RootUnreadable(f"{path}: {_why(exc)}") from None
         return []
     finally:
         _done(ident)
@@ -205,11 +322,10 @@ def list_entries(path: str, root: Optional[str] = None) -> List[Tuple[str, int]]
     that later appears under the same name."""
     ident = _start(path)
     try:
-        with os.scandir(path) as it:
-            entries = [(entry.name, entry.inode()) for entry in it]
+        entries = [(entry.name, entry.inode()) for entry in _listing(path)]
     except OSError as exc:
         if _unreadable(path, root, exc):
-            raise RootUnreadable(f"{path}: {os.strerror(exc.errno or 0)}") from None
+            raise RootUnreadable(f"{path}: {_why(exc)}") from None
         return []
     finally:
         _done(ident)

@@ -26,7 +26,7 @@ from storpath.report.findings import _probes
 from storpath.report.findings import (CRITICAL, INFO, WARNING, CheckResult, Facts, Finding, counted, natural_key,
                                run_checks, severity_rank, worst)
 from storpath.report.findings import load_all as load_findings
-from storpath.readers.lspci import MAX_TEXT, read_dump
+from storpath.readers.lspci import MAX_FUNCTIONS, read_dump
 from storpath.scrape.snapshot import from_lspci
 from storpath.report.tree import model, sources
 from storpath.report.tree import text as tree_text
@@ -133,8 +133,10 @@ def _run_lspci(args, config, collector: Optional[_NoteCollector]) -> int:
         fields = dict(problem.fields)
         if problem.message == "lspci dump cut":
             result.findings.append(Finding(
-                record.origin, WARNING, f"the lspci dump was cut after {MAX_TEXT >> 20} MiB: what follows is not judged",
-                f"{record.origin} is longer than {MAX_TEXT} bytes", "devices listed after the cut are not checked",
+                record.origin, WARNING,
+                f"the lspci dump was cut after {MAX_FUNCTIONS} functions: what follows is not judged",
+                f"{record.origin} lists more than {MAX_FUNCTIONS} PCI functions (a PCI segment holds at most 65,536)",
+                "devices listed after the cut are not checked",
                 "check a dump of one machine, or split the file", kind="lspci.dump_cut", subsystem="lspci"))
         elif problem.message == "md attributes of the archive not read":
             result.findings.append(Finding(

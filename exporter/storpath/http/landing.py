@@ -11,7 +11,11 @@ the base configurable (`web.runbook_url_base`) like the alerts' runbook_url
 by storpath.http.runbooks).
 
 The HTTP server keeps a `Landing(collectors, metrics_path, runbook_base, config)` and calls
-its `page(exporter)`; that is the whole of its side.
+its `page(exporter, number)` (`/?page=N`); that is the whole of its side.
+
+A large host's tree (10,000 dm-multipath maps: 30,000 nodes, 5 MB of HTML) is paged: a page
+holds PAGE_NODES nodes of the tree in order, the first one's ancestors drawn above it (marked
+"continued"), so the cost of a visit is bounded whatever the host's size.
 """
 
 from __future__ import annotations
@@ -106,14 +110,41 @@ section{margin-top:1.2em}
 """
 
 
+PAGE_NODES = 1000  # nodes of the tree drawn on one page
+
+
+class _Flat:
+    """A topology in the order the page draws it: (depth, node, index of its parent or -1)."""
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+        self.nodes: List[Tuple[int, Node, int]] = []
+        nodes = self.nodes
+        # Depth first, each node's children in order; a stack of (children, next index, depth, parent).
+        stack = [(topology.roots, 0, 0, -1)]
+        while stack:
+            children, index, depth, parent = stack.pop()
+            if index == len(children):
+                continue
+            stack.append((children, index + 1, depth, parent))
+            node = children[index]
+            nodes.append((depth, node, parent))
+            if node.children:
+                stack.append((node.children, 0, depth + 1, len(nodes) - 1))
+
+    def pages(self) -> int:
+        return max(1, -(-len(self.nodes) // PAGE_NODES))
+
+
 class Landing:
     """The landing page of one configuration, for the exporter's last scrape
     (`exporter.last_snapshot()`).
 
-    Drawing the tree of a large host costs about as much CPU as a scrape, so it is drawn at
-    most once per scrape: the drawing of the last scrape is kept, and visitors who arrive
-    while it is drawn wait for it instead of drawing it again (single flight). Only the
-    page's frame (the scrape's age) is made per visit.
+    Building the tree of a large host costs about as much CPU as a scrape, so it is built at
+    most once per scrape: the tree of the last scrape is kept, and visitors who arrive
+    while it is built wait for it instead of building it again (single flight). A page of
+    it (PAGE_NODES nodes) is drawn once and kept for that scrape; the page's frame (the
+    scrape's age) is made per visit.
     """
 
     def __init__(self, collectors: Sequence[str], metrics_path: str = "metrics",
@@ -124,10 +155,12 @@ class Landing:
         self.config = config
         self.drawings = 0  # trees drawn (for tests)
         self._lock = threading.Lock()
-        # ((id, taken_at) of the scrape drawn: no reference that would keep it alive, its tree's HTML)
-        self._drawn: Optional[Tuple[tuple, str]] = None
+        # (id, taken_at) of the scrape whose tree is kept (no reference that would keep it alive),
+        # the tree, and the pages of it drawn (number -> HTML)
+        self._drawn: Optional[Tuple[tuple, _Flat, Dict[int, str]]] = None
 
-    def page(self, exporter) -> bytes:
+    def page(self, exporter, number: int = 1) -> bytes:
+        """Page `number` of the tree of the last scrape (the last page for a number past it)."""
         scrape = exporter.last_snapshot() if exporter is not None else None
         body: List[str] = []
         if scrape is None:
@@ -143,17 +176,21 @@ class Landing:
                         f"{html.escape(time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(scrape.taken_at)))} "
                         f"({age:.0f} s ago). Findings shown: PCIe links and md arrays, which the scrape's own "
                         "records tell; <code>storpath check</code> on the host has all of them.</p>")
-            body.append(self._tree(scrape))
+            body.append(self._tree(scrape, number))
         return _document(body, self.collectors, self.metrics_path).encode()
 
-    def _tree(self, scrape) -> str:
+    def _tree(self, scrape, number: int) -> str:
         key = (id(scrape), scrape.taken_at)
         with self._lock:
             if self._drawn is None or self._drawn[0] != key:
-                topology = model.build(sources.from_scrape(scrape, self.config))
-                self._drawn = (key, tree_html(topology, self.runbook_base))
+                flat = _Flat(model.build(sources.from_scrape(scrape, self.config)))
+                self._drawn = (key, flat, {})
                 self.drawings += 1
-            return self._drawn[1]
+            _, flat, drawn = self._drawn
+            number = min(max(number, 1), flat.pages())
+            if number not in drawn:
+                drawn[number] = _page_html(flat, number, self.runbook_base)
+            return drawn[number]
 
 
 def _document(body: List[str], collectors: Sequence[str], metrics_path: str) -> str:
@@ -183,10 +220,58 @@ _attr = _text
 
 
 def tree_html(topology: Topology, runbook_base: str = DEFAULT_RUNBOOK_BASE) -> str:
+    """The whole tree (one page, however large)."""
     parts = ["<ul class=\"tree\">"]
     for root in topology.roots:
         _node(root, runbook_base, parts)
     parts.append("</ul>")
+    _after_tree(topology, runbook_base, parts)
+    return "\n".join(parts)
+
+
+def _page_html(flat: _Flat, number: int, runbook_base: str) -> str:
+    """Page `number` of the tree: its PAGE_NODES nodes in order, under the first one's
+    ancestors (drawn as "continued"), with links to the other pages; the findings about no
+    one device on the first page."""
+    start = (number - 1) * PAGE_NODES
+    end = min(start + PAGE_NODES, len(flat.nodes))
+    pages = flat.pages()
+    parts: List[str] = []
+    if pages > 1:
+        links = [f"<a href=\"?page={n}\" rel=\"{rel}\">{label}</a>"
+                 for n, rel, label in ((1, "first", "first"), (number - 1, "prev", "previous"),
+                                       (number + 1, "next", "next"), (pages, "last", "last"))
+                 if 1 <= n <= pages and n != number]
+        parts.append(f"<p class=\"pages\" id=\"pages\">Page {number} of {pages}: nodes {start + 1}-{end} of "
+                     f"{len(flat.nodes)} in the tree. {' '.join(links)}</p>")
+    parts.append("<ul class=\"tree\">")
+    chain: List[int] = []
+    if start < end:
+        parent = flat.nodes[start][2]
+        while parent >= 0:
+            chain.append(parent)
+            parent = flat.nodes[parent][2]
+    for index in reversed(chain):
+        parts.append(_node_open(flat.nodes[index][1], runbook_base, continued=True))
+        parts.append("<ul>")
+    previous: Optional[int] = None
+    for depth, node, _ in flat.nodes[start:end]:
+        if previous is not None:
+            if depth > previous:
+                parts.append("<ul>")
+            else:
+                parts.append("</li>" + "</ul></li>" * (previous - depth))
+        parts.append(_node_open(node, runbook_base))
+        previous = depth
+    if previous is not None:
+        parts.append("</li>" + "</ul></li>" * previous)
+    parts.append("</ul>")
+    if number == 1:
+        _after_tree(flat.topology, runbook_base, parts)
+    return "\n".join(parts)
+
+
+def _after_tree(topology: Topology, runbook_base: str, parts: List[str]) -> None:
     if topology.elsewhere:
         parts.append("<section id=\"elsewhere\"><h2>Not about one device</h2>")
         for finding in topology.elsewhere:
@@ -194,10 +279,20 @@ def tree_html(topology: Topology, runbook_base: str = DEFAULT_RUNBOOK_BASE) -> s
         parts.append("</section>")
     if not topology.roots:
         parts.append("<p>No PCIe storage path found (no storage controller or block device on a PCI device).</p>")
-    return "\n".join(parts)
 
 
 def _node(node: Node, runbook_base: str, out: List[str]) -> None:
+    out.append(_node_open(node, runbook_base))
+    if node.children:
+        out.append("<ul>")
+        for child in node.children:
+            _node(child, runbook_base, out)
+        out.append("</ul>")
+    out.append("</li>")
+
+
+def _node_open(node: Node, runbook_base: str, continued: bool = False) -> str:
+    """A node's `<li>` and its box, its children's list left to the caller."""
     classes = ["node", node.kind] + ([node.state] if node.state else [])
     if node.limits:
         classes.append("limiting")
@@ -225,14 +320,12 @@ def _node(node: Node, runbook_base: str, out: List[str]) -> None:
         first = node.findings[0]
         title = first.title if first.subject == node.id or node.kind == MEMBER else f"{first.subject}: {first.title}"
         bits.append(_finding(first, title, len(node.findings) - 1, runbook_base))
-    out.append(f"<li><div class=\"{' '.join(classes)}\" id=\"{_attr(_dom_id(node.id))}\" "
-               f"data-node=\"{_attr(node.id)}\">{''.join(bits)}</div>")
-    if node.children:
-        out.append("<ul>")
-        for child in node.children:
-            _node(child, runbook_base, out)
-        out.append("</ul>")
-    out.append("</li>")
+    if continued:  # an ancestor of the page's first node, drawn again above it
+        classes.append("continued")
+        bits.append(" <span class=\"more\">(continued)</span>")
+    dom_id = "" if continued else f" id=\"{_attr(_dom_id(node.id))}\""
+    return (f"<li><div class=\"{' '.join(classes)}\"{dom_id} "
+            f"data-node=\"{_attr(node.id)}\">{''.join(bits)}</div>")
 
 
 def _dom_id(node_id: str) -> str:
@@ -251,4 +344,4 @@ def _finding(finding, title: str, more: int, runbook_base: str) -> str:
             f"{finding.severity.upper()}</span>{text}{extra}</span>")
 
 
-__all__ = ["Landing", "tree_html", "RUNBOOKS", "DEFAULT_RUNBOOK_BASE"]
+__all__ = ["Landing", "tree_html", "RUNBOOKS", "DEFAULT_RUNBOOK_BASE", "PAGE_NODES"]

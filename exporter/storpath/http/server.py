@@ -191,12 +191,16 @@ class App:
                 answer = self._metrics(site, environ)
             elif path == "/" and site.telemetry_path != "/":
                 # The topology of the last scrape (storpath.http.landing); never a scrape of its own.
-                if not site.landing_lane.acquire(blocking=False):
+                number = _page_number(environ.get("QUERY_STRING", ""))
+                if number is None:
+                    answer = ("400 Bad Request", b"page: a whole number from 1, as in /?page=2\n", TEXT, ())
+                elif not site.landing_lane.acquire(blocking=False):
                     answer = ("503 Service Unavailable", b"Too many landing page requests at once\n", TEXT,
                               [("Retry-After", "1")])
                 else:
                     try:
-                        answer = ("200 OK", site.landing().page(site.exporter), "text/html; charset=utf-8", ())
+                        answer = ("200 OK", site.landing().page(site.exporter, number), "text/html; charset=utf-8",
+                                  ())
                     finally:
                         site.landing_lane.release()
             elif path.startswith(runbooks.PREFIX) or path == runbooks.PREFIX.rstrip("/"):
@@ -346,3 +350,15 @@ class Server:
             http.stop()
         for thread in self._threads:
             thread.join(10)
+
+
+def _page_number(query: str) -> Optional[int]:
+    """The landing page's `page` parameter (1 when absent); None when it is not a whole number
+    from 1 (the other parameters are ignored)."""
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name == "page":
+            if not (value.isascii() and value.isdigit()) or len(value) > 9 or int(value) < 1:
+                return None
+            return int(value)
+    return 1

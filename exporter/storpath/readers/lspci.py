@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
+from storpath.base import sysfs
 from storpath.base.parse import PCIE_SPEEDS
 from storpath.base.problems import INFO, WARNING, Problem
 from storpath.readers.host import DMI_FIELDS, HostIdentity, identify, parse_cpuinfo_hypervisor
@@ -73,6 +73,12 @@ CLASS_NAMES = {
     "PCI bridge": 0x0604, "CardBus bridge": 0x0607, "Bridge": 0x0680, "USB controller": 0x0c03,
     "Processing accelerators": 0x1200, "SD Host controller": 0x0805,
 }
+
+# Functions kept from one dump: a PCI segment holds at most 65,536 (256 buses, 32 devices, 8
+# functions: the PCIe spec's Routing ID); the largest servers list a few thousand. A dump listing
+# more is cut there and says so (memory bounded whatever it holds).
+MAX_FUNCTIONS = 65536
+MAX_LINE = 4096  # characters kept of one line (lspci's longest are under 300); the rest is skipped unread
 
 _HEADER = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s+(.*)$")
 _CLASS_NUMERIC = re.compile(r"^([0-9a-fA-F]{4}): ([0-9a-fA-F]{4}):([0-9a-fA-F]{4})")  # lspci -n
@@ -127,6 +133,7 @@ class LspciDump:
     link_lines: int = 0  # LnkCap lines seen
     denied: int = 0  # functions whose capabilities lspci could not read (no root)
     guest_vendor: Optional[str] = None  # a hypervisor's emulated device was listed (analysis.virtual's names)
+    cut: bool = False  # more than MAX_FUNCTIONS functions: those after the cut are not read
 
     def cannot_show(self) -> List[str]:
         """What this dump does not say, for the report."""
@@ -240,15 +247,17 @@ def _device(found: _Function, parent: Optional[str]) -> PciDevice:
                      current_link_width=None if no_link else found.sta_width)
 
 
-def parse_lspci(text: str) -> Tuple[LspciDump, List[Problem]]:
-    """The devices of an lspci -vv text, and the problems met (none of which stops the
-    parse: any text gives a dump, possibly empty). No I/O."""
+def parse_lspci(text: Union[str, Iterable[str]]) -> Tuple[LspciDump, List[Problem]]:
+    """The devices of an lspci -vv text (a string, or its lines one by one: a file streamed,
+    never held whole), and the problems met (none of which stops the parse: any text gives a
+    dump, possibly empty). At most MAX_FUNCTIONS functions are kept (memory bounded whatever
+    the size of the text): past them the dump is `cut`. No I/O."""
     dump = LspciDump()
     functions: List[_Function] = []
     seen: Dict[str, int] = {}
     problems: List[Problem] = []
     current: Optional[_Function] = None
-    for line in text.splitlines():
+    for line in (text.splitlines() if isinstance(text, str) else text):
         if not line:
             continue
         if line[0] in " \t":
@@ -264,9 +273,13 @@ def parse_lspci(text: str) -> Tuple[LspciDump, List[Problem]]:
             problems.append(Problem("lspci dump lists a function twice, keeping the first",
                                     (("address", found.address),), WARNING))
             continue
+        if len(functions) >= MAX_FUNCTIONS:
+            dump.cut = True
+            break
         seen[found.address] = len(functions)
         functions.append(found)
         current = found
+    del seen
     # A function's bridge is the one whose secondary bus is the function's bus (in its domain);
     # a bus no bridge leads to hangs below a host bridge.
     bridges = {(f.domain, f.secondary): f.address for f in functions if f.secondary is not None}
@@ -305,22 +318,34 @@ SOS_LSPCI = ("sos_commands/pci/lspci_-nnvv", "sos_commands/pci/lspci_-nvv", "sos
              "sos_commands/pci/lspci_-vv", "lspci", "logs/lspci")
 SUPPORTCONFIG_HARDWARE = "hardware.txt"
 SECTION = "#==["  # a supportconfig section starts so; its next line is `# <command or file>`
-MAX_TEXT = 64 << 20  # bytes read from one file: a dump of the largest server is under 1 MB
+MAX_TEXT = 16 << 20  # bytes kept of a small file read whole (/proc/cpuinfo: about 1 MB for 512 CPUs)
+
+
+def _section_lines(lines: Iterable[str], wanted) -> Iterator[str]:
+    """The body lines of the first section of supportconfig lines whose command line (`#
+    /sbin/lspci -nnvv`) satisfies `wanted`, one by one."""
+    heading = inside = False
+    for line in lines:
+        if line.startswith(SECTION):
+            if inside:
+                return
+            heading = True
+            continue
+        if heading:
+            heading = False
+            inside = wanted(line)
+            continue
+        if inside:
+            yield line
 
 
 def supportconfig_section(text: str, wanted) -> Optional[str]:
-    """The body of the first section of a supportconfig file whose command line (`# /sbin/lspci
-    -nnvv`) satisfies `wanted`; None when there is none."""
+    """The body of the first section of a supportconfig text whose command line satisfies
+    `wanted`; None when there is none."""
     lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith(SECTION) and i + 1 < len(lines) and wanted(lines[i + 1]):
-            body = []
-            for rest in lines[i + 2:]:
-                if rest.startswith(SECTION):
-                    break
-                body.append(rest)
-            return "\n".join(body)
-    return None
+    found = any(line.startswith(SECTION) and i + 1 < len(lines) and wanted(lines[i + 1])
+                for i, line in enumerate(lines))
+    return "\n".join(_section_lines(lines, wanted)) if found else None
 
 
 def _is_lspci_vv(command: str) -> bool:
@@ -328,74 +353,107 @@ def _is_lspci_vv(command: str) -> bool:
     return bool(words) and os.path.basename(words[0]) == "lspci" and any("vv" in w for w in words[1:])
 
 
-def _inside(path: str, folder: Optional[str]) -> bool:
-    """Whether `path`, its links followed, stays inside `folder` (always, without a folder)."""
-    if folder is None:
-        return True
-    top = os.path.realpath(folder)
-    return os.path.realpath(path).startswith(top.rstrip(os.sep) + os.sep)
-
-
-def _read_text(path: str, folder: Optional[str] = None) -> Tuple[str, bool]:
-    """The text of the regular file at `path` (links resolved inside `folder` only), up to
-    MAX_TEXT bytes, and whether it was cut there. A FIFO, a device node or a socket is never
-    opened (its type is checked before the open, and again on what was opened, which does not
-    block); OSError saying why."""
-    if not _inside(path, folder):
-        raise OSError(f"{path} leads outside {folder} ({os.path.realpath(path)}): not read")
-    if not stat.S_ISREG(os.stat(path).st_mode):  # a device node's open alone can act (a watchdog): never opened
-        raise OSError(f"{path} is not a regular file: not read")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+def _open(path: str, folder: Optional[str]) -> int:
+    """The regular file at `path` open for reading (with `folder`: inside that folder once its
+    links are followed), by sysfs.open_inside: a FIFO, a device node or a socket is never opened
+    for reading, a link out of the folder never followed to a read; OSError saying why."""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file: not read")
+        return sysfs.open_inside(path, os.path.realpath(folder) if folder is not None else None)
+    except sysfs.Refused as exc:
+        raise OSError(f"{path}: {exc.strerror}") from None
+
+
+def _read_text(path: str, folder: Optional[str] = None) -> str:
+    """The text of a small file (/proc/cpuinfo), up to MAX_TEXT bytes."""
+    fd = _open(path, folder)
+    try:
         with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_TEXT + 1)
+            return f.read(MAX_TEXT).decode("utf-8", "replace")
     finally:
         os.close(fd)
-    return data[:MAX_TEXT].decode("utf-8", "replace"), len(data) > MAX_TEXT
 
 
-def _is_file_inside(path: str, folder: str) -> bool:
-    return os.path.isfile(path) and _inside(path, folder)
+def _lines(fd: int) -> Iterator[str]:
+    """The lines of the file open at `fd`, one by one, each at most MAX_LINE characters (the
+    rest of a longer one is skipped in bounded pieces): memory bounded whatever the file's size."""
+    with os.fdopen(fd, "rb", buffering=1 << 16, closefd=False) as f:
+        while True:
+            line = f.readline(MAX_LINE)
+            if not line:
+                return
+            if not line.endswith(b"\n"):
+                rest = line
+                while rest and not rest.endswith(b"\n"):
+                    rest = f.readline(MAX_LINE)
+            yield line.decode("utf-8", "replace").rstrip("\r\n")
 
 
 @dataclass
 class DumpFiles:
-    """What a support archive (or one file) gave: the lspci text, where it came from, and
-    /proc/cpuinfo's text where the archive kept it (whether the machine is a VM)."""
+    """Where a support archive (or one file) keeps the lspci text, and /proc/cpuinfo's text
+    where the archive kept it (whether the machine is a VM). The lspci text is streamed
+    (`lines`), never read whole."""
 
-    lspci: str
+    path: str  # the file holding the lspci text
     origin: str
     cpuinfo: Optional[str] = None
     folder: Optional[str] = None  # the archive's folder, where it was one
-    cut: bool = False  # the lspci text was longer than MAX_TEXT: judged up to the cut only
+    section: bool = False  # the lspci text is a supportconfig section of `path`
+
+    def lines(self) -> Iterator[str]:
+        fd = _open(self.path, self.folder)
+        try:
+            lines = _lines(fd)
+            yield from (_section_lines(lines, _is_lspci_vv) if self.section else lines)
+        finally:
+            os.close(fd)
+
+
+def _has_lspci_section(path: str, folder: str) -> bool:
+    fd = _open(path, folder)
+    try:
+        heading = False
+        for line in _lines(fd):
+            if heading and _is_lspci_vv(line):
+                return True
+            heading = line.startswith(SECTION)
+        return False
+    finally:
+        os.close(fd)
 
 
 def find_dump(path: str) -> DumpFiles:
-    """The lspci -vv text at `path`: the file itself, or the one a sosreport, hw-probe
-    upload or supportconfig folder holds. OSError (FileNotFoundError naming what was
+    """Where the lspci -vv text at `path` is: the file itself, or the one a sosreport,
+    hw-probe upload or supportconfig folder holds. OSError (FileNotFoundError naming what was
     looked for) when there is none."""
     if not os.path.isdir(path):
-        text, cut = _read_text(path)
-        return DumpFiles(text, path, cut=cut)
+        os.close(_open(path, None))  # refused now, not once the report has begun
+        return DumpFiles(path, path)
     cpuinfo = None
     for name in ("proc/cpuinfo",):
-        if _is_file_inside(os.path.join(path, name), path):
-            cpuinfo = _read_text(os.path.join(path, name), path)[0]
+        if os.path.lexists(os.path.join(path, name)):
+            cpuinfo = _read_text(os.path.join(path, name), path)
     for name in SOS_LSPCI:
         candidate = os.path.join(path, name)
-        if _is_file_inside(candidate, path):
-            text, cut = _read_text(candidate, path)
-            return DumpFiles(text, candidate, cpuinfo, path, cut)
+        if os.path.lexists(candidate):
+            os.close(_open(candidate, path))
+            return DumpFiles(candidate, candidate, cpuinfo, path)
     hardware = os.path.join(path, SUPPORTCONFIG_HARDWARE)
-    if _is_file_inside(hardware, path):
-        text, cut = _read_text(hardware, path)
-        section = supportconfig_section(text, _is_lspci_vv)
-        if section is not None:
-            if cpuinfo is None:
-                cpuinfo = supportconfig_section(text, lambda line: line.strip().endswith("/proc/cpuinfo"))
-            return DumpFiles(section, f"{hardware} (its lspci -vv section)", cpuinfo, path, cut)
+    if os.path.lexists(hardware) and _has_lspci_section(hardware, path):
+        if cpuinfo is None:
+            fd = _open(hardware, path)
+            try:
+                kept: List[str] = []
+                size = 0
+                for line in _section_lines(_lines(fd), lambda line: line.strip().endswith("/proc/cpuinfo")):
+                    size += len(line) + 1
+                    if size > MAX_TEXT:
+                        break
+                    kept.append(line)
+                cpuinfo = "\n".join(kept) or None
+            finally:
+                os.close(fd)
+        return DumpFiles(hardware, f"{hardware} (its lspci -vv section)", cpuinfo, path, section=True)
     raise FileNotFoundError(f"no lspci -vv output in {path}: looked for {', '.join(SOS_LSPCI)} and an "
                             f"lspci -vv section of {SUPPORTCONFIG_HARDWARE}")
 
@@ -408,47 +466,7 @@ class DumpRecord:
     host: HostIdentity
     origin: str
     md: Optional[List[MdArray]] = None  # from the archive's proc/mdstat (and sys/block/md*/md), where it kept them
-    cut: bool = False  # the dump was longer than MAX_TEXT: what follows the cut is not judged
-
-
-MAX_MD_ENTRIES = 100_000  # files looked at below an archive's sys/block/md*: far more than any md set has
-
-
-def md_tree_refused(folder: str) -> Optional[str]:
-    """Why the md attributes an archive kept cannot be read safely, or None: every file below
-    its proc/mdstat and sys/block/md* must be a regular file or a folder, and every link must
-    stay inside the archive (a link to /etc/shadow or a FIFO must never be read or quoted)."""
-    top = os.path.realpath(folder)
-    looked = 0
-    starts = [os.path.join(folder, "proc", "mdstat")]
-    block = os.path.join(folder, "sys", "block")
-    try:
-        starts += [os.path.join(block, name) for name in os.listdir(block) if name.startswith("md")]
-    except OSError:
-        pass
-    pending = starts
-    while pending:
-        path = pending.pop()
-        looked += 1
-        if looked > MAX_MD_ENTRIES:
-            return f"more than {MAX_MD_ENTRIES} files below {block}"
-        real = os.path.realpath(path)
-        if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
-            return f"{path} leads outside the archive ({real})"
-        try:
-            mode = os.lstat(real).st_mode
-        except OSError as exc:
-            return f"{path}: {exc.strerror or exc}"
-        if stat.S_ISDIR(mode):
-            if os.path.islink(path) and path not in starts:
-                continue  # a link to a folder inside (holders, slaves): not walked twice
-            try:
-                pending += [os.path.join(path, name) for name in os.listdir(real)]
-            except OSError as exc:
-                return f"{path}: {exc.strerror or exc}"
-        elif not stat.S_ISREG(mode):
-            return f"{path} is not a regular file"
-    return None
+    cut: bool = False  # the dump listed more than MAX_FUNCTIONS functions: those after the cut are not judged
 
 
 def read_dump(path: str) -> Tuple[DumpRecord, List[Problem]]:
@@ -457,7 +475,7 @@ def read_dump(path: str) -> Tuple[DumpRecord, List[Problem]]:
     one, else from the dump (a hypervisor's emulated device listed, analysis.virtual's ids).
     OSError when there is nothing to read."""
     files = find_dump(path)
-    dump, problems = parse_lspci(files.lspci)
+    dump, problems = parse_lspci(files.lines())
     flag = parse_cpuinfo_hypervisor(files.cpuinfo)
     if flag is not None:
         host = identify({}, flag, None)
@@ -467,21 +485,24 @@ def read_dump(path: str) -> Tuple[DumpRecord, List[Problem]]:
     else:
         host = HostIdentity({k: "" for k in DMI_FIELDS}, "", "none",
                             "the lspci dump lists no hypervisor's emulated device")
-    if files.cut:
-        problems = problems + [Problem("lspci dump cut", (("file", files.origin), ("after_bytes", str(MAX_TEXT))),
-                                       level=WARNING)]
+    if dump.cut:
+        problems = problems + [Problem("lspci dump cut", (("file", files.origin),
+                                                          ("after_functions", str(MAX_FUNCTIONS))), level=WARNING)]
     md = None
-    refused = None
     if files.folder is not None and os.path.lexists(os.path.join(files.folder, "proc", "mdstat")):
-        refused = md_tree_refused(files.folder)
-        if refused is not None:
-            problems = problems + [Problem("md attributes of the archive not read", (("why", refused),),
-                                           level=WARNING)]
-    if refused is None and files.folder is not None and os.path.isfile(os.path.join(files.folder, "proc", "mdstat")):
         # A sosreport keeps /proc/mdstat and (its md plugin) /sys/block/md*/md: the md reader reads
-        # them as it reads a machine's.
-        sysfs = os.path.join(files.folder, "sys")
-        md, md_problems = read_md_arrays(Roots(sysfs=sysfs if os.path.isdir(sysfs) else files.folder,
-                                               procfs=os.path.join(files.folder, "proc"), dev=""))
-        problems = problems + list(md_problems)
-    return DumpRecord(dump, host, files.origin, md, files.cut), problems
+        # them as it reads a machine's, every file inside the archive (sysfs.inside): a link out
+        # of it, a FIFO or a device node is refused, not opened, and said as a finding.
+        sys_folder = os.path.join(files.folder, "sys")
+        roots = Roots(sysfs=sys_folder if os.path.isdir(sys_folder) else files.folder,
+                      procfs=os.path.join(files.folder, "proc"), dev="")
+        with sysfs.inside(files.folder) as refusals:
+            try:
+                md, md_problems = read_md_arrays(roots)
+                problems = problems + list(md_problems)
+            except sysfs.RootUnreadable as exc:
+                refusals.append(str(exc))
+        for why in dict.fromkeys(refusals):
+            problems = problems + [Problem("md attributes of the archive not read", (("why", why),),
+                                           level=WARNING)]
+    return DumpRecord(dump, host, files.origin, md, dump.cut), problems

@@ -58,6 +58,15 @@ COLLECTED = Family(
 SOURCE_DURATION = Family(
     "storpath_scrape_source_duration_seconds", GAUGE, "How long reading a part of the machine took on this scrape.",
     ("source",), "seconds", doc="time reading the source took on this scrape")
+SOURCE_AGE = Family(
+    "storpath_scrape_source_age_seconds", GAUGE,
+    "How old the reading of a part of the machine served in this answer was when the answer's reading began.",
+    ("source",), "seconds",
+    doc="only for a source whose reading was left behind by an earlier scrape's deadline (a source slower than "
+        "the deadline) and is served in this answer: the seconds since that reading began, its data that old (no "
+        "series for a source read for this answer). Above a scrape interval, the source has been slower than two "
+        "deadlines; the answer's `storpath_scrape_collected_timestamp_seconds` is the oldest reading's start "
+        "(StorpathAnswersStale)")
 COLLECTOR_SUCCESS = Family(
     "storpath_scrape_collector_success", GAUGE, "Whether a collector succeeded (1) or failed (0) on this scrape.",
     ("collector",), doc="1 if the collector succeeded on this scrape, 0 if it failed (the reason is logged)")
@@ -68,7 +77,7 @@ COLLECTOR_DURATION = Family(
                                    "reading is `storpath_scrape_source_duration_seconds`)")
 
 # The exporter's own families, after every collector's.
-FAMILIES = (BUILD_INFO, SOURCE_SUCCESS, SOURCE_BLOCKED, SOURCE_DURATION, DEADLINE_EXCEEDED, COLLECTED,
+FAMILIES = (BUILD_INFO, SOURCE_SUCCESS, SOURCE_BLOCKED, SOURCE_DURATION, SOURCE_AGE, DEADLINE_EXCEEDED, COLLECTED,
             COLLECTOR_SUCCESS, COLLECTOR_DURATION)
 
 # Kept from the scrape deadline for making and sending the answer once the reading is done.
@@ -114,6 +123,9 @@ class StorpathExporter:
                 rows.add(SOURCE_SUCCESS, key, 0.0 if source.name in snapshot.failed else 1.0)
                 rows.add(SOURCE_BLOCKED, key, 1.0 if source.name in snapshot.blocked else 0.0)
                 rows.add(SOURCE_DURATION, key, snapshot.seconds.get(source.name, 0.0))
+                began = snapshot.read_at.get(source.name)
+                if began is not None:  # only a reading taken up from an earlier scrape: no series else
+                    rows.add(SOURCE_AGE, key, max(0.0, started - began))
         rows.add(DEADLINE_EXCEEDED, (), 1.0 if snapshot.deadline_exceeded else 0.0)
         # When the reading began, not when it ended: a fresh answer is then about as old as
         # Prometheus' own scrape (its age about 0), the last complete answer handed out again

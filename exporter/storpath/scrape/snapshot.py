@@ -19,7 +19,12 @@ not one per scrape; reading threads are daemons, so shutdown never waits for one
 A source that is merely slow (a busy CPU, a big tree) is never called blocked. When the
 snapshot's deadline (the server's, web.scrape_timeout: never a client's) runs out while it
 still reads, it is reported "timed out" for that snapshot and keeps reading; the next
-snapshot takes its result, or waits for it, rather than starting it again.
+snapshot takes its result, or waits for it, rather than starting it again. An answer's time
+is its data's time: a reading taken up that way dates the snapshot by its own start
+(`read_from`) and says when it began (`read_at`, exported as each source's age); one that
+began before the previous snapshot did (older than the interval between two scrapes: it was
+left behind twice) is said once as served old. It is served, not dropped: a source slower
+than two deadlines would otherwise never be served at all.
 """
 
 from __future__ import annotations
@@ -114,6 +119,9 @@ class Snapshot:
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read
     seconds: Mapping[str, float] = field(default_factory=dict)  # source -> how long it took
+    # source -> Unix seconds its reading began, for a reading left behind by an earlier snapshot
+    # and taken up by this one (the others began within this snapshot)
+    read_at: Mapping[str, float] = field(default_factory=dict)
     problems: Tuple[Problem, ...] = ()
     blocked: FrozenSet[str] = frozenset()  # sources failed on a read outstanding past the server's bound
     deadline_exceeded: bool = False  # the deadline ran out before every source was read (slow, not stuck)
@@ -127,8 +135,8 @@ class Snapshot:
 
 
 SOURCE_NAMES = tuple(f.name for f in fields(Snapshot)
-                     if f.name not in ("taken_at", "read_from", "failed", "seconds", "problems", "blocked",
-                                       "deadline_exceeded"))
+                     if f.name not in ("taken_at", "read_from", "failed", "seconds", "read_at", "problems",
+                                       "blocked", "deadline_exceeded"))
 
 
 Read = Tuple[Any, Sequence[Problem]]  # what a source's read returns: (its record, the problems met)
@@ -316,6 +324,7 @@ class Snapshotter:
         self._kept: Dict[str, Any] = {}  # `once` sources, read
         self._lock = threading.Lock()
         self.last: Optional[Snapshot] = None
+        self._last_began: Optional[float] = None  # Unix seconds, when the previous snapshot began
 
     def take(self, timeout: float = 10.0) -> Snapshot:
         end = time.monotonic() + timeout
@@ -327,7 +336,9 @@ class Snapshotter:
             blocked: List[str] = []
             exceeded = False
             began = time.time()
+            previous_began, self._last_began = self._last_began, began
             read_from = 0.0
+            read_at: Dict[str, float] = {}
             for source in self.sources:
                 name = source.name
                 if name in self._kept:
@@ -340,6 +351,14 @@ class Snapshotter:
                     log.kv(LOG, logging.INFO, "blocked read returned", source=name, file=job.blocked_on,
                            seconds=round(time.monotonic() - job.started, 1))
                     job = None
+                if job is not None and job.done.is_set() and previous_began is not None \
+                        and job.began < previous_began:
+                    # Left behind twice: its reading is older than the interval between two
+                    # scrapes. Served with its age (the answer's read_at, its timestamp), never as current.
+                    problems.append(Problem(
+                        "a reading left behind by the scrape deadline is older than the last scrape: served with "
+                        "its age", (("source", name), ("age_seconds", round(began - job.began, 1))),
+                        logging.WARNING))
                 if job is None:
                     why = self._why_not_started(source, failed)
                     if why is not None:
@@ -375,13 +394,15 @@ class Snapshotter:
                 got[name] = value
                 if job.began < began:  # left behind by an earlier snapshot: its reading is that old
                     read_from = min(read_from or job.began, job.began)
+                    read_at[name] = job.began
                 if source.once:
                     self._kept[name] = value
             for name, why in failed.items():
                 self._log_once(Problem("source not read", (("source", name), ("err", why)), logging.ERROR))
             for problem in problems:
                 self._log_once(problem)
-            snapshot = Snapshot(taken_at=time.time(), read_from=read_from, failed=failed, seconds=seconds, problems=tuple(problems),
+            snapshot = Snapshot(taken_at=time.time(), read_from=read_from, failed=failed, seconds=seconds,
+                                read_at=read_at, problems=tuple(problems),
                                 blocked=frozenset(blocked), deadline_exceeded=exceeded, **got)
             self.last = snapshot
             return snapshot

@@ -56,8 +56,12 @@ def snapshot(roots: Roots, work: str, redact: bool) -> Dict:
     if redactor:
         redactor.learn_sysfs(sys_tree)
         redactor.learn_outputs(captured_tree)
-        for tree in (sys_tree, proc_tree, captured_tree):
+        trees = (sys_tree, proc_tree, captured_tree)
+        redactor.learn_names([*(rel for tree in trees for rel in [*tree.files, *tree.dirs, *tree.links]),
+                              *(target for tree in trees for target in tree.links.values())])
+        for tree in trees:
             tree.files = {rel: redactor.apply(rel, data) for rel, data in tree.files.items()}
+            redact_names(tree, redactor)
     return {
         "trees": {"sys": sys_tree, "proc": proc_tree, "captured": captured_tree},
         "manifest": {
@@ -76,6 +80,18 @@ def snapshot(roots: Roots, work: str, redact: bool) -> Dict:
             "commands": commands,
         },
     }
+
+
+def redact_names(tree: Tree, redactor: Redactor) -> None:
+    """Every file, folder and link name of `tree`, and every link's target, with the identities
+    the redactor learned replaced (a by-id name, a WWID in a folder's name, a fabrics host's
+    name): the same stand-ins as in the files' text, so the tree still replays whole."""
+    name = redactor.apply_name
+    tree.files = {name(rel): data for rel, data in tree.files.items()}
+    tree.dirs = {name(rel) for rel in tree.dirs}
+    tree.links = {name(rel): name(target) for rel, target in tree.links.items()}
+    tree.mtimes = {name(rel): when for rel, when in tree.mtimes.items()}
+    tree.unreadable = {name(rel): why for rel, why in tree.unreadable.items()}
 
 
 def archive_top(output: str) -> str:

@@ -17,7 +17,7 @@ import hmac
 import os
 import re
 import secrets
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 from storpath.base import boundedjson
 from storpath.report.capture.files import Tree
@@ -74,10 +74,16 @@ ZPOOL_GUID_ROW = re.compile(r"(?m)^\t\s*([0-9]{6,})\s+[A-Z]+\b")
 HEX64 = re.compile(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]{16}(?![0-9A-Za-z])")
 # nvme-cli text (`nvme id-ctrl`, `nvme list`): `sn : ...`, `eui64 : ...`.
 # NVMe over Fabrics: a controller's sysfs `address` (drivers/nvme/host/fabrics.c,
-# nvmf_get_address) reads `traddr=192.168.1.10,trsvcid=4420,host_traddr=...,src_addr=...`;
-# the IPv4/IPv6 values name the hosts (FC's `nn-0x...:pn-0x...` is FC_WWN's).
+# nvmf_get_address) reads `traddr=192.168.1.10,trsvcid=4420,host_traddr=...,host_iface=...,
+# src_addr=...`; the values name the hosts, as IPv4/IPv6 addresses or as host names (`nvme
+# connect -a array1.example.com`), and the host's interface (FC's `nn-0x...:pn-0x...` is FC_WWN's).
 FABRICS_ADDRESS = re.compile(r"(?:^|,)(?:traddr|host_traddr|src_addr)=([^,\s]+)")
+FABRICS_FIELD = re.compile(r"(^|,)(traddr|host_traddr|src_addr|host_iface)=([^,\s]+)")
 IP_ADDRESS = re.compile(r"^(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}(?:%[\w.-]+)?)$")
+# A host name (RFC 1123 labels), not an FC name (`nn-0x...:pn-0x...`, which has a colon).
+HOST_NAME = re.compile(r"^(?=.*[A-Za-z])[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*\.?$")
+# A network interface's name as the kernel allows it (IFNAMSIZ: at most 15 characters, no `/`).
+IFACE_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 # LUKS volumes: the dm name cryptsetup's tools give (`luks-<uuid>`) and the dm uuid
 # (`CRYPT-LUKS2-<uuid, 32 hex>-<name>`, LUKS1 likewise) carry the volume's UUID.
 LUKS_NAME_UUID = re.compile(r"(?<![0-9A-Za-z])luks-([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
@@ -99,6 +105,10 @@ class Redactor:
         self.mapping: Dict[str, str] = {}
         self._serials = 0
         self._addresses: set = set()
+        # Host names and interface names met in fabrics addresses: replaced as whole names only,
+        # and as whole components of file names whatever their length.
+        self._names: Dict[str, str] = {}
+        self._components: Dict[str, str] = {}  # a file name's component -> its redacted form
 
     def token(self, value: str) -> str:
         if value in self.mapping:
@@ -147,9 +157,8 @@ class Redactor:
                 text = data.decode("utf-8", "replace")
                 for wwn in FC_WWN.findall(text):
                     self.token(wwn)
-                for value in FABRICS_ADDRESS.findall(text.strip()):
-                    if IP_ADDRESS.match(value):
-                        self.token_address(value)
+                for _, key, value in FABRICS_FIELD.findall(text.strip()):
+                    self.token_fabrics(key, value)
             if name in ("name", "uuid"):
                 self.learn_luks(data.decode("utf-8", "replace"))
 
@@ -162,6 +171,22 @@ class Redactor:
             self.mapping[value] = f"198.{18 + (n >> 16) % 2}.{(n >> 8) & 255}.{n & 255}" if "." in value \
                 else f"2001:db8::{n:x}"
         return self.mapping[value]
+
+    def token_fabrics(self, key: str, value: str) -> Optional[str]:
+        """The stand-in of one value of a fabrics address (`traddr`, `host_traddr`, `src_addr`:
+        an IP address or a host name; `host_iface`: an interface's name); None for a value
+        of another form, which is left as it is (an FC name, a PCI address)."""
+        if key == "host_iface":
+            if value not in self._names and IFACE_NAME.match(value):
+                self._names[value] = f"nvmfif{len(self._names) + 1}"[:15]
+            return self._names.get(value)
+        if IP_ADDRESS.match(value):
+            return self.token_address(value)
+        if HOST_NAME.match(value):
+            if value not in self._names:
+                self._names[value] = f"host{len(self._names) + 1}.example" + ("." if value.endswith(".") else "")
+            return self._names[value]
+        return None
 
     def learn_luks(self, text: str) -> None:
         """A LUKS volume's UUID, as dashed (`luks-<uuid>`) and as 32 hex digits (the dm
@@ -261,6 +286,10 @@ class Redactor:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return self._apply_bytes(data)
+        if name == "address":
+            # Every value of a fabrics address by its own stand-in, a short one included.
+            text = FABRICS_FIELD.sub(lambda m: m.group(1) + m.group(2) + "="
+                                     + (self.token_fabrics(m.group(2), m.group(3)) or m.group(3)), text)
         if name in SECRET_ATTRIBUTES - NQN_ATTRIBUTES and not CRYPT_UUID.match(text.strip()):
             value = text.strip()
             return text.replace(value, self.token(value)).encode() if value else data
@@ -282,7 +311,34 @@ class Redactor:
         trailing = " " if match.group(2).endswith(" ") else ""
         return match.group(1) + " ".join(f"{b:02x}" for b in raw) + trailing + match.group(3)
 
+    def learn_names(self, paths: Iterable[str]) -> None:
+        """Identities that file names carry (a by-id name, a WWN or WWID in a folder's name):
+        learned as text is (learn_text)."""
+        self.learn_text("\n".join(part for path in paths for part in path.split("/")))
+
+    def apply_name(self, path: str) -> str:
+        """A file name (a path, or a link's target) with every identity learned replaced in each
+        of its components: a host or interface name of a fabrics address where it is the whole
+        component, any other learned value anywhere in it."""
+        return "/".join(self._component(part) for part in path.split("/"))
+
+    def _component(self, part: str) -> str:
+        if part in ("", ".", ".."):
+            return part
+        if part not in self._components:
+            if part in self._names:
+                self._components[part] = self._names[part]
+            else:
+                self._components[part] = self._substrings(part)
+        return self._components[part]
+
     def _substrings(self, text: str) -> str:
+        for name in sorted(self._names, key=len, reverse=True):
+            # Host names as whole names only (array1 not inside array10 or array1-b), and only
+            # names long enough not to match by chance; a short one is replaced where its
+            # field says what it is (`address`, apply) and as a whole file name's component.
+            if len(name) >= MIN_SUBSTRING_SECRET and name in text:
+                text = re.sub(rf"(?<![0-9A-Za-z._-]){re.escape(name)}(?!\.?[0-9A-Za-z_-])", self._names[name], text)
         for secret in sorted(self.mapping, key=len, reverse=True):
             stand_in = self.mapping[secret]
             if len(secret) < MIN_SUBSTRING_SECRET or secret == stand_in:

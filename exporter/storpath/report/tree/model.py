@@ -247,6 +247,10 @@ def build(facts: TreeInput) -> Topology:
             blocks_at.setdefault(block.pci_address, []).append(block.name)
             block_address[block.name] = block.pci_address
     block_names = {b.name for b in facts.blocks}
+    controllers_at: Dict[str, Set[str]] = {}  # PCI address -> the controllers of its block devices
+    for block in facts.blocks:
+        if block.controller:
+            controllers_at.setdefault(block.pci_address, set()).add(block.controller)
     member_of: Dict[str, List[str]] = {}
     for array in facts.arrays:
         for member in array.members:
@@ -286,7 +290,7 @@ def build(facts: TreeInput) -> Topology:
             state = SUSPENDED if device.asleep else (
                 UNVERIFIABLE if link is not None and not link_verifiable(link) else None)
         return Node(
-            id=device.address, kind=PCI, what=_what(device, facts.blocks), model=facts.models.get(device.address, ""),
+            id=device.address, kind=PCI, what=_what(device, controllers_at), model=facts.models.get(device.address, ""),
             numa_node=numa if numa != parent_numa else None, port=port, empty=port and not kids,
             link=shown, state=state, limits=tuple(sorted(limits.get(device.address, ()), key=natural_key)),
             findings=findings.get(device.address, ()),
@@ -326,10 +330,9 @@ def _empty_port(device: PciDevice, children: Dict[Optional[str], List[PciDevice]
     return device.port_type == "downstream_port" and not children.get(device.address)
 
 
-def _what(device: PciDevice, blocks: List) -> str:
+def _what(device: PciDevice, controllers_at: Dict[str, Set[str]]) -> str:
     kind = pci_kind(device)
-    controllers = sorted({b.controller for b in blocks if b.pci_address == device.address and b.controller},
-                         key=natural_key)
+    controllers = sorted(controllers_at.get(device.address, ()), key=natural_key)
     if controllers and controllers[0].startswith("nvme"):
         return ", ".join(controllers)  # as `storpath check` names a drive: nvme0 says what it is
     return kind
