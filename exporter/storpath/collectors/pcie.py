@@ -128,7 +128,7 @@ class PcieCollector(Collector):
     def __init__(self, ctx):
         super().__init__(ctx)
         if not any(source.name == "pcie_link_changes" for source in self.sources()):
-            # no sampler (a one-shot command, or no classes configured): nothing to count
+            # no sampler in a one-shot command (a window needs time): nothing to count
             self.enriches = tuple(name for name in self.enriches if name != "pcie_link_changes")
 
     def values(self, snapshot) -> Rows:

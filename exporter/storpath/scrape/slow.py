@@ -419,9 +419,6 @@ class LinkChanges(SlowRead):
         self._paths: Dict[str, str] = {}
         self._counter = ChangeCounter()
 
-    def wanted(self) -> bool:
-        return bool(self.settings["link_sample_classes"])
-
     def read(self, previous: Any, devices: Optional[List[PciDevice]]) -> Read:
         with self._lock:
             paths = dict(self._paths)
