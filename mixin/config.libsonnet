@@ -96,7 +96,9 @@
     pcieAerCorrectableThreshold: 10,
     pcieAerCorrectableFor: '15m',
     // Speed plus width changes within the window that count as flapping. A healthy storage link
-    // trains once at boot; two changes (down and back up) can be a single recovery.
+    // trains once at boot; two changes (down and back up) can be a single recovery. Counted by the
+    // exporter's sampler between scrapes (storpath_pcie_link_changes_total); from an exporter
+    // without that counter, by changes() of the two gauges at each scrape.
     pcieFlappingWindow: '1h',
     pcieFlappingThreshold: 4,
     // Uncorrectable AER errors and flapping are judged on a counter's increase, which is true only

@@ -651,8 +651,13 @@ local format = import '../lib/format.libsonnet';
                 expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
                   (
                     (
-                      changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
-                      + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                      increase(storpath_pcie_link_changes_total[%(pcieFlappingWindow)s])
+                      or
+                      (
+                        changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                        + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_changes_total
                     )
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                   )
@@ -665,8 +670,13 @@ local format = import '../lib/format.libsonnet';
                 ||| % v else |||
                   (
                     (
-                      changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
-                      + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                      increase(storpath_pcie_link_changes_total[%(pcieFlappingWindow)s])
+                      or
+                      (
+                        changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                        + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_changes_total
                     )
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                   )
@@ -677,8 +687,13 @@ local format = import '../lib/format.libsonnet';
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
                     (
-                      changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
-                      + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                      increase(storpath_pcie_link_changes_total[%(pcieFlappingWindow)s])
+                      or
+                      (
+                        changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                        + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_changes_total
                     )
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                   )
@@ -691,8 +706,13 @@ local format = import '../lib/format.libsonnet';
                 ||| % v else |||
                   (
                     (
-                      changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
-                      + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                      increase(storpath_pcie_link_changes_total[%(pcieFlappingWindow)s])
+                      or
+                      (
+                        changes(storpath_pcie_current_link_speed_transfers_per_second[%(pcieFlappingWindow)s])
+                        + changes(storpath_pcie_current_link_width[%(pcieFlappingWindow)s])
+                      )
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_changes_total
                     )
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
                   )

@@ -27,6 +27,10 @@ EXP_BW = "storpath_pcie_expected_link_bandwidth_bytes_per_second"
 DEMAND = "storpath_pcie_link_demand_bytes_per_second"
 INFO = "storpath_pcie_device_info"
 AER = "storpath_pcie_aer_errors_total"
+# Speed and width changes the exporter's sampler counted between scrapes (collectors.pcie): flapping
+# is judged on its increase; an exporter without it (older, or link_sample_classes empty) is
+# judged on changes() of the two gauges, which misses a link that drops and retrains between scrapes.
+LINK_CHANGES = "storpath_pcie_link_changes_total"
 # 0 where a link's numbers are not all hardware (a virtual machine's emulated ports and devices).
 VERIFIABLE = "storpath_pcie_link_verifiable"
 PORTS = "root_port|downstream_port"
@@ -205,8 +209,10 @@ def rules(c):
             c.expr("""
                 ${changes} >= ${threshold}
             """, changes=on_watched(c.expr(
-                "(\n  changes(${cur_speed}[${w}])\n  + changes(${cur_width}[${w}])\n)\nunless ${on} ${follows_load}",
-                w=cfg.flapping_window, **v)),
+                "(\n  increase(${link_changes}[${w}])\n  or\n  (\n    changes(${cur_speed}[${w}])\n"
+                "    + changes(${cur_width}[${w}])\n  )\n  unless ${on} ${link_changes}\n)\n"
+                "unless ${on} ${follows_load}",
+                w=cfg.flapping_window, link_changes=LINK_CHANGES, **v)),
                 threshold=str(cfg.flapping_threshold)),
             "0s", "warning",
             "A PCIe link keeps changing its speed or width.",

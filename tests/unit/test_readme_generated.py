@@ -82,7 +82,8 @@ def test_the_paragraph_and_the_plot_follow_the_last_benchmark_table():
 SLOW_WORK = {
     "nvme-identify": "NVMe\nIdentify", "nvme-smart": "SMART log", "sas-link-errors": "SAS PHY error counters",
     "sas-drive-phys": "SAS drives' own PHYs", "dmsetup": "`dmsetup status`", "raid": "RAID controllers' tools",
-    "zpool": "`zpool`", "gpu-link-samples": "GPU link sampler", "probe": "fio probes",
+    "zpool": "`zpool`", "gpu-link-samples": "GPU link sampler", "link-change-samples": "link change sampler",
+    "probe": "fio probes",
 }
 
 

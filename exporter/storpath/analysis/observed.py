@@ -66,3 +66,63 @@ class Window:
             widths = [w for _, (_, w) in queue if w is not None]
             out[address] = Observed(max(speeds) if speeds else None, max(widths) if widths else None, len(queue))
         return out
+
+
+# The classes whose links the change sampler watches, by the name the config gives them
+# (`collectors.pcie.link_sample_classes`): PCI base classes (PCI Code and ID Assignment spec).
+LINK_CLASSES: Mapping[str, frozenset] = {
+    "storage": frozenset({0x01}),
+    "network": frozenset({0x02}),
+    "gpu": LOAD_DEPENDENT_BASE_CLASSES,
+    "bridge": frozenset({0x06}),  # switch ports and root ports
+}
+
+
+def watched_links(devices: Iterable[PciDevice], classes: Iterable[str]) -> Dict[str, str]:
+    """address -> sysfs directory of every function with a link whose base class is one of
+    `classes` (names of LINK_CLASSES; "all": every function with a link)."""
+    names = set(classes)
+    bases = set()
+    for name in names:
+        bases |= LINK_CLASSES.get(name, frozenset())
+    every = "all" in names
+    return {d.address: d.static.path for d in devices
+            if d.static.has_link and d.static.path
+            and (every or (d.static.class_code is not None and d.static.class_code >> 16 in bases))}
+
+
+class ChangeCounter:
+    """Changes of each link's (speed, width) from one sample to the next, counted since the
+    address was first watched: a link that drops and retrains between two scrapes moves it
+    although both scrapes read the same link. An unreadable sample (None) is no change and
+    leaves the last readable one as the reference. Not thread-safe: its owner locks."""
+
+    def __init__(self) -> None:
+        self._last: Dict[str, Sample] = {}
+        self._counts: Dict[str, int] = {}
+
+    def watch(self, present: Iterable[str]) -> None:
+        """Addresses in `present` are counted from now (0 when new); others are forgotten."""
+        keep = set(present)
+        for address in list(self._counts):
+            if address not in keep:
+                del self._counts[address]
+                self._last.pop(address, None)
+        for address in keep:
+            self._counts.setdefault(address, 0)
+
+    def add(self, samples: Mapping[str, Sample]) -> None:
+        for address, (speed, width) in samples.items():
+            if address not in self._counts:
+                continue
+            last = self._last.get(address)
+            if last is not None:
+                last_speed, last_width = last
+                speed = last_speed if speed is None else speed
+                width = last_width if width is None else width
+                if (speed, width) != last:
+                    self._counts[address] += 1
+            self._last[address] = (speed, width)
+
+    def counts(self) -> Dict[str, int]:
+        return dict(self._counts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from storpath.analysis.demand import link_demands
 from storpath.analysis.pcie import current_bandwidth
 from storpath.collectors import Collector, register
+from storpath.base.config import Duration
 from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
 
 _ADDRESS = ("address",)
@@ -81,6 +82,16 @@ AER_ERRORS = Family(
     "storpath_pcie_aer_errors", COUNTER, "AER errors the device reported, by severity.", ("address", "severity"),
     doc="AER errors reported by the device (`correctable`, `nonfatal`, `fatal`), from the `TOTAL_ERR_*` lines; "
         "absent on kernels before 4.19")
+LINK_CHANGES = Family(
+    "storpath_pcie_link_changes", COUNTER,
+    "Changes of a watched link's speed or width, sampled between scrapes (current_link_speed and "
+    "current_link_width every collectors.pcie.link_sample_interval).", ("address",),
+    doc="changes of the link's speed or width that a background task saw sampling `current_link_speed` and "
+        "`current_link_width` every `collectors.pcie.link_sample_interval` (1 s by default), for the functions of "
+        "the classes in `collectors.pcie.link_sample_classes` (storage, network and GPUs by default; `bridge` adds "
+        "switch and root ports, `all` every link). A link that drops and retrains between two scrapes moves it "
+        "while both scrapes read the same gauges; PcieLinkFlapping is judged on its increase. Counted from when "
+        "the exporter first saw the function")
 DEVICE_INFO = Family(
     "storpath_pcie_device_info", GAUGE,
     "PCI identity and place in the tree of a device with a PCIe link or a storage controller; always 1.",
@@ -117,8 +128,8 @@ SUSPENDED_TIME = Family(
         "(milliseconds); its rate is 1 while it sleeps. Only for sleeping devices: an awake device's is not read")
 
 FAMILIES = (CURRENT_SPEED, MAX_SPEED, EXPECTED_SPEED, CURRENT_WIDTH, MAX_WIDTH, EXPECTED_WIDTH, CURRENT_BANDWIDTH,
-            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, AER_ERRORS, DEVICE_INFO, SUSPENDED, LINK_LAST_READ,
-            SUSPENDED_TIME)
+            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, AER_ERRORS, LINK_CHANGES, DEVICE_INFO,
+            SUSPENDED, LINK_LAST_READ, SUSPENDED_TIME)
 
 
 def _fmt_class(code):
@@ -131,12 +142,26 @@ class PcieCollector(Collector):
 
     families = FAMILIES
     reads = ("pci", "pcie_expected")
-    enriches = ("net_ports",)  # a NIC's demand: without it, only those rows are left out
+    enriches = ("net_ports", "pcie_link_changes")  # without one, only its rows are left out
+    config_defaults = {
+        # One second: a link that drops and retrains is seen unless it does so within the second;
+        # each sample is two small sysfs reads per watched function (docs/performance.md).
+        "link_sample_interval": Duration(1, minimum=0.1),
+        # Whose links are sampled for changes: storage, network, gpu, bridge, or all; [] samples none.
+        "link_sample_classes": ["storage", "network", "gpu"],
+    }
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        if not any(source.name == "pcie_link_changes" for source in self.sources()):
+            # no sampler in a one-shot command (a window needs time): nothing to count
+            self.enriches = tuple(name for name in self.enriches if name != "pcie_link_changes")
 
     def values(self, snapshot) -> Rows:
         devices = snapshot.pci
         expected = snapshot.pcie_expected
         demands = link_demands(devices, expected, snapshot.net_ports or ())
+        changes = snapshot.pcie_link_changes or {}
         rows = Rows()
         for device in devices:
             static = device.static
@@ -162,6 +187,8 @@ class PcieCollector(Collector):
             rows.add(MAX_SPEED, key, static.max_link_speed)
             rows.add(CURRENT_WIDTH, key, device.current_link_width)
             rows.add(MAX_WIDTH, key, static.max_link_width)
+            if address in changes:
+                rows.add(LINK_CHANGES, key, changes[address])
             if exp is None:
                 continue
             rows.add(VERIFIABLE, (address, exp.speed.basis, exp.speed.reason), 1 if exp.speed.verifiable else 0)

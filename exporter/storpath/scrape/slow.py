@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Seque
 
 from storpath.base import log
 from storpath.analysis.nvme import Identified, identified
-from storpath.analysis.observed import Observed, Window, sampled
+from storpath.analysis.observed import ChangeCounter, Observed, Window, sampled, watched_links
 from storpath.analysis.pcie import analyse
 from storpath.base.background import Scheduler, Task, TaskFailed
 from storpath.scrape.probes import config as probes_config
@@ -395,6 +395,46 @@ class GpuLinks(SlowRead):
             return self._window.observed()
 
 
+class LinkChanges(SlowRead):
+    """Changes of the watched links' speed or width, counted between scrapes: a pass reads
+    current_link_speed and current_link_width of each function of the classes in
+    `link_sample_classes` (storage, network, GPUs by default) every `link_sample_interval`
+    and counts each change from the sample before (analysis.observed.ChangeCounter). A link
+    that drops and retrains between two scrapes shows in the count, not in the gauges. A
+    pass samples the functions the last scrape's PCI tree named; the scrape reads nothing,
+    it serves the latest counts (a function new to the tree starts at 0)."""
+
+    name, collector, task = "pcie_link_changes", "pcie", "link-change-samples"
+    needs = ("pci",)
+    min_interval = 0.0  # the config's Duration holds it at 0.1 s at least
+    interval_key = "link_sample_interval"
+    jitter_cap = 0.0
+    read_now = False
+    follows_scrape = True
+    initial: Dict[str, int] = {}
+
+    def __init__(self, roots: Roots, settings: Settings, full_config: Optional[Settings] = None):
+        super().__init__(roots, settings)
+        self._lock = threading.Lock()  # the task samples while a scrape names the functions
+        self._paths: Dict[str, str] = {}
+        self._counter = ChangeCounter()
+
+    def read(self, previous: Any, devices: Optional[List[PciDevice]]) -> Read:
+        with self._lock:
+            paths = dict(self._paths)
+        samples = read_samples(paths)
+        with self._lock:
+            self._counter.add(samples)
+            return self._counter.counts(), ()
+
+    def scraped(self, devices: Optional[List[PciDevice]]) -> Dict[str, int]:
+        paths = watched_links(devices or [], self.settings["link_sample_classes"])
+        with self._lock:
+            self._paths = paths
+            self._counter.watch(paths)
+            return self._counter.counts()
+
+
 class Probes(SlowRead):
     """The read-only fio probes of the configured targets (the `probes:` section): one
     background task per target on the probes' schedule (storpath.scrape.probes.engine runs fio); a
@@ -443,7 +483,7 @@ class Probes(SlowRead):
 
 # Every slow source, in the order a snapshot reads them.
 SLOW: Tuple[Type[SlowRead], ...] = (SasErrors, SasDrivePhys, NvmeIdentify, NvmeSmart, Dmsetup, Raid, Zpool, GpuLinks,
-                                    Probes)
+                                    LinkChanges, Probes)
 # The collectors whose slow sources a one-shot command reads now.
 COLLECTORS = tuple(dict.fromkeys(cls.collector for cls in SLOW if cls.read_now))
 
