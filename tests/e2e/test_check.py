@@ -78,6 +78,11 @@ EXPECTED = {
     ("cloud-nitro-instance", "healthy"): (0, set(), {("host", "host.virtual_machine")}),
     ("laptop-thinkpad-x1", "healthy"): (0, set(), set()),
     ("desktop-z690-single-socket", "healthy"): (0, set(), set()),
+    # A Target Link Speed set below both ends: capped (info) with its cause, not a downgrade; below its own
+    # target the link is a fault as ever.
+    ("desktop-z690-single-socket", "capped-by-tool"): (0, set(), {("0000:02:00.0", "pcie.link_capped")}),
+    ("desktop-z690-single-socket", "capped-thermal"): (0, set(), {("0000:02:00.0", "pcie.link_capped")}),
+    ("desktop-z690-single-socket", "below-target"): (2, {("0000:02:00.0", "pcie.link_speed_below_expected")}, set()),
     # the twin left at x16: one drive at x4 on an x16 root port, said as information (not a fault)
     ("supermicro-x10dri-hyperm2", "unbifurcated"): (0, set(), {("0000:00:03.0", "inventory.wide_port_single_device")}),
     # Drives behind hardware RAID controllers (perccli, ssacli): the battery failed and both volumes fell to
