@@ -75,6 +75,10 @@
     // Speed or width below what both ends support. Held long enough to ride out a retrain
     // (link recovery after an error, a device reset, a slow idle-state exit).
     pcieLinkBelowExpectedFor: '10m',
+    // A link trained at a Target Link Speed set below both ends' capability (the kernel's bandwidth
+    // controller, firmware, a driver, setpci): a deliberate cap, info. Held as long as a downgrade,
+    // so a cap the bandwidth controller lifts again within minutes says nothing.
+    pcieLinkCappedFor: '10m',
     // A device that could train faster or wider than its port allows (Gen4 drive in a Gen3 slot).
     // Static: it does not go away by itself, so no hurry. Info: a review item for the capacity
     // board, not a page. On 5 of 13 real servers measured it held forever on how the board is

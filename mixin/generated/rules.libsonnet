@@ -152,6 +152,7 @@ local format = import '../lib/format.libsonnet';
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -172,6 +173,7 @@ local format = import '../lib/format.libsonnet';
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -190,6 +192,7 @@ local format = import '../lib/format.libsonnet';
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -210,6 +213,7 @@ local format = import '../lib/format.libsonnet';
                       storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
+                      unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1
                       or on(%(targetLabelsJoined)s, address)
                       storpath_pcie_current_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_width
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
@@ -307,6 +311,7 @@ local format = import '../lib/format.libsonnet';
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -320,6 +325,7 @@ local format = import '../lib/format.libsonnet';
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -331,6 +337,7 @@ local format = import '../lib/format.libsonnet';
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -344,6 +351,7 @@ local format = import '../lib/format.libsonnet';
                     storpath_pcie_current_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_expected_link_speed_transfers_per_second
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable{basis="none"}
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_info{class=~"%(pcieLoadDependentClasses)s"}
+                    unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
@@ -359,6 +367,55 @@ local format = import '../lib/format.libsonnet';
                   summary: 'A PCIe link trained below the speed both of its ends support.',
                   description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} trained at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} though both ends support {{ range query (printf "storpath_pcie_expected_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }}: it carries {{ range query (printf "storpath_pcie_current_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} per direction instead of {{ range query (printf "storpath_pcie_expected_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }}. Usually a riser, cable or signal problem, or a BIOS setting forcing a lower generation.' % v,
                   runbook_url: '%(runbookUrlBase)sPcieLinkSpeedBelowExpected.md' % v,
+                },
+              },
+              {
+                alert: 'PcieLinkCapped',
+                expr: (if c.nodeExporterJoinViaNodename then (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_link_capped == 1
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_link_capped == 1
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v) else (if c.pcieWatchSwitchUplinks then |||
+                  (
+                    storpath_pcie_link_capped == 1
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    or
+                    storpath_pcie_device_info{port_type="upstream_port"}
+                  )
+                ||| % v else |||
+                  (
+                    storpath_pcie_link_capped == 1
+                  )
+                  * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
+                  (
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                  )
+                ||| % v)),
+                [if format.seconds(c.pcieLinkCappedFor) > 0 then 'for']: c.pcieLinkCappedFor,
+                labels: {
+                  severity: 'info',
+                },
+                annotations: {
+                  summary: 'A PCIe link runs at a Target Link Speed set below what both of its ends support.',
+                  description: '{{ $labels.address }} ({{ $labels.driver }}, class {{ $labels.class }}) below port {{ $labels.upstream }} trained at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }}, the Target Link Speed its port was set to ({{ if eq $labels.cause "bandwidth_controller" }}by the kernel\'s PCIe bandwidth controller, a thermal cooling device{{ else }}cause unknown: firmware, a driver, a tool such as setpci or a kernel quirk{{ end }}), though both ends support {{ range query (printf "storpath_pcie_expected_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }}: it carries {{ range query (printf "storpath_pcie_current_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} per direction instead of {{ range query (printf "storpath_pcie_expected_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }}. A deliberate cap, not a fault.' % v,
+                  runbook_url: '%(runbookUrlBase)sPcieLinkCapped.md' % v,
                 },
               },
               {

@@ -33,6 +33,10 @@ AER = "storpath_pcie_aer_errors_total"
 LINK_CHANGES = "storpath_pcie_link_changes_total"
 # 0 where a link's numbers are not all hardware (a virtual machine's emulated ports and devices).
 VERIFIABLE = "storpath_pcie_link_verifiable"
+# 1 where the link trained at a Target Link Speed set below both ends' capability (`cause`): a
+# deliberate cap, not a fault (storpath.analysis.pcie.judge).
+CAPPED = "storpath_pcie_link_capped"
+TARGET_SPEED = "storpath_pcie_target_link_speed_transfers_per_second"
 PORTS = "root_port|downstream_port"
 # Labels a link alert takes from storpath_pcie_device_info: the port above, class and driver.
 INFO_LABELS = "upstream, class, driver"
@@ -47,12 +51,12 @@ def rules(c):
     v = dict(on=on, by=c.by(), on_target=c.on(), watched=watched, info=INFO, labels=INFO_LABELS,
              cur_speed=CUR_SPEED, exp_speed=EXP_SPEED, max_speed=MAX_SPEED,
              cur_width=CUR_WIDTH, exp_width=EXP_WIDTH, max_width=MAX_WIDTH,
-             nothing_verifiable=f'{VERIFIABLE}{{basis="none"}}', verifiable=VERIFIABLE)
+             nothing_verifiable=f'{VERIFIABLE}{{basis="none"}}', verifiable=VERIFIABLE, capped=CAPPED)
     # GPUs and accelerators train down when idle: their speed and width are judged on the highest
     # link sampled while busy (rules/definitions/gpu.py), never on one reading.
     v["follows_load"] = f'{INFO}{{class=~"{cfg.load_dependent_classes}"}}'
     speed_low = c.expr("${cur_speed} < ${on} ${exp_speed}\nunless ${on} ${nothing_verifiable}\n"
-                       "unless ${on} ${follows_load}", **v)
+                       "unless ${on} ${follows_load}\nunless ${on} ${capped} == 1", **v)
     width_low = c.expr("${cur_width} < ${on} ${exp_width}\nunless ${on} ${nothing_verifiable}\n"
                        "unless ${on} ${follows_load}", **v)
     limited = c.expr("""
@@ -120,6 +124,17 @@ def rules(c):
             f"""{where} trained at {c.gts(CUR_SPEED, 'address')} though both ends support
             {c.gts(EXP_SPEED, 'address')}: {bandwidth}. Usually a riser, cable or signal problem, or a
             BIOS setting forcing a lower generation.""",
+        ),
+        c.alert(
+            "PcieLinkCapped",
+            on_watched(c.expr("${capped} == 1", **v)),
+            cfg.link_capped_for, "info",
+            "A PCIe link runs at a Target Link Speed set below what both of its ends support.",
+            f"""{where} trained at {c.gts(CUR_SPEED, 'address')}, the Target Link Speed its port was set to
+            ({{{{ if eq $labels.cause "bandwidth_controller" }}}}by the kernel's PCIe bandwidth controller, a
+            thermal cooling device{{{{ else }}}}cause unknown: firmware, a driver, a tool such as setpci or a
+            kernel quirk{{{{ end }}}}), though both ends support {c.gts(EXP_SPEED, 'address')}: {bandwidth}.
+            A deliberate cap, not a fault.""",
         ),
         c.alert(
             "PcieLinkWidthBelowExpected",

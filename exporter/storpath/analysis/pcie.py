@@ -54,6 +54,9 @@ class LinkAnalysis(PcieLink):
     speed_below_expected: bool = False
     width_below_expected: bool = False
     link_down: bool = False  # a partner exists but the link reports width 0
+    target_speed: Optional[float] = None  # the port end's Target Link Speed, where read (links below capability)
+    capped: bool = False  # trained at a Target Link Speed set below both ends' capability: not a fault
+    cap_cause: Optional[str] = None  # CAP_CAUSES, when capped
 
 
 def _min(a, b):
@@ -207,18 +210,45 @@ def current_bandwidth(device: PciDevice, exp: PcieLink) -> Optional[float]:
     return pcie_link_bytes_per_second(device.current_link_speed, device.current_link_width)
 
 
-def judge(device: PciDevice, exp: PcieLink) -> LinkAnalysis:
+# Why a link's Target Link Speed is below both ends' capability.
+CAP_BANDWIDTH_CONTROLLER = "bandwidth_controller"  # its thermal cooling device changed the speed (stats)
+CAP_UNKNOWN = "unknown"  # firmware, a driver, a tool (setpci) or a kernel quirk: sysfs does not say which
+CAP_CAUSES = (CAP_BANDWIDTH_CONTROLLER, CAP_UNKNOWN)
+
+
+def port_end(device: PciDevice, exp: PcieLink, by_address: Dict[str, PciDevice]) -> Optional[PciDevice]:
+    """The downstream-facing end of `device`'s link: the one whose Target Link Speed limits it."""
+    if exp.faces_downstream:
+        return device
+    return by_address.get(exp.partner) if exp.partner else None
+
+
+def cap_cause(port: PciDevice) -> str:
+    cooling = port.link_cooling
+    if cooling is not None and getattr(cooling, "changed", False):
+        return CAP_BANDWIDTH_CONTROLLER
+    return CAP_UNKNOWN
+
+
+def judge(device: PciDevice, exp: PcieLink, port: Optional[PciDevice] = None) -> LinkAnalysis:
+    """`port`: the link's downstream-facing end (port_end), whose Target Link Speed, where it
+    was read, tells a link trained as it was told (capped) from one trained below it (a fault)."""
     link_down = exp.partner is not None and device.current_link_width == 0
+    target = port.target_link_speed if port is not None else None
+    below = (not link_down and exp.speed.expected is not None and device.current_link_speed is not None
+             and device.current_link_speed < exp.speed.expected)
+    capped = below and target is not None and target < exp.speed.expected and device.current_link_speed >= target
     return LinkAnalysis(
         **{f.name: getattr(exp, f.name) for f in fields(PcieLink)},
         current_bandwidth=current_bandwidth(device, exp),
-        speed_below_expected=(not link_down and exp.speed.expected is not None
-                              and device.current_link_speed is not None
-                              and device.current_link_speed < exp.speed.expected),
+        speed_below_expected=below and not capped,
         width_below_expected=(not link_down and exp.expected_width is not None
                               and device.current_link_width is not None
                               and 0 < device.current_link_width < exp.expected_width),
         link_down=link_down,
+        target_speed=target,
+        capped=capped,
+        cap_cause=cap_cause(port) if capped else None,
     )
 
 
@@ -228,4 +258,6 @@ def analyse(devices: List[PciDevice], guest: bool = False,
     against the expectations derived now for a host that is a guest or not."""
     if expected is None:
         expected = expectations(devices, guest)
-    return {d.address: judge(d, expected[d.address]) for d in devices if d.address in expected}
+    by_address = {d.address: d for d in devices}
+    return {d.address: judge(d, expected[d.address], port_end(d, expected[d.address], by_address))
+            for d in devices if d.address in expected}

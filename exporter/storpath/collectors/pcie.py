@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from storpath.analysis.demand import link_demands
-from storpath.analysis.pcie import current_bandwidth
+from storpath.analysis.pcie import CAP_CAUSES, current_bandwidth, judge, port_end
 from storpath.collectors import Collector, register
 from storpath.base.config import Duration
 from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
@@ -78,6 +78,25 @@ VERIFIABLE = Family(
         "functions; `emulated_port` on a VM's port end; `no_partner`: an empty slot, a root-complex integrated "
         "endpoint or a device passed through onto the root bus, whose link registers read zero). Absent for "
         "functions without link attributes")
+TARGET_SPEED = Family(
+    "storpath_pcie_target_link_speed_transfers_per_second", GAUGE,
+    "Target Link Speed of the link's port end (Link Control 2), read for links below their own maximum.", _ADDRESS,
+    "transfers_per_second",
+    doc="the Target Link Speed (Link Control 2, PCIe Base Spec 7.5.3.19) of the port end of this address's link: "
+        "the highest speed the port lets the link train to. Read from config space, which only root can read "
+        "past its first 64 bytes, and only for links running below an end's own maximum (re-read every scrape: "
+        "the kernel, firmware or setpci may change it). Absent where not read or not readable: the target is then "
+        "unknown, never assumed")
+LINK_CAPPED = Family(
+    "storpath_pcie_link_capped", GAUGE,
+    "1 when the link trained at a Target Link Speed set below both ends' capability (a deliberate cap, not a "
+    "fault); `cause` says who set it.", ("address", "cause"),
+    doc="1 when the link runs at its port's Target Link Speed and that target is below what both ends support: "
+        "the link trained as it was told, so PcieLinkSpeedBelowExpected does not fire (PcieLinkCapped, info). "
+        "`cause`: `bandwidth_controller` (the kernel's PCIe bandwidth controller, Linux 6.13 and later: its "
+        "thermal cooling device `PCIe_Port_Link_Speed_<port>` shows transitions or time in another state in "
+        "`stats/`), `unknown` (no cooling device changed it: firmware, a driver, a tool such as setpci, or a "
+        "kernel quirk holding 2.5 GT/s; sysfs does not say which). Absent for links not capped")
 AER_ERRORS = Family(
     "storpath_pcie_aer_errors", COUNTER, "AER errors the device reported, by severity.", ("address", "severity"),
     doc="AER errors reported by the device (`correctable`, `nonfatal`, `fatal`), from the `TOTAL_ERR_*` lines; "
@@ -128,8 +147,8 @@ SUSPENDED_TIME = Family(
         "(milliseconds); its rate is 1 while it sleeps. Only for sleeping devices: an awake device's is not read")
 
 FAMILIES = (CURRENT_SPEED, MAX_SPEED, EXPECTED_SPEED, CURRENT_WIDTH, MAX_WIDTH, EXPECTED_WIDTH, CURRENT_BANDWIDTH,
-            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, AER_ERRORS, LINK_CHANGES, DEVICE_INFO,
-            SUSPENDED, LINK_LAST_READ, SUSPENDED_TIME)
+            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, TARGET_SPEED, LINK_CAPPED, AER_ERRORS, LINK_CHANGES,
+            DEVICE_INFO, SUSPENDED, LINK_LAST_READ, SUSPENDED_TIME)
 
 
 def _fmt_class(code):
@@ -162,6 +181,7 @@ class PcieCollector(Collector):
         expected = snapshot.pcie_expected
         demands = link_demands(devices, expected, snapshot.net_ports or ())
         changes = snapshot.pcie_link_changes or {}
+        by_address = {d.address: d for d in devices}
         rows = Rows()
         for device in devices:
             static = device.static
@@ -198,6 +218,12 @@ class PcieCollector(Collector):
             rows.add(EXPECTED_BANDWIDTH, key, exp.expected_bandwidth)
             if exp.bottleneck is not None:
                 rows.add(BOTTLENECK, (address, exp.bottleneck), exp.bottleneck_bandwidth)
+            port = port_end(device, exp, by_address)
+            if port is not None and port.target_link_speed is not None:
+                rows.add(TARGET_SPEED, key, port.target_link_speed)
+                verdict = judge(device, exp, port)
+                if verdict.capped and verdict.cap_cause in CAP_CAUSES:
+                    rows.add(LINK_CAPPED, (address, verdict.cap_cause), 1)
             demand = demands.get(address)
             if demand is not None:
                 rows.add(LINK_DEMAND, (address, demand.source), demand.bytes_per_second)

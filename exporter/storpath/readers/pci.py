@@ -27,6 +27,7 @@ from storpath.base.parse import parse_pcie_speed, parse_pcie_width
 from storpath.base.problems import Problem
 from storpath.readers.instances import InstanceCache
 from storpath.readers.power import read_sleep, read_suspended_seconds
+from storpath.readers.pcie_cooling import attach_link_cooling
 from storpath.base.roots import Roots
 from storpath.base.sysfs import link_name, list_entries, read_attr, read_attr_why, read_bytes, read_many
 
@@ -95,6 +96,10 @@ class PciDevice:
     asleep: Optional[str] = None
     link_read_at: Optional[float] = None
     suspended_seconds: Optional[float] = None  # time runtime-suspended since boot, where the kernel says
+    # Link Control 2's Target Link Speed, re-read every scrape for links below their own maximum
+    # only (the kernel, firmware or a tool may change it at run time); None: not read or unreadable.
+    target_link_speed: Optional[float] = None
+    link_cooling: Optional[object] = None  # readers.pcie_cooling.LinkCooling of this port, if any
 
     def __post_init__(self) -> None:
         self.address = self.static.address
@@ -137,6 +142,36 @@ def parse_port_type(config: Optional[bytes]) -> Optional[str]:
             return PORT_TYPES.get((flags >> 4) & 0xF, "unknown")
         pointer = next_ptr
     return None
+
+
+# Link Control 2, Target Link Speed (PCIe Base Spec 7.5.3.19, bits 3:0 at the PCIe capability
+# + 0x30): an index into the Supported Link Speeds Vector, 1 = 2.5 GT/s ... 6 = 64 GT/s.
+TARGET_LINK_SPEEDS = {1: 2.5e9, 2: 5e9, 3: 8e9, 4: 16e9, 5: 32e9, 6: 64e9}
+LINK_CONTROL_2 = 0x30
+
+
+def pcie_capability_offset(config: Optional[bytes]) -> Optional[int]:
+    """Offset of the PCI Express capability (ID 0x10) in config space, or None when the bytes
+    do not reach it."""
+    if not config or len(config) < 0x40 or not (config[0x06] | (config[0x07] << 8)) & 0x10:
+        return None
+    pointer, seen = config[0x34] & 0xFC, set()
+    while pointer and pointer not in seen and pointer + 4 <= len(config):
+        seen.add(pointer)
+        if config[pointer] == 0x10:
+            return pointer
+        pointer = config[pointer + 1] & 0xFC
+    return None
+
+
+def parse_target_link_speed(config: Optional[bytes]) -> Optional[float]:
+    """Target Link Speed (transfers per second) from Link Control 2; None when config space
+    was not readable that far (an unprivileged read: 64 bytes) or the field holds a value the
+    spec reserves. Never a guess."""
+    offset = pcie_capability_offset(config)
+    if offset is None or offset + LINK_CONTROL_2 + 2 > len(config):
+        return None
+    return TARGET_LINK_SPEEDS.get(config[offset + LINK_CONTROL_2] & 0xF)
 
 
 # Read once per device instance (besides max_link_speed, config and the AER files); the kernel
@@ -280,6 +315,7 @@ class PciReader:
             self._last_read = now
             problems, self._problems = self._problems, []
         resolve_port_types(devices)
+        attach_link_cooling(self.roots, devices)
         return devices, problems
 
     def _remember(self, device: PciDevice, now: float) -> None:
@@ -320,6 +356,8 @@ class PciReader:
         elif (driver is None or asleep is not None) and not os.path.isdir(static.path):
             return None
         device = PciDevice(static=static, driver=driver, current_link_speed=speed, current_link_width=width)
+        if speed is not None and static.max_link_speed is not None and speed < static.max_link_speed:
+            device.target_link_speed = parse_target_link_speed(read_bytes(at + "config", 256))
         if asleep is not None:
             device.asleep = asleep
             device.suspended_seconds = read_suspended_seconds(static.path)

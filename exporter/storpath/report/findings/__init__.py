@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from storpath import collectors
 from storpath.base import log
 from storpath.analysis.demand import link_demands
-from storpath.analysis.pcie import analyse, judge
+from storpath.analysis.pcie import analyse, judge, port_end
 from storpath.readers.pci import PCI_ADDRESS, path_to_root
 from storpath.collectors.base import SourceFailed
 from storpath.base.parse import natural_key
@@ -125,7 +125,9 @@ class Facts:
         if expected is None:
             host = self.snapshot.host
             return analyse(self.pci_devices(), guest=host.virtual if host is not None else False)
-        return {d.address: judge(d, expected[d.address]) for d in self.pci_devices() if d.address in expected}
+        by_address = {d.address: d for d in self.pci_devices()}
+        return {d.address: judge(d, expected[d.address], port_end(d, expected[d.address], by_address))
+                for d in self.pci_devices() if d.address in expected}
 
     def pcie_demands(self):
         """What the device below each link can use (analysis.demand), where it is known."""

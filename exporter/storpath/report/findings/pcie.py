@@ -29,6 +29,20 @@ from storpath.base.units import human_bytes_per_second, human_transfers
 WATCHED_BASE_CLASSES = (0x01, 0x02, 0x03, 0x12)
 _GENERATIONS = {2.5e9: 1, 5e9: 2, 8e9: 3, 16e9: 4, 32e9: 5, 64e9: 6}
 
+# analysis.pcie.CAP_CAUSES in words, and what to do about each.
+CAP_CAUSE_TEXT = {
+    "bandwidth_controller": "by the kernel's PCIe bandwidth controller, a thermal cooling device",
+    "unknown": "target set below capability, cause unknown: firmware, a driver, a tool or a kernel quirk",
+}
+CAP_CAUSE_REMEDY = {
+    "bandwidth_controller": "The kernel lowered the link's speed to cool the system: see "
+                            "/sys/class/thermal/cooling_device*/ of type PCIe_Port_Link_Speed_<port> and the "
+                            "thermal zone that drives it.",
+    "unknown": "Something set the port's Target Link Speed below what both ends support: look in the kernel log "
+               "for a link retrain quirk (\"retraining failed\", \"2.5GT/s\"), check the BIOS setting of the "
+               "slot's generation and any tool that wrote Link Control 2 (setpci).",
+}
+
 
 def link_text(speed: Optional[float], width: Optional[int]) -> str:
     """'16 GT/s (Gen4) x4'."""
@@ -182,6 +196,19 @@ def check(facts: Facts, out: Outcome) -> None:
                 remedy=" ".join(remedies),
                 related=tuple(blocks)))
             hop_findings[address] = "pcie.link_trained_low"
+
+        if link.capped:
+            out.add(Finding(
+                subject=address, severity=INFO, kind="pcie.link_capped",
+                title=(f"PCIe link capped at {link_text(link.target_speed, None)} "
+                       f"({CAP_CAUSE_TEXT.get(link.cap_cause, link.cap_cause)}), both ends support "
+                       f"{link_text(link.speed.expected, None)}"),
+                evidence=(f"trained {link_text(device.current_link_speed, device.current_link_width)} at the port's "
+                          f"Target Link Speed {link_text(link.target_speed, None)} (Link Control 2); expected "
+                          f"{link_text(link.speed.expected, link.expected_width)} ({ends})"),
+                impact=_lost(link.expected_bandwidth, link.current_bandwidth) + _for(blocks),
+                remedy=CAP_CAUSE_REMEDY.get(link.cap_cause, ""),
+                related=tuple(blocks)))
 
         if link.placement_speed_limited or link.placement_width_limited:
             device_max = link_text(device.static.max_link_speed, device.static.max_link_width)
