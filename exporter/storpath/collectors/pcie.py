@@ -77,6 +77,15 @@ VERIFIABLE = Family(
         "functions; `emulated_port` on a VM's port end; `no_partner`: an empty slot, a root-complex integrated "
         "endpoint or a device passed through onto the root bus, whose link registers read zero). Absent for "
         "functions without link attributes")
+DESIGN = Family(
+    "storpath_pcie_link_design_info", GAUGE,
+    "A link the platform wires narrower than both its ends advertise (a vendor-documented platform fact): its "
+    "expected width is the design's; always 1.", ("address", "design"),
+    doc="both ends of a link that a documented platform fact (storpath.analysis.platform) wires narrower than both "
+        "ends advertise; always 1. `design` names the fact, e.g. `amd_am4_x570_chipset_x4`: AMD's X570 chipset "
+        "is attached to an AM4 processor by PCIe 4.0 x4 though the root port and the chipset's upstream port "
+        "both advertise x8. `storpath_pcie_expected_link_width` is then the design's width, so such a link is "
+        "not trained below expected")
 AER_ERRORS = Family(
     "storpath_pcie_aer_errors", COUNTER, "AER errors the device reported, by severity.", ("address", "severity"),
     doc="AER errors reported by the device (`correctable`, `nonfatal`, `fatal`), from the `TOTAL_ERR_*` lines; "
@@ -91,7 +100,7 @@ DEVICE_INFO = Family(
         "(from config space when readable, else from the tree)")
 
 FAMILIES = (CURRENT_SPEED, MAX_SPEED, EXPECTED_SPEED, CURRENT_WIDTH, MAX_WIDTH, EXPECTED_WIDTH, CURRENT_BANDWIDTH,
-            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, AER_ERRORS, DEVICE_INFO)
+            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, DESIGN, AER_ERRORS, DEVICE_INFO)
 
 
 def _fmt_class(code):
@@ -136,6 +145,8 @@ class PcieCollector(Collector):
             rows.add(VERIFIABLE, (address, exp.speed.basis, exp.speed.reason), 1 if exp.speed.verifiable else 0)
             rows.add(EXPECTED_SPEED, key, exp.speed.expected)
             rows.add(EXPECTED_WIDTH, key, exp.expected_width)
+            if exp.design is not None:
+                rows.add(DESIGN, (address, exp.design), 1)
             rows.add(CURRENT_BANDWIDTH, key, current_bandwidth(device, exp))
             rows.add(EXPECTED_BANDWIDTH, key, exp.expected_bandwidth)
             if exp.bottleneck is not None:
