@@ -112,7 +112,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -122,7 +122,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -130,7 +130,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -140,7 +140,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v)),
               },
@@ -159,7 +159,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     )
@@ -179,7 +179,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     )
                   )
                   or on(%(targetLabelsJoined)s)
@@ -197,7 +197,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     )
@@ -217,7 +217,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     )
                   )
                   or on(%(targetLabelsJoined)s)
@@ -238,7 +238,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     )
@@ -257,7 +257,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     )
                   )
                   or on(%(targetLabelsJoined)s)
@@ -274,7 +274,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     )
@@ -293,7 +293,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     )
                   )
                   or on(%(targetLabelsJoined)s)
@@ -311,7 +311,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -324,7 +324,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -335,7 +335,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -348,7 +348,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v)),
                 [if format.seconds(c.pcieLinkBelowExpectedFor) > 0 then 'for']: c.pcieLinkBelowExpectedFor,
@@ -372,7 +372,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -385,7 +385,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -396,7 +396,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -409,7 +409,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v)),
                 [if format.seconds(c.pcieLinkBelowExpectedFor) > 0 then 'for']: c.pcieLinkBelowExpectedFor,
@@ -435,7 +435,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -450,7 +450,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -463,7 +463,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -478,7 +478,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v)),
                 [if format.seconds(c.pciePlacementFor) > 0 then 'for']: c.pciePlacementFor,
@@ -501,7 +501,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -513,7 +513,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -523,7 +523,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -535,7 +535,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   )
                 ||| % v)),
                 [if format.seconds(c.pcieSlotBottleneckFor) > 0 then 'for']: c.pcieSlotBottleneckFor,
@@ -557,7 +557,7 @@ local format = import '../lib/format.libsonnet';
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     count by (%(targetLabelsJoined)s, upstream) (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     ),
@@ -570,7 +570,7 @@ local format = import '../lib/format.libsonnet';
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     count by (%(targetLabelsJoined)s, upstream) (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     ),
                     "address", "$1", "upstream", "(.+)"
                   )
@@ -581,7 +581,7 @@ local format = import '../lib/format.libsonnet';
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     count by (%(targetLabelsJoined)s, upstream) (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     ),
@@ -594,7 +594,7 @@ local format = import '../lib/format.libsonnet';
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     count by (%(targetLabelsJoined)s, upstream) (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     ),
                     "address", "$1", "upstream", "(.+)"
                   )
@@ -658,7 +658,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   ) >= %(pcieFlappingThreshold)s
@@ -672,7 +672,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   ) >= %(pcieFlappingThreshold)s
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -684,7 +684,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   ) >= %(pcieFlappingThreshold)s
@@ -698,7 +698,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
                   ) >= %(pcieFlappingThreshold)s
                 ||| % v)),
                 [if format.seconds(c.pcieCounterAlertsKeepFiringFor) > 0 then 'keep_firing_for']: c.pcieCounterAlertsKeepFiringFor,
