@@ -232,7 +232,7 @@ local format = import '../lib/format.libsonnet';
                       (
                         storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
                         or on(%(targetLabelsJoined)s, address)
-                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                        (storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_design_info)
                       )
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                     )
@@ -251,7 +251,7 @@ local format = import '../lib/format.libsonnet';
                       (
                         storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
                         or on(%(targetLabelsJoined)s, address)
-                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                        (storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_design_info)
                       )
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                     )
@@ -268,7 +268,7 @@ local format = import '../lib/format.libsonnet';
                       (
                         storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
                         or on(%(targetLabelsJoined)s, address)
-                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                        (storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_design_info)
                       )
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                     )
@@ -287,7 +287,7 @@ local format = import '../lib/format.libsonnet';
                       (
                         storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
                         or on(%(targetLabelsJoined)s, address)
-                        storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                        (storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_design_info)
                       )
                       unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                     )
@@ -429,7 +429,7 @@ local format = import '../lib/format.libsonnet';
                     (
                       storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
                       or on(%(targetLabelsJoined)s, address)
-                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      (storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_design_info)
                     )
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                   )
@@ -444,7 +444,7 @@ local format = import '../lib/format.libsonnet';
                     (
                       storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
                       or on(%(targetLabelsJoined)s, address)
-                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      (storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_design_info)
                     )
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                   )
@@ -457,7 +457,7 @@ local format = import '../lib/format.libsonnet';
                     (
                       storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
                       or on(%(targetLabelsJoined)s, address)
-                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      (storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_design_info)
                     )
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                   )
@@ -472,7 +472,7 @@ local format = import '../lib/format.libsonnet';
                     (
                       storpath_pcie_expected_link_speed_transfers_per_second < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_speed_transfers_per_second
                       or on(%(targetLabelsJoined)s, address)
-                      storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width
+                      (storpath_pcie_expected_link_width < on(%(targetLabelsJoined)s, address) storpath_pcie_max_link_width unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_design_info)
                     )
                     unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_verifiable == 0
                   )

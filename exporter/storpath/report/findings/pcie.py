@@ -162,7 +162,9 @@ def check(facts: Facts, out: Outcome) -> None:
                 remedies.append("A GPU or accelerator trains its link down when idle: judge it while it works "
                                 "(the exporter samples it between scrapes: rules/gpu.yml).")
             out.add(Finding(
-                subject=address, severity=INFO if follows_load(device.static.class_code) else s(CRITICAL),
+                # The severity of the alert the rules fire for this link (PcieLinkSpeedBelowExpected,
+                # PcieLinkWidthBelowExpected: warning; tests/rules/test_check_agrees_with_alerts.py).
+                subject=address, severity=INFO if follows_load(device.static.class_code) else s(WARNING),
                 kind="pcie.link_trained_low" if (low_speed and low_width) else
                      ("pcie.link_speed_below_expected" if low_speed else "pcie.link_width_below_expected"),
                 title=title,
