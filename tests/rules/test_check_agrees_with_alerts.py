@@ -2,7 +2,7 @@
 
 On every fixture machine, check's PCIe link findings say which link alerts of rules/pcie.yml
 must fire, on which address and with which severity; promtool evaluates the rules on the
-machine's golden exposition (what the exporter serves there, as tests/rules/test_every_machine
+machine's golden exposition (what the exporter serves there, as tests/rules/test_every_machine.py
 loads it) for two hours of scrapes, past every `for:`, and the firing alerts must be exactly
 those. A link trained low that check calls critical while the alert says warning, or an alert
 fired once per function of a multi-function device where check speaks once for the link,
