@@ -38,11 +38,11 @@ def loud(data):
 
 
 def test_step_down_fires_and_lspci_downgraded_on_one_end_does_not():
-    """The NVMe drive at x2 of the x4 both ends support is critical; the I210 at its own
+    """The NVMe drive at x2 of the x4 both ends support is a warning (as its alert); the I210 at its own
     2.5 GT/s x1, whose port lspci marks "(downgraded)", is not a fault at all."""
     data = check_json(os.path.join(FIXTURES, "chipset-switch.txt"))
     assert loud(data) == {("0000:03:00.0", "pcie.link_width_below_expected")}
-    assert data["status"] == "critical"
+    assert data["status"] == "warning"
     assert not [f for f in data["findings"] if f["subject"] in ("0000:04:00.0", "0000:02:09.0")]
 
 
@@ -90,7 +90,7 @@ def test_supportconfig_folder(tmp_path):
 
 def test_tree_from_a_dump():
     done = storpath("tree", "--ascii", f"--lspci={os.path.join(FIXTURES, 'chipset-switch.txt')}")
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 1, done.stderr
     assert "0000:03:00.0" in done.stdout and "0000:01:00.0" in done.stdout
 
 

@@ -35,13 +35,13 @@ def test_healthy_link_has_no_findings(b):
     assert pcie(b) == {}
 
 
-def test_width_and_speed_both_low_is_one_critical_finding_on_the_device_end(b):
+def test_width_and_speed_both_low_is_one_warning_finding_on_the_device_end(b):
     b.root_port(b.host, "0000:00:01.0", speed=16.0, width=4)
     drive(b, "0000:00:01.0", "0000:01:00.0", cur_speed=8.0, cur_width=2)
     found = pcie(b)
     assert list(found) == [("0000:01:00.0", "pcie.link_trained_low")]
     finding = found[("0000:01:00.0", "pcie.link_trained_low")]
-    assert finding.severity == CRITICAL
+    assert finding.severity == WARNING  # as the alerts' severity
     assert finding.title == "PCIe link trained at 8 GT/s (Gen3) x2, both ends support 16 GT/s (Gen4) x4"
     assert "7.88 GB/s of link, 1.97 GB/s available (75% lost)" in finding.impact
     assert "bifurcation" in finding.remedy and "generation" in finding.remedy

@@ -81,12 +81,13 @@ def test_uplink_trained_low_is_below_expected_and_shows_its_numbers():
     assert port.port and model.hop_text(port.link, port.port) == "port max 8 GT/s x8"
 
 
-def test_storage_paths_only_and_empty_switch_ports_kept():
+def test_storage_paths_judged_links_and_empty_switch_ports_kept():
+    """Storage paths, and the NICs, GPUs and switches whose links check and the rules judge
+    (the NIC below 0000:10:00.0 has no storage but its link is judged)."""
     topology = build(*switch_host())
-    ids = [node.id for root in topology.roots for node in root.walk()]
-    assert "0000:11:00.0" not in ids and "0000:10:00.0" not in ids  # the NIC's root port: no storage
+    assert topology.find("0000:11:00.0") is not None and topology.find("0000:11:00.0").link is not None
     assert topology.find("0000:3c:04.0").empty
-    assert [r.id for r in topology.roots] == ["0000:3a:00.0"]
+    assert [r.id for r in topology.roots] == ["0000:10:00.0", "0000:3a:00.0"]
     assert topology.roots[0].numa_node == 0 and topology.find("0000:3b:00.0").numa_node is None  # shown once
 
 
@@ -115,7 +116,8 @@ def test_findings_go_to_their_node_worst_first_and_the_rest_elsewhere():
     assert topology.find("nvme1n1").severity == WARNING
     assert topology.find("0000:41:00.0").findings[0].title == "phy slow"
     assert [f.subject for f in topology.elsewhere] == ["numa"]
-    assert worst(f.severity for n in topology.roots[0].walk() for f in n.findings) == CRITICAL
+    storage_root = next(r for r in topology.roots if r.id == "0000:3a:00.0")
+    assert worst(f.severity for n in storage_root.walk() for f in n.findings) == CRITICAL
 
 
 def test_arrays_list_members_with_their_place_and_blocks_name_their_arrays():

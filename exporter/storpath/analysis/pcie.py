@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Dict, List, Optional, Tuple
 
-from storpath.analysis import virtual
+from storpath.analysis import platform, virtual
 from storpath.analysis.expectation import BOTH_ENDS, NONE, LinkExpectation
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice, path_to_root
 from storpath.base.units import pcie_link_bytes_per_second
@@ -44,6 +44,7 @@ class PcieLink:
     bottleneck: Optional[str]  # device end only: the device end of the hop with the lowest expected bandwidth up to the root
     bottleneck_bandwidth: Optional[float]
     root_port: Optional[str]
+    design: Optional[str] = None  # a platform fact wires this link narrower than its ends (analysis.platform)
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Pci
             children.setdefault(d.static.parent, []).append(d)
 
     expected: Dict[str, tuple] = {}
+    designs: Dict[str, platform.PlatformFact] = {}
     partners: Dict[str, Optional[PciDevice]] = {}
     for d in devices:
         if not d.static.has_link:
@@ -130,10 +132,13 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Pci
             speeds = (speed_capability(d, device_end), speed_capability(partner, device_end))
         else:
             speeds = (d.static.max_link_speed, partner.static.max_link_speed)
-        expected[d.address] = (
-            _min(*speeds),
-            _min(d.static.max_link_width, partner.static.max_link_width),
-        )
+        width = _min(d.static.max_link_width, partner.static.max_link_width)
+        fact = (platform.design_of(d, partner) if d.port_type in DOWNSTREAM_FACING
+                else platform.design_of(partner, d))
+        if fact is not None and width is not None and fact.width < width:
+            width = fact.width  # the platform wires fewer lanes than both ends advertise
+            designs[address] = fact
+        expected[d.address] = (_min(*speeds), width)
 
     def root_and_bottleneck(d: PciDevice):
         """Walk up from a device end; every device end of a link on the way is a hop."""
@@ -164,6 +169,7 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Pci
             own_speed = speed_capability(d, partner if faces_down else d)
             partner_speed = speed_capability(partner, partner if faces_down else d)
         port_speed, device_speed = (own_speed, partner_speed) if faces_down else (partner_speed, own_speed)
+        design = designs.get(d.address)
         result[d.address] = PcieLink(
             address=d.address,
             partner=partner.address if partner else None,
@@ -174,11 +180,12 @@ def expectations(devices: List[PciDevice], guest: bool = False) -> Dict[str, Pci
             max_bandwidth=pcie_link_bytes_per_second(d.static.max_link_speed, d.static.max_link_width),
             placement_speed_limited=(device_end and exp_speed is not None and d.static.max_link_speed is not None
                                      and exp_speed < d.static.max_link_speed),
-            placement_width_limited=(device_end and exp_width is not None and d.static.max_link_width is not None
-                                     and exp_width < d.static.max_link_width),
+            placement_width_limited=(device_end and design is None and exp_width is not None
+                                     and d.static.max_link_width is not None and exp_width < d.static.max_link_width),
             bottleneck=bottleneck if device_end else None,
             bottleneck_bandwidth=bottleneck_bw if device_end else None,
             root_port=root,
+            design=design.name if design is not None else None,
         )
     return result
 

@@ -97,6 +97,15 @@ LINK_CAPPED = Family(
         "thermal cooling device `PCIe_Port_Link_Speed_<port>` shows transitions or time in another state in "
         "`stats/`), `unknown` (no cooling device changed it: firmware, a driver, a tool such as setpci, or a "
         "kernel quirk holding 2.5 GT/s; sysfs does not say which). Absent for links not capped")
+DESIGN = Family(
+    "storpath_pcie_link_design_info", GAUGE,
+    "A link the platform wires narrower than both its ends advertise (a vendor-documented platform fact): its "
+    "expected width is the design's; always 1.", ("address", "design"),
+    doc="both ends of a link that a documented platform fact (storpath.analysis.platform) wires narrower than both "
+        "ends advertise; always 1. `design` names the fact, e.g. `amd_am4_x570_chipset_x4`: AMD's X570 chipset "
+        "is attached to an AM4 processor by PCIe 4.0 x4 though the root port and the chipset's upstream port "
+        "both advertise x8. `storpath_pcie_expected_link_width` is then the design's width, so such a link is "
+        "not trained below expected")
 AER_ERRORS = Family(
     "storpath_pcie_aer_errors", COUNTER, "AER errors the device reported, by severity.", ("address", "severity"),
     doc="AER errors reported by the device (`correctable`, `nonfatal`, `fatal`), from the `TOTAL_ERR_*` lines; "
@@ -147,8 +156,8 @@ SUSPENDED_TIME = Family(
         "(milliseconds); its rate is 1 while it sleeps. Only for sleeping devices: an awake device's is not read")
 
 FAMILIES = (CURRENT_SPEED, MAX_SPEED, EXPECTED_SPEED, CURRENT_WIDTH, MAX_WIDTH, EXPECTED_WIDTH, CURRENT_BANDWIDTH,
-            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, TARGET_SPEED, LINK_CAPPED, AER_ERRORS, LINK_CHANGES,
-            DEVICE_INFO, SUSPENDED, LINK_LAST_READ, SUSPENDED_TIME)
+            EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, TARGET_SPEED, LINK_CAPPED, DESIGN, AER_ERRORS,
+            LINK_CHANGES, DEVICE_INFO, SUSPENDED, LINK_LAST_READ, SUSPENDED_TIME)
 
 
 def _fmt_class(code):
@@ -214,6 +223,8 @@ class PcieCollector(Collector):
             rows.add(VERIFIABLE, (address, exp.speed.basis, exp.speed.reason), 1 if exp.speed.verifiable else 0)
             rows.add(EXPECTED_SPEED, key, exp.speed.expected)
             rows.add(EXPECTED_WIDTH, key, exp.expected_width)
+            if exp.design is not None:
+                rows.add(DESIGN, (address, exp.design), 1)
             rows.add(CURRENT_BANDWIDTH, key, current_bandwidth(device, exp))
             rows.add(EXPECTED_BANDWIDTH, key, exp.expected_bandwidth)
             if exp.bottleneck is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Set
 
 from storpath.analysis.demand import NETWORK_PORTS, Demand, bottlenecked
+from storpath.analysis import platform
 from storpath.analysis.observed import follows_load
 from storpath.analysis.pcie import LinkAnalysis
 from storpath.analysis.throughput import path_hops, shared_tree_bandwidth
@@ -72,6 +73,11 @@ def _for(blocks: List[str]) -> str:
     if len(blocks) == 1:
         return f" for {blocks[0]}"
     return f" shared by {len(blocks)} block devices ({', '.join(blocks)})"
+
+
+def _min_width(device: PciDevice, port: Optional[PciDevice]) -> str:
+    widths = [w for w in (device.static.max_link_width, port.static.max_link_width if port else None) if w]
+    return str(min(widths)) if widths else "?"
 
 
 def watched(facts: Facts) -> Set[str]:
@@ -187,7 +193,9 @@ def check(facts: Facts, out: Outcome) -> None:
                 remedies.append("A GPU or accelerator trains its link down when idle: judge it while it works "
                                 "(the exporter samples it between scrapes: rules/gpu.yml).")
             out.add(Finding(
-                subject=address, severity=INFO if follows_load(device.static.class_code) else s(CRITICAL),
+                # The severity of the alert the rules fire for this link (PcieLinkSpeedBelowExpected,
+                # PcieLinkWidthBelowExpected: warning; tests/rules/test_check_agrees_with_alerts.py).
+                subject=address, severity=INFO if follows_load(device.static.class_code) else s(WARNING),
                 kind="pcie.link_trained_low" if (low_speed and low_width) else
                      ("pcie.link_speed_below_expected" if low_speed else "pcie.link_width_below_expected"),
                 title=title,
@@ -209,6 +217,18 @@ def check(facts: Facts, out: Outcome) -> None:
                 impact=_lost(link.expected_bandwidth, link.current_bandwidth) + _for(blocks),
                 remedy=CAP_CAUSE_REMEDY.get(link.cap_cause, ""),
                 related=tuple(blocks)))
+        if link.design is not None and not link.link_down and not low_width:
+            fact = platform.fact_named(link.design)
+            out.add(Finding(
+                subject=address, severity=INFO, kind="pcie.link_as_designed",
+                title=f"x{link.expected_width} by design: {link.design}",
+                evidence=f"trained {link_text(device.current_link_speed, device.current_link_width)}, both ends "
+                         f"advertise x{_min_width(device, port)}; "
+                         f"{fact.source if fact else link.design}",
+                impact="none: the platform wires this many lanes between the two ends",
+                remedy="Nothing to do: no slot, reseat or BIOS setting widens it.",
+                related=tuple(blocks)))
+            hop_findings.setdefault(address, "pcie.link_as_designed")
 
         if link.placement_speed_limited or link.placement_width_limited:
             device_max = link_text(device.static.max_link_speed, device.static.max_link_width)

@@ -263,7 +263,11 @@ def build(facts: TreeInput) -> Topology:
         return tuple(_attach(n, findings) for n in facts.extra_children.get(node_id, ()))
 
     def has_storage(device: PciDevice) -> bool:
-        return _storage(device, blocks_at) or device.address in facts.extra_children or any(has_storage(c) for c in children.get(device.address, []))
+        """Storage, or a link storpath judges (a NIC, GPU, accelerator or switch: check's
+        `watched` classes), or anything of those below it."""
+        return (_storage(device, blocks_at) or _judged_link(device, facts.links.get(device.address))
+                or device.address in facts.extra_children
+                or any(has_storage(c) for c in children.get(device.address, [])))
 
     def pci_node(device: PciDevice, parent_numa: Optional[int]) -> Node:
         kids = [c for c in children.get(device.address, []) if has_storage(c) or _empty_port(c, children)]
@@ -323,6 +327,19 @@ def build(facts: TreeInput) -> Topology:
 
 def _attach(node: Node, findings: Dict[str, Tuple[Finding, ...]]) -> Node:
     return replace(node, findings=findings.get(node.id, ()), children=tuple(_attach(c, findings) for c in node.children))
+
+
+# Device ends whose links the tree shows though no storage sits below them: network (0x02),
+# display (0x03) and accelerator (0x12) controllers, and switches (their upstream ports), the
+# links `storpath check` and the rules judge besides storage (report.findings.pcie.watched).
+JUDGED_BASE_CLASSES = (0x02, 0x03, 0x12)
+
+
+def _judged_link(device: PciDevice, link) -> bool:
+    if link is None or link.partner is None or device.port_type in DOWNSTREAM_FACING:
+        return False
+    code = device.static.class_code
+    return device.port_type == "upstream_port" or (code is not None and code >> 16 in JUDGED_BASE_CLASSES)
 
 
 def _empty_port(device: PciDevice, children: Dict[Optional[str], List[PciDevice]]) -> bool:
