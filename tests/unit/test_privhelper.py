@@ -257,3 +257,42 @@ def test_the_serving_side_has_no_capability_while_values_come_through_the_helper
     finally:
         _stop(proc)
         shutil.rmtree(shared)
+
+
+# ---- the units: the capabilities only in the helper's ------------------------------------------
+
+SYSTEMD = ROOT / "deploy" / "systemd"
+
+
+def _settings(path: Path):
+    out = {}
+    for line in path.read_text().replace("\\\n", "").splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+def test_the_serving_unit_has_no_capability_and_asks_the_helper():
+    for path in (SYSTEMD / "storpath.service", SYSTEMD / "helper.conf"):
+        unit = _settings(path)
+        assert unit.get("CapabilityBoundingSet", [""]) == [""] and unit.get("AmbientCapabilities", [""]) == [""]
+    assert "--helper.socket=/run/storpath-helper/helper.sock" in _settings(SYSTEMD / "helper.conf")["ExecStart"][-1]
+    assert _settings(SYSTEMD / "storpath-helper.socket")["ListenStream"] == ["/run/storpath-helper/helper.sock"]
+    for dropin in ("raid-tools.conf", "nvme-identify.conf"):  # what grants capabilities goes to the helper
+        assert "storpath-helper.service" in (SYSTEMD / dropin).read_text().splitlines()[0]
+    helper_unit = _settings(SYSTEMD / "storpath-helper.service")
+    assert set(helper_unit["CapabilityBoundingSet"][0].split()) == {"CAP_SYS_ADMIN", "CAP_SYS_RAWIO",
+                                                                    "CAP_DAC_READ_SEARCH"}
+    assert helper_unit["PrivateNetwork"] == ["yes"] and helper_unit["RestrictAddressFamilies"] == ["AF_UNIX"]
+    assert helper_unit["ExecStart"] == ["/opt/storpath/bin/storpath helper"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+@pytest.mark.parametrize("unit, most", [("storpath.service", 2.5), ("storpath-helper.service", 2.5)])
+def test_systemd_analyze_security_of_both_units(unit, most):
+    done = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(SYSTEMD / unit)],
+                          capture_output=True, text=True, timeout=120)
+    line = [l for l in done.stdout.splitlines() if "Overall exposure level" in l]
+    assert line, done.stdout + done.stderr
+    assert float(line[0].split(":")[1].split()[0]) <= most, line[0]
