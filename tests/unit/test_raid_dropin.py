@@ -118,7 +118,7 @@ def test_a_host_without_those_drivers_gets_no_node(tmp_path):
 def test_installed_by_the_install_script_and_the_package():
     install = (REPO / "deploy" / "systemd" / "install").read_text()
     assert '--raid-tools) raid=1' in install
-    assert 'install -m 0644 "$HERE/raid-tools.conf" "$dropins/raid-tools.conf"' in install
+    assert 'install -m 0644 "$HERE/raid-tools.conf" "$helper_dropins/raid-tools.conf"' in install
     lines = (REPO / "debian" / "prometheus-storpath-exporter.install").read_text().splitlines()
     assert "deploy/systemd/raid-tools.conf usr/share/prometheus-storpath-exporter/systemd/" in lines
     # The package's user and group, which the nodes are given (postinst: adduser --group storpath).

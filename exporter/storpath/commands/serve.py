@@ -19,7 +19,7 @@ import time
 from typing import Dict, Iterable, Optional
 
 from storpath import __version__
-from storpath.base import log
+from storpath.base import log, privhelper
 from storpath.base.background import Scheduler
 from storpath.commands.options import resolve_config, roots_from, say_no_devices
 from storpath.base.config import DEFAULT_PORT, ConfigError
@@ -39,6 +39,11 @@ LOG = log.get("serve")
 def add_parser(sub, common):
     parser = sub.add_parser("serve", parents=[common], help="Serve metrics over HTTP.",
                             description="Serve storpath's metrics for Prometheus.")
+    helper = parser.add_argument_group("helper")
+    helper.add_argument("--helper.socket", dest="helper_socket", metavar="PATH",
+                        help="Ask `storpath helper` at this Unix socket for the reads that need a capability "
+                             "(RAID tools, dmsetup, NVMe Identify): this process then needs none. Default: run them "
+                             "here.")
     web = parser.add_argument_group("web")
     web.add_argument("--web.listen-address", dest="web_listen_address", metavar="ADDR", action="append",
                      help=f"Address to listen on (default :{DEFAULT_PORT}); repeat it to listen on several, each "
@@ -188,6 +193,7 @@ class Service:
 
 def run(args, config) -> int:
     raise_open_files_limit()
+    privhelper.use(getattr(args, "helper_socket", None))
     try:
         web = webconfig.load(config["web"]["config_file"])
     except webconfig.WebConfigError as exc:

@@ -48,6 +48,7 @@ from storpath.base import atomicfile
 from storpath.base.parse import natural_key, parse_int
 from storpath.base.problems import Problem
 from storpath.base.roots import Roots
+from storpath.base import privhelper
 from storpath.base.subprocesses import run_command
 from storpath.readers.instances import InstanceCache
 from storpath.base.sysfs import list_dir, list_entries, read_attr_noting, read_attr_why
@@ -269,7 +270,10 @@ def read_dmsetup_status(roots: Roots, dmsetup: str, timeout: float) -> DmsetupSt
         return DmsetupStatus({}, ok=True, reason="replaying another machine without a captured dmsetup status",
                          source="none")
     try:
-        done = run_command([dmsetup, *STATUS_ARGS], timeout)
+        if privhelper.configured():
+            done = privhelper.ask_command({"cmd": "dmsetup-status", "timeout": timeout}, timeout)
+        else:
+            done = run_command([dmsetup, *STATUS_ARGS], timeout)
     except OSError as exc:
         return DmsetupStatus({}, ok=False, reason=f"cannot run {dmsetup}: {exc.strerror}")
     if done.timed_out:

@@ -37,6 +37,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from storpath.readers.raid import arcconf as raid_arcconf
 from storpath.readers.raid.merge import ToolStatus, fill_addresses, parse_storcli
 from storpath.readers.raid.records import RaidInventory
+from storpath.base import privhelper
 from storpath.base.roots import Roots
 from storpath.base.subprocesses import kill_group, run_command
 from storpath.base.sysfs import list_dir
@@ -59,6 +60,9 @@ MEGACLI_ARGS = {"pdlist": ["-PDList", "-aALL", "-NoLog"], "ldinfo": ["-LdInfo", 
                 "bbu": ["-AdpBbuCmd", "-GetBbuStatus", "-aALL", "-NoLog"]}
 # arcconf numbers controllers from 1; no host has more than a few.
 MAX_ARCCONF_CONTROLLERS = 16
+
+# What ToolRunner runs through `storpath helper`: "helper:storcli" (the helper resolves the name).
+HELPER_PREFIX = "helper:"
 
 _PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
@@ -225,8 +229,8 @@ class ToolRunner:
              failed: Dict[str, ToolStatus]) -> None:
         for tool in needed:
             if tool == "storcli":
-                storcli = find_tool("storcli", self.paths.get("storcli"))
-                megacli = None if storcli else find_tool("megacli", self.paths.get("megacli"))
+                storcli = self._find("storcli")
+                megacli = None if storcli else self._find("megacli")
                 if storcli:
                     if self._commands("storcli", storcli, [(a, f"{k}.json") for k, a in STORCLI_ARGS.items()],
                                       outputs, failed):
@@ -237,13 +241,27 @@ class ToolRunner:
                 else:
                     failed["storcli"] = ToolStatus(False, missing("storcli", self.paths) + " (nor MegaCli)")
             elif tool == "ssacli":
-                ssacli = find_tool("ssacli", self.paths.get("ssacli"))
+                ssacli = self._find("ssacli")
                 if ssacli:
                     self._commands("ssacli", ssacli, [(SSACLI_ARGS, "config-detail.txt")], outputs, failed)
                 else:
                     failed["ssacli"] = ToolStatus(False, missing("ssacli", self.paths))
             elif tool == "arcconf":
                 self._run_arcconf(outputs, failed)
+
+    def _find(self, tool: str) -> Optional[str]:
+        """The tool's path here, or with `storpath helper` (storpath.base.privhelper) the tool's
+        name: the helper finds it where it runs."""
+        if privhelper.configured():
+            return HELPER_PREFIX + tool
+        return find_tool(tool, self.paths.get(tool))
+
+    def _ask_helper(self, tool: str, args: Sequence[str]):
+        if tool == "smartctl":  # -j -i -d sat+megaraid,ID DEVICE
+            request = {"cmd": "smartctl", "device_id": int(args[3].rsplit(",", 1)[1]), "device": args[4]}
+        else:
+            request = {"cmd": "raid", "tool": tool, "args": list(args)}
+        return privhelper.ask_command(dict(request, timeout=self.timeout), self.timeout)
 
     def run(self, binary: str, args: Sequence[str]) -> Run:
         """One command: its output, or why it failed. Never started once the runner is closed;
@@ -252,7 +270,10 @@ class ToolRunner:
             return Run(False, reason="stopped")
         env = dict(os.environ, LC_ALL="C", LANG="C")
         try:
-            done = run_command([binary, *args], self.timeout, env=env, started=self._track)
+            if binary.startswith(HELPER_PREFIX):
+                done = self._ask_helper(binary[len(HELPER_PREFIX):], args)
+            else:
+                done = run_command([binary, *args], self.timeout, env=env, started=self._track)
         except FileNotFoundError:
             return Run(False, reason=f"{binary} not found")
         except OSError as exc:
@@ -294,7 +315,7 @@ class ToolRunner:
         """smartctl for the SATA drives storcli gives no capability or rate of, through a
         volume's block device on the same controller: only a block device node that sysfs
         places below that controller's PCI function (none without smartctl)."""
-        smartctl = find_tool("smartctl", self.paths.get("smartctl"))
+        smartctl = self._find("smartctl")
         if smartctl is None or not self.roots.devices:
             return
         try:
@@ -321,7 +342,7 @@ class ToolRunner:
                 failed["smartctl"] = ToolStatus(False, run.reason)
 
     def _run_arcconf(self, outputs: Outputs, failed: Dict[str, ToolStatus]) -> None:
-        arcconf = find_tool("arcconf", self.paths.get("arcconf"))
+        arcconf = self._find("arcconf")
         if arcconf is None:
             failed["arcconf"] = ToolStatus(False, missing("arcconf", self.paths))
             return

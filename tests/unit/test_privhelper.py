@@ -1,0 +1,298 @@
+"""`storpath helper` (storpath.commands.helper) and its wire (storpath.base.privhelper): the
+helper takes only its fixed commands with checked arguments; `storpath serve` with
+--helper.socket gets the RAID, dm and NVMe values from it; a dead or hung helper is a clear
+problem of the source that asked, never a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from storpath.base import privhelper
+from storpath.base.roots import Roots
+from storpath.commands import helper
+from storpath.readers import dm_multipath, nvme
+from storpath.readers.raid import tools as raid_tools
+from tests import fake_storcli
+from tests.fixtures import builders_paths
+from tests.fixtures import builders_raid as build
+
+ROOT = Path(__file__).resolve().parents[2]
+STATUS = builders_paths.status_line("mpatha", 1 << 30, [("A", [("8:16", True, 0), ("8:32", False, 3)])])
+
+
+@pytest.fixture(autouse=True)
+def _local_again():
+    yield
+    privhelper.use(None)
+
+
+# ---- refused: anything but the fixed commands --------------------------------------------
+
+@pytest.mark.parametrize("request_, reason", [
+    ({"cmd": "sh", "args": ["-c", "id"]}, "unknown command"),
+    ({"cmd": "raid", "tool": "sh", "args": ["-c", "id"]}, "tool must be one of"),
+    ({"cmd": "raid", "tool": "storcli", "args": ["/call", "show", "all", "J", "nolog", ";", "rm"]}, "fixed commands"),
+    ({"cmd": "raid", "tool": "storcli", "args": ["/c0", "set", "jbod=on"]}, "fixed commands"),
+    ({"cmd": "raid", "tool": "arcconf", "args": ["GETCONFIG", "17", "AL"]}, "fixed commands"),
+    ({"cmd": "raid", "tool": "storcli", "args": "/call show all J nolog"}, "fixed commands"),
+    ({"cmd": "dmsetup-status", "args": ["remove_all"]}, "unexpected field"),
+    ({"cmd": "nvme-identify", "controller": "../nvme0", "nsid": 1}, "controller must match"),
+    ({"cmd": "nvme-identify", "controller": "nvme0 --raw-binary", "nsid": 1}, "controller must match"),
+    ({"cmd": "nvme-identify", "controller": "nvme0", "nsid": "1; id"}, "nsid must be an integer"),
+    ({"cmd": "nvme-identify", "controller": "nvme0", "nsid": True}, "nsid must be an integer"),
+    ({"cmd": "nvme-identify", "controller": "nvme0", "nsid": 0xFFFFFFFF}, "nsid must be an integer"),
+    ({"cmd": "smart-log", "controller": "nvme0\n"}, "controller must match"),
+    ({"cmd": "smartctl", "device_id": 0, "device": "/dev/../etc/shadow"}, "device must match"),
+    ({"cmd": "smartctl", "device_id": -1, "device": "/dev/sda"}, "device_id must be an integer"),
+    ({"cmd": "sg-modes", "node": "../../dev/watchdog"}, "node must match"),
+    ({"cmd": "pci-config", "address": "0000:00:00.0/../../../../etc/shadow", "length": 256}, "address must match"),
+    ({"cmd": "pci-config", "address": "0000:00:00.0", "length": 65536}, "length must be one of"),
+    ({"cmd": "dmsetup-status", "timeout": 86400}, "timeout must be"),
+])
+def test_the_helper_refuses_anything_but_its_fixed_commands(request_, reason):
+    reply = helper.answer(request_)
+    assert reply["ok"] is False
+    assert reason in reply["error"]
+
+
+def _frame(sock, body: bytes) -> dict:
+    sock.sendall(struct.pack(">I", len(body)) + body)
+    return privhelper.recv_frame(sock, privhelper.MAX_REPLY, time.monotonic() + 5)
+
+
+@pytest.fixture
+def in_process(tmp_path):
+    path = str(tmp_path / "h.sock")
+    serving = helper.Helper(helper.listening_socket(path))
+    thread = threading.Thread(target=serving.serve_forever, daemon=True)
+    thread.start()
+    yield path
+    serving.stop()
+    thread.join(5)
+    serving.sock.close()
+
+
+def test_an_oversize_or_malformed_request_is_refused_unread(in_process):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(in_process)
+        sock.sendall(struct.pack(">I", 1 << 30))  # announces a GiB: refused before any of it is read
+        reply = privhelper.recv_frame(sock, privhelper.MAX_REPLY, time.monotonic() + 5)
+    assert reply["ok"] is False and "over the limit of 4096" in reply["error"]
+    for body in (b"not json", b"[1, 2]", b"\xff\xfe"):
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(in_process)
+            reply = _frame(sock, body)
+        assert reply["ok"] is False and "bad request" in reply["error"]
+
+
+def test_a_client_that_sends_nothing_does_not_hold_the_helper(in_process, monkeypatch):
+    monkeypatch.setattr(helper, "REQUEST_TIMEOUT", 0.3)
+    silent = socket.socket(socket.AF_UNIX)
+    silent.connect(in_process)
+    try:  # the silent one is still connected: another client is answered all the same
+        with pytest.raises(privhelper.HelperError, match="refused nope: unknown command"):
+            privhelper.ask({"cmd": "nope"}, 5.0, in_process)
+    finally:
+        silent.close()
+
+
+# ---- a helper in its own process, tools only on its PATH ------------------------------------
+
+def _start_helper(tmp_path: Path, bin_dir: Path, prefix=()) -> subprocess.Popen:
+    path = tmp_path / "helper.sock"
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}",
+               PYTHONPATH=f"{ROOT / 'exporter'}:{ROOT}")
+    proc = subprocess.Popen([*prefix, sys.executable, "-m", "storpath", "helper", "--helper.socket", str(path),
+                             "--helper.socket-mode", "0666"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while not path.exists():
+        assert proc.poll() is None, proc.stdout.read().decode()
+        assert time.monotonic() < deadline, "the helper did not start"
+        time.sleep(0.05)
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def tools(tmp_path):
+    """A folder with a fake dmsetup and a fake storcli (answers from JSON files)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "status.txt").write_text(STATUS + "\n")
+    dmsetup = bin_dir / "dmsetup"
+    dmsetup.write_text(f"#!/bin/sh\n[ \"$*\" = 'status --target multipath' ] || exit 9\ncat {tmp_path}/status.txt\n")
+    dmsetup.chmod(0o755)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "controllers.json").write_text(build.storcli_controllers(0, "PERC H730P Mini", "4.300", (0, 3, 0, 0),
+                                                                       "SAS-12G"))
+    (folder / "drives.json").write_text(build.storcli_drives(0, [build.StorcliDrive(32, 0, did=0)]))
+    (folder / "volumes.json").write_text(build.storcli_volumes(0, [build.StorcliVolume(0, 0, state="Dgrd")]))
+    storcli_dir = tmp_path / "storcli"
+    storcli_dir.mkdir()
+    shutil.move(fake_storcli.write(storcli_dir, folder), bin_dir / "storcli")
+    return bin_dir
+
+
+def test_serve_with_a_helper_gets_dm_and_raid_values_the_serving_process_cannot_run(tmp_path, tools, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # neither dmsetup nor storcli here: only the helper has them
+    proc = _start_helper(tmp_path, tools)
+    try:
+        privhelper.use(str(tmp_path / "helper.sock"))
+        status = dm_multipath.read_dmsetup_status(Roots(), "dmsetup", 5.0)
+        assert status.ok, status.reason
+        assert [p.active for p in status.maps["mpatha"]] == [True, False]
+        sysfs = tmp_path / "sys"
+        (sysfs / "bus/pci/drivers/megaraid_sas/0000:03:00.0").mkdir(parents=True)
+        roots = Roots(sysfs=str(sysfs), dev=str(tmp_path / "dev"))
+        runner = raid_tools.ToolRunner(roots, {}, timeout=5.0)
+        outputs, failed = runner.run_tools(raid_tools.bound_controllers(roots))
+        assert failed == {}
+        assert '"PERC H730P Mini"' in outputs[("storcli", "controllers.json")]
+        assert "Dgrd" in outputs[("storcli", "volumes.json")]
+    finally:
+        _stop(proc)
+
+
+def test_without_a_helper_the_commands_run_here_as_before(tmp_path, tools, monkeypatch):
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    status = dm_multipath.read_dmsetup_status(Roots(), dm_multipath.find_dmsetup("dmsetup"), 5.0)
+    assert status.ok and [p.active for p in status.maps["mpatha"]] == [True, False]
+
+
+def test_a_dead_helper_is_a_clear_problem_of_each_source(tmp_path):
+    privhelper.use(str(tmp_path / "nobody.sock"))
+    status = dm_multipath.read_dmsetup_status(Roots(), "dmsetup", 1.0)
+    assert not status.ok and "helper at" in status.reason and "cannot be asked dmsetup-status" in status.reason
+    result = nvme.identify_namespace(Roots(), "nvme0", 1, timeout=1.0)
+    assert result.identify is None and "helper" in result.error
+    sysfs = tmp_path / "sys"
+    (sysfs / "bus/pci/drivers/megaraid_sas/0000:03:00.0").mkdir(parents=True)
+    roots = Roots(sysfs=str(sysfs), dev=str(tmp_path / "dev"))
+    _, failed = raid_tools.ToolRunner(roots, {}, timeout=1.0).run_tools(raid_tools.bound_controllers(roots))
+    assert "cannot be asked raid" in failed["storcli"].reason
+
+
+def test_a_hung_helper_times_out_with_the_source_named(tmp_path):
+    path = str(tmp_path / "hung.sock")
+    hung = socket.socket(socket.AF_UNIX)
+    hung.bind(path)
+    hung.listen(4)  # accepts (the kernel does) and never answers
+    try:
+        privhelper.use(path)
+        start = time.monotonic()
+        with pytest.raises(privhelper.HelperError, match="did not answer dmsetup-status within 1.5 s"):
+            privhelper.ask({"cmd": "dmsetup-status"}, 1.5)
+        assert time.monotonic() - start < 3
+    finally:
+        hung.close()
+
+
+def _cap_eff(pid: str = "self") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    raise AssertionError("no CapEff")
+
+
+CLIENT = """
+import json, sys
+from pathlib import Path
+from storpath.base import privhelper
+from storpath.base.roots import Roots
+from storpath.readers import dm_multipath
+from storpath.readers.raid import tools
+cap = [l for l in Path('/proc/self/status').read_text().splitlines() if l.startswith('CapEff:')][0].split()[1]
+privhelper.use(sys.argv[1])
+status = dm_multipath.read_dmsetup_status(Roots(), 'dmsetup', 5.0)
+roots = Roots(sysfs=sys.argv[2], dev='/nonexistent')
+outputs, failed = tools.ToolRunner(roots, {}, timeout=5.0).run_tools(tools.bound_controllers(roots))
+print(json.dumps({"cap_eff": cap, "uid": __import__('os').getuid(), "dm_ok": status.ok,
+                  "paths": [p.active for p in status.maps.get('mpatha', ())],
+                  "raid": sorted(k[1] for k in outputs), "failed": sorted(failed)}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_the_serving_side_has_no_capability_while_values_come_through_the_helper(tmp_path, tools):
+    """The helper runs as root; the asking process as nobody with every capability dropped
+    (setpriv): its CapEff is 0 and still gets dmsetup's and storcli's answers."""
+    assert _cap_eff() != 0  # the test itself runs privileged: the drop below is what makes the difference
+    shared = Path(tempfile.mkdtemp(prefix="storpath-helper-"))  # where nobody may look (tmp_path's parent is 0700)
+    shared.chmod(0o755)
+    proc = _start_helper(shared, tools)
+    try:
+        sysfs = shared / "sys"
+        (sysfs / "bus/pci/drivers/megaraid_sas/0000:03:00.0").mkdir(parents=True)
+        env = dict(os.environ, PATH="/nonexistent", PYTHONPATH=f"{ROOT / 'exporter'}:{ROOT}")
+        done = subprocess.run([shutil.which("setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                               "--bounding-set=-all", sys.executable, "-c", CLIENT, str(shared / "helper.sock"),
+                               str(sysfs)], env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr.decode()
+        seen = json.loads(done.stdout)
+        assert seen["cap_eff"] == "0000000000000000" and seen["uid"] == 65534
+        assert seen["dm_ok"] and seen["paths"] == [True, False]
+        assert seen["raid"] == ["controllers.json", "drives.json", "volumes.json"] and seen["failed"] == []
+    finally:
+        _stop(proc)
+        shutil.rmtree(shared)
+
+
+# ---- the units: the capabilities only in the helper's ------------------------------------------
+
+SYSTEMD = ROOT / "deploy" / "systemd"
+
+
+def _settings(path: Path):
+    out = {}
+    for line in path.read_text().replace("\\\n", "").splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+def test_the_serving_unit_has_no_capability_and_asks_the_helper():
+    for path in (SYSTEMD / "storpath.service", SYSTEMD / "helper.conf"):
+        unit = _settings(path)
+        assert unit.get("CapabilityBoundingSet", [""]) == [""] and unit.get("AmbientCapabilities", [""]) == [""]
+    assert "--helper.socket=/run/storpath-helper/helper.sock" in _settings(SYSTEMD / "helper.conf")["ExecStart"][-1]
+    assert _settings(SYSTEMD / "storpath-helper.socket")["ListenStream"] == ["/run/storpath-helper/helper.sock"]
+    for dropin in ("raid-tools.conf", "nvme-identify.conf"):  # what grants capabilities goes to the helper
+        assert "storpath-helper.service" in (SYSTEMD / dropin).read_text().splitlines()[0]
+    helper_unit = _settings(SYSTEMD / "storpath-helper.service")
+    assert set(helper_unit["CapabilityBoundingSet"][0].split()) == {"CAP_SYS_ADMIN", "CAP_SYS_RAWIO",
+                                                                    "CAP_DAC_READ_SEARCH"}
+    assert helper_unit["PrivateNetwork"] == ["yes"] and helper_unit["RestrictAddressFamilies"] == ["AF_UNIX"]
+    assert helper_unit["ExecStart"] == ["/opt/storpath/bin/storpath helper"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+@pytest.mark.parametrize("unit, most", [("storpath.service", 2.5), ("storpath-helper.service", 2.5)])
+def test_systemd_analyze_security_of_both_units(unit, most):
+    done = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(SYSTEMD / unit)],
+                          capture_output=True, text=True, timeout=120)
+    line = [l for l in done.stdout.splitlines() if "Overall exposure level" in l]
+    assert line, done.stdout + done.stderr
+    assert float(line[0].split(":")[1].split()[0]) <= most, line[0]
