@@ -85,7 +85,7 @@ EXPECTED = {
     # target the link is a fault as ever.
     ("desktop-z690-single-socket", "capped-by-tool"): (0, set(), {("0000:02:00.0", "pcie.link_capped")}),
     ("desktop-z690-single-socket", "capped-thermal"): (0, set(), {("0000:02:00.0", "pcie.link_capped")}),
-    ("desktop-z690-single-socket", "below-target"): (2, {("0000:02:00.0", "pcie.link_speed_below_expected")}, set()),
+    ("desktop-z690-single-socket", "below-target"): (1, {("0000:02:00.0", "pcie.link_speed_below_expected")}, set()),
     # the twin left at x16: one drive at x4 on an x16 root port, said as information (not a fault)
     ("supermicro-x10dri-hyperm2", "unbifurcated"): (0, set(), {("0000:00:03.0", "inventory.wide_port_single_device")}),
     # Drives behind hardware RAID controllers (perccli, ssacli): the battery failed and both volumes fell to

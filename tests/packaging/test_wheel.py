@@ -57,7 +57,7 @@ def check_installed(storpath: Path, sysfs_tree: Path, log: Path) -> None:
     # The example machines come with the package: a demonstration needs no clone.
     result = subprocess.run([str(storpath), "check", "--example", "gen4-at-gen3"], capture_output=True, text=True,
                             timeout=120)
-    assert result.returncode == 2 and "PCIe link trained at 8 GT/s (Gen3)" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 1 and "PCIe link trained at 8 GT/s (Gen3)" in result.stdout, result.stdout + result.stderr
     # Installed, storpath has no .git beside it: the build wrote the revision it was made from.
     revision = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert f'revision="{revision}"' in text, [line for line in text.splitlines() if "build_info{" in line]

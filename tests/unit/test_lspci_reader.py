@@ -5,7 +5,7 @@ import time
 
 from hypothesis import given, settings, strategies as st
 
-from storpath.readers.lspci import parse_lspci, supportconfig_section
+from storpath.readers.lspci import _section_lines, parse_lspci
 from tests.conftest import ROOT
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "lspci")
@@ -116,7 +116,7 @@ def test_supportconfig_section():
     text = ("#==[ Command ]======================================#\n# /sbin/lspci -nnvv\n"
             "00:00.0 Host bridge [0600]: X [8086:1918]\n\n"
             "#==[ Command ]======================================#\n# /usr/sbin/dmidecode\nHandle 0x0000\n")
-    section = supportconfig_section(text, lambda line: "lspci" in line)
+    section = "\n".join(_section_lines(text.splitlines(), lambda line: "lspci" in line))
     assert section.startswith("00:00.0") and "dmidecode" not in section
 
 

@@ -38,7 +38,7 @@ class Example:
 EXAMPLES: Tuple[Example, ...] = (
     Example("healthy-server", "a dual-socket server, four NVMe drives at their full 8 GT/s x4: clean",
             "supermicro-x10dri-hyperm2", "healthy"),
-    Example("gen4-at-gen3", "a Gen4 NVMe drive trained at 8 GT/s though both ends do 16 GT/s, AER errors: critical",
+    Example("gen4-at-gen3", "a Gen4 NVMe drive trained at 8 GT/s though both ends do 16 GT/s, AER errors: warning",
             "am4-x570-firecuda", "gen3-trained"),
     Example("md-degraded", "a boot mirror (md1) with one SATA SSD failed and removed: critical",
             "epyc-7443-highpoint", "md-degraded"),

@@ -219,16 +219,6 @@ def _text(text: str) -> str:
 _attr = _text
 
 
-def tree_html(topology: Topology, runbook_base: str = DEFAULT_RUNBOOK_BASE) -> str:
-    """The whole tree (one page, however large)."""
-    parts = ["<ul class=\"tree\">"]
-    for root in topology.roots:
-        _node(root, runbook_base, parts)
-    parts.append("</ul>")
-    _after_tree(topology, runbook_base, parts)
-    return "\n".join(parts)
-
-
 def _page_html(flat: _Flat, number: int, runbook_base: str) -> str:
     """Page `number` of the tree: its PAGE_NODES nodes in order, under the first one's
     ancestors (drawn as "continued"), with links to the other pages; the findings about no
@@ -344,4 +334,4 @@ def _finding(finding, title: str, more: int, runbook_base: str) -> str:
             f"{finding.severity.upper()}</span>{text}{extra}</span>")
 
 
-__all__ = ["Landing", "tree_html", "RUNBOOKS", "DEFAULT_RUNBOOK_BASE", "PAGE_NODES"]
+__all__ = ["Landing", "RUNBOOKS", "DEFAULT_RUNBOOK_BASE", "PAGE_NODES"]

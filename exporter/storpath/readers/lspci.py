@@ -339,15 +339,6 @@ def _section_lines(lines: Iterable[str], wanted) -> Iterator[str]:
             yield line
 
 
-def supportconfig_section(text: str, wanted) -> Optional[str]:
-    """The body of the first section of a supportconfig text whose command line satisfies
-    `wanted`; None when there is none."""
-    lines = text.splitlines()
-    found = any(line.startswith(SECTION) and i + 1 < len(lines) and wanted(lines[i + 1])
-                for i, line in enumerate(lines))
-    return "\n".join(_section_lines(lines, wanted)) if found else None
-
-
 def _is_lspci_vv(command: str) -> bool:
     words = command.lstrip("# ").split()
     return bool(words) and os.path.basename(words[0]) == "lspci" and any("vv" in w for w in words[1:])
