@@ -26,6 +26,13 @@ from storpath.base.sysfs import list_entries, read_attr
 
 TYPE_PREFIX = "PCIe_Port_Link_Speed_"
 
+# What this reader reads (storpath capture takes these; see report/capture/files.py).
+CAPTURE_SYSFS = (
+    "class/thermal/cooling_device*",
+    "class/thermal/cooling_device*/{type,cur_state,max_state}",
+    "class/thermal/cooling_device*/stats/{total_trans,time_in_state_ms}",
+)
+
 
 @dataclass(frozen=True)
 class LinkCooling:
