@@ -29,17 +29,6 @@ def check_subsystems(facts: Facts, out: Outcome) -> None:
                 impact="I/O to its namespaces queues (or fails once ctrl_loss_tmo runs out)",
                 remedy=_nvme_remedy(down),
                 related=tuple(sub.namespaces)))
-        elif count.unknown and not count.degraded:
-            unknown = [j.path.device for j in judged if j.unknown]
-            out.add(Finding(
-                subject=found.device, severity=WARNING, kind="paths.map_unknown",
-                title=f"multipath map {label}: state of {count.unknown} of {count.paths} paths unknown: "
-                      + ", ".join(unknown),
-                evidence=f"paths ({basis}): {listing}",
-                impact="a path dm-mpath failed while its device says running cannot be told from a working one",
-                remedy="Run `storpath check` as root with dmsetup installed (device-mapper's ioctls need "
-                       f"CAP_SYS_ADMIN), or `multipath -ll {found.name or found.device}`.",
-                related=tuple(unknown)))
         elif count.degraded:
             out.add(Finding(
                 subject=sub.name, severity=WARNING, kind="paths.nvme_degraded",
