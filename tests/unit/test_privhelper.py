@@ -22,10 +22,10 @@ import pytest
 from storpath.base import privhelper
 from storpath.base.roots import Roots
 from storpath.commands import helper
-from storpath.readers import dm_multipath, nvme
+from storpath.readers import dm_multipath, nvme, nvme_health, sas_pcd
 from storpath.readers.raid import tools as raid_tools
 from tests import fake_storcli
-from tests.fixtures import builders_paths
+from tests.fixtures import builders_health, builders_paths
 from tests.fixtures import builders_raid as build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,12 +110,12 @@ def test_a_client_that_sends_nothing_does_not_hold_the_helper(in_process, monkey
 
 # ---- a helper in its own process, tools only on its PATH ------------------------------------
 
-def _start_helper(tmp_path: Path, bin_dir: Path, prefix=()) -> subprocess.Popen:
+def _start_helper(tmp_path: Path, bin_dir: Path, prefix=(), extra=()) -> subprocess.Popen:
     path = tmp_path / "helper.sock"
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}",
                PYTHONPATH=f"{ROOT / 'exporter'}:{ROOT}")
     proc = subprocess.Popen([*prefix, sys.executable, "-m", "storpath", "helper", "--helper.socket", str(path),
-                             "--helper.socket-mode", "0666"], env=env, stdout=subprocess.PIPE,
+                             "--helper.socket-mode", "0666", *extra], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20
     while not path.exists():
@@ -136,9 +136,18 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture
 def tools(tmp_path):
-    """A folder with a fake dmsetup and a fake storcli (answers from JSON files)."""
+    """A folder with a fake dmsetup, a fake storcli (answers from JSON files) and a fake nvme-cli
+    (smart-log and id-ctrl of nvme0, as `nvme ... --output-format=json` prints them)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    (tmp_path / "smart.json").write_text(builders_health.smart_log_json(builders_health.Health(composite=321)))
+    (tmp_path / "id-ctrl.json").write_text(json.dumps({"wctemp": 343, "cctemp": 358}))
+    nvme_cli = bin_dir / "nvme"
+    nvme_cli.write_text("#!/bin/sh\ncase \"$*\" in\n"
+                        f"'smart-log /dev/nvme0 --output-format=json') cat {tmp_path}/smart.json;;\n"
+                        f"'id-ctrl /dev/nvme0 --output-format=json') cat {tmp_path}/id-ctrl.json;;\n"
+                        "*) echo \"no such command: $*\" >&2; exit 22;;\nesac\n")
+    nvme_cli.chmod(0o755)
     (tmp_path / "status.txt").write_text(STATUS + "\n")
     dmsetup = bin_dir / "dmsetup"
     dmsetup.write_text(f"#!/bin/sh\n[ \"$*\" = 'status --target multipath' ] || exit 9\ncat {tmp_path}/status.txt\n")
@@ -173,6 +182,45 @@ def test_serve_with_a_helper_gets_dm_and_raid_values_the_serving_process_cannot_
         assert "Dgrd" in outputs[("storcli", "volumes.json")]
     finally:
         _stop(proc)
+
+
+def test_nvme_smart_log_and_thresholds_come_from_the_helper(tmp_path, tools, monkeypatch):
+    """The SMART log and Identify Controller's thresholds: asked of the helper (its nvme-cli here,
+    as no /dev/nvme0 answers the ioctl), none run by the asking process (no nvme on its PATH)."""
+    proc = _start_helper(tmp_path, tools)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    try:
+        privhelper.use(str(tmp_path / "helper.sock"))
+        roots = Roots(sysfs=str(tmp_path / "sys"), dev=str(tmp_path / "dev"))
+        result = nvme_health.read_health(roots, "nvme0", timeout=5.0)
+        assert result.error is None and result.source == "helper"
+        assert result.smart is not None and result.smart.composite_kelvin == 321
+        assert result.thresholds == nvme_health.TemperatureThresholds(343, 358)
+        missing = nvme_health.read_health(roots, "nvme7", timeout=5.0)  # the helper's nvme-cli fails on it
+        assert missing.smart is None and "helper refused smart-log" in missing.error and "exited 22" in missing.error
+    finally:
+        _stop(proc)
+
+
+def test_sas_drive_mode_page_comes_from_the_helper(in_process, tmp_path, monkeypatch):
+    """sg_modes run by the helper (its `sg-modes` command), the raw page handed back; a refusal
+    is the drive's reason. The node check is the helper's own (refusal table above); here
+    its argv points at a stand-in that prints the page's bytes."""
+    page = bytes(range(16))
+    fake = tmp_path / "sg_modes"
+    fake.write_bytes(b"#!/bin/sh\n[ \"$3\" = /dev/sg3 ] || exit 15\nprintf '" +
+                     "".join(f"\\{b:03o}" for b in page).encode() + b"'\n")
+    fake.chmod(0o755)
+    monkeypatch.setitem(helper.RUNS, "sg-modes",
+                        lambda request: [str(fake), "--page=0x19,0x1", "--raw", f"/dev/{request['node']}"])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    privhelper.use(in_process)
+    assert sas_pcd.mode_sense(Roots(), "sg3", timeout=5.0) == (page, "")
+    data, why = sas_pcd.mode_sense(Roots(), "sg4", timeout=5.0)
+    assert data is None and "exited 15" in why
+    privhelper.use(str(tmp_path / "gone.sock"))
+    data, why = sas_pcd.mode_sense(Roots(), "sg3", timeout=1.0)
+    assert data is None and why.startswith("helper: ") and "cannot be asked sg-modes" in why
 
 
 def test_without_a_helper_the_commands_run_here_as_before(tmp_path, tools, monkeypatch):
@@ -241,7 +289,7 @@ def test_the_serving_side_has_no_capability_while_values_come_through_the_helper
     assert _cap_eff() != 0  # the test itself runs privileged: the drop below is what makes the difference
     shared = Path(tempfile.mkdtemp(prefix="storpath-helper-"))  # where nobody may look (tmp_path's parent is 0700)
     shared.chmod(0o755)
-    proc = _start_helper(shared, tools)
+    proc = _start_helper(shared, tools, extra=("--helper.allow-uid", "65534"))
     try:
         sysfs = shared / "sys"
         (sysfs / "bus/pci/drivers/megaraid_sas/0000:03:00.0").mkdir(parents=True)
@@ -257,6 +305,30 @@ def test_the_serving_side_has_no_capability_while_values_come_through_the_helper
     finally:
         _stop(proc)
         shutil.rmtree(shared)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_the_helper_answers_no_user_but_its_own_and_root(tmp_path, tools):
+    """The socket may be open to every local user (a DynamicUser has no group to give it): the
+    helper itself refuses a peer of another UID (SO_PEERCRED), before reading its request."""
+    shared = Path(tempfile.mkdtemp(prefix="storpath-helper-"))
+    shared.chmod(0o755)
+    proc = _start_helper(shared, tools)
+    try:
+        ask = ("import sys; from storpath.base import privhelper\n"
+               "try:\n    privhelper.ask({'cmd': 'dmsetup-status'}, 5.0, sys.argv[1]); print('answered')\n"
+               "except privhelper.HelperError as exc:\n    print(exc)\n")
+        env = dict(os.environ, PYTHONPATH=f"{ROOT / 'exporter'}:{ROOT}")
+        done = subprocess.run([shutil.which("setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups",
+                               sys.executable, "-c", ask, str(shared / "helper.sock")], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert "user 65534 is not served by this helper" in done.stdout, done.stdout + done.stderr
+        assert privhelper.ask({"cmd": "dmsetup-status"}, 5.0, str(shared / "helper.sock"))["rc"] == 0  # root is
+    finally:
+        _stop(proc)
+        out = proc.stdout.read().decode()
+        shutil.rmtree(shared)
+    assert out.count("helper refused a connection from a user it does not serve") == 1 and "uid=65534" in out
 
 
 # ---- the units: the capabilities only in the helper's ------------------------------------------

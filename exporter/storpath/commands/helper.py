@@ -11,12 +11,19 @@ set; no argv, path or tool name comes from the request:
     dmsetup-status                      dmsetup status --target multipath
     nvme-identify controller nvmeN, nsid 1..0xfffffffe: Identify Namespace (ioctl, else nvme-cli)
     smart-log     controller nvmeN: the SMART / Health log (ioctl, else nvme-cli)
+    id-ctrl       controller nvmeN: Identify Controller (ioctl, else nvme-cli): the temperature thresholds
     sg-modes      node sgN|sdX: sg_modes --page=0x19,0x1 --raw (the SAS drive's PHYs)
     pci-config    address DDDD:BB:DD.F, length 256|4096: the function's config space, bounded
 
 Every command runs with the bounded runners (storpath.base.subprocesses: deadline, process
 group killed, output capped), one at a time. No network, no HTTP. Under systemd socket
 activation (LISTEN_FDS=1) it serves the socket it is handed.
+
+It answers only its own user and root (the peer's credentials, SO_PEERCRED), and the users
+given with --helper.allow-uid: the exporter runs as the helper's user (systemd: both units are
+User=storpath, which DynamicUser gives one UID while either runs; a pod: both containers run as
+one UID), so a socket that must be open to every local user (a DynamicUser has no group to give
+it) still answers no one else.
 """
 
 from __future__ import annotations
@@ -27,10 +34,11 @@ import re
 import shutil
 import socket
 import stat
+import struct
 import sys
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from storpath.base import log, privhelper
 from storpath.base.subprocesses import Finished, run_command
@@ -170,18 +178,27 @@ def _nvme_identify(request: dict, timeout: float) -> Tuple[bytes, str]:
         raise Refused(f"ioctl: {ioctl_error}; nvme-cli: {exc}") from None
 
 
-def _smart_log(request: dict, timeout: float) -> Tuple[bytes, str]:
+def _admin_read(request: dict, timeout: float, ioctl: Callable[[str, float], bytes], subcommand: str
+                ) -> Tuple[bytes, str]:
     _only(request, "controller")
     controller = _string(request, "controller", CONTROLLER)
     device = f"/dev/{controller}"
     try:
-        return nvme_health.smart_log_ioctl(device, timeout), "raw"
+        return ioctl(device, timeout), "raw"
     except nvme_reader.IdentifyError as exc:
         ioctl_error = str(exc)
     try:
-        return nvme_reader.identify_nvme_cli(device, 0, timeout=timeout, subcommand="smart-log").encode(), "json"
+        return nvme_reader.identify_nvme_cli(device, 0, timeout=timeout, subcommand=subcommand).encode(), "json"
     except nvme_reader.IdentifyError as exc:
         raise Refused(f"ioctl: {ioctl_error}; nvme-cli: {exc}") from None
+
+
+def _smart_log(request: dict, timeout: float) -> Tuple[bytes, str]:
+    return _admin_read(request, timeout, nvme_health.smart_log_ioctl, "smart-log")
+
+
+def _id_ctrl(request: dict, timeout: float) -> Tuple[bytes, str]:
+    return _admin_read(request, timeout, nvme_health.id_ctrl_ioctl, "id-ctrl")
 
 
 def _pci_config(request: dict, timeout: float) -> Tuple[bytes, str]:
@@ -206,7 +223,8 @@ def _pci_config(request: dict, timeout: float) -> Tuple[bytes, str]:
 RUNS: Dict[str, Callable[[dict], List[str]]] = {"raid": _raid, "smartctl": _smartctl, "dmsetup-status": _dmsetup,
                                                 "sg-modes": _sg_modes}
 READS: Dict[str, Callable[[dict, float], Tuple[bytes, str]]] = {"nvme-identify": _nvme_identify,
-                                                                "smart-log": _smart_log, "pci-config": _pci_config}
+                                                                "smart-log": _smart_log, "id-ctrl": _id_ctrl,
+                                                                "pci-config": _pci_config}
 COMMANDS = sorted([*RUNS, *READS])
 
 
@@ -232,14 +250,29 @@ def answer(request: dict) -> dict:
         return {"ok": False, "error": str(exc)}
 
 
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_uid(conn: socket.socket) -> Optional[int]:
+    """The connected peer's user ID as the kernel recorded it at connect (None: not told)."""
+    try:
+        _, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    except (OSError, struct.error):
+        return None
+    return uid
+
+
 class Helper:
     """Serves `sock`: one connection at a time is read (bounded in size and time), one command
-    at a time runs."""
+    at a time runs. Only the users in `allowed` are answered (by default root and the helper's
+    own user)."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, allowed: Optional[FrozenSet[int]] = None):
         self.sock = sock
+        self.allowed = allowed if allowed is not None else frozenset({0, os.geteuid()})
         self._stop = threading.Event()
         self._one = threading.Lock()
+        self._refused_uids: Set[int] = set()
 
     def serve_forever(self) -> None:
         self.sock.settimeout(0.5)
@@ -259,6 +292,18 @@ class Helper:
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
+            uid = peer_uid(conn)
+            if uid not in self.allowed:
+                if uid not in self._refused_uids and len(self._refused_uids) < 64:
+                    self._refused_uids.add(uid if uid is not None else -1)
+                    log.kv(LOG, logging.WARNING, "helper refused a connection from a user it does not serve",
+                           uid=str(uid), allowed=",".join(map(str, sorted(self.allowed))))
+                try:
+                    conn.settimeout(REQUEST_TIMEOUT)
+                    privhelper.send_frame(conn, {"ok": False, "error": f"user {uid} is not served by this helper"})
+                except OSError:
+                    pass
+                return
             try:
                 request = privhelper.recv_frame(conn, privhelper.MAX_REQUEST, time.monotonic() + REQUEST_TIMEOUT)
             except (ValueError, ConnectionError, socket.timeout, OSError) as exc:
@@ -310,6 +355,9 @@ def add_parser(sub, common):
                         help="The Unix socket to listen on (not needed under systemd socket activation).")
     parser.add_argument("--helper.socket-mode", dest="helper_socket_mode", metavar="OCTAL", default="0660",
                         help="Permissions of the socket created (default 0660: owner and group).")
+    parser.add_argument("--helper.allow-uid", dest="helper_allow_uid", metavar="UID", type=int, action="append",
+                        help="Also answer this user ID (repeat for several); root and the helper's own user are "
+                             "always answered, no one else.")
     parser.set_defaults(run=run)
 
 
@@ -319,8 +367,10 @@ def run(args, config) -> int:
     except (ValueError, OSError) as exc:
         print(f"storpath helper: {exc}", file=sys.stderr)
         return 2
-    log.kv(LOG, logging.INFO, "helper listening", socket=args.helper_socket or "fd 3", commands=",".join(COMMANDS))
-    helper = Helper(sock)
+    allowed = frozenset({0, os.geteuid(), *(args.helper_allow_uid or ())})
+    log.kv(LOG, logging.INFO, "helper listening", socket=args.helper_socket or "fd 3", commands=",".join(COMMANDS),
+           uids=",".join(map(str, sorted(allowed))))
+    helper = Helper(sock, allowed)
     try:
         helper.serve_forever()
     except KeyboardInterrupt:

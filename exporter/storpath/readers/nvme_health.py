@@ -38,7 +38,9 @@ bytes 266-267 and CCTEMP at 268-269, kelvin, 0 when the drive does not report th
 Both need the admin ioctl (CAP_SYS_ADMIN) or nvme-cli, so they are read in a background
 task only, from (in order): Roots.captured (<captured>/nvme/<controller>/smart-log.bin,
 the raw 512 bytes, or smart-log.json, `nvme smart-log -o json`; id-ctrl.bin, the raw
-Identify Controller), the ioctl, `nvme smart-log <dev> -o json` / `nvme id-ctrl`.
+Identify Controller), the ioctl, `nvme smart-log <dev> -o json` / `nvme id-ctrl`. With
+`storpath helper` (storpath.base.privhelper configured) the ioctl and nvme-cli run there
+(its `smart-log` and `id-ctrl` commands), and this process needs no capability.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath.base import atomicfile
+from storpath.base import atomicfile, privhelper
 from storpath.readers.nvme import (CAPTURED_DIR, NO_DEVICES_REASON, OPCODE_IDENTIFY, IdentifyError, admin_command,
                                    identify_nvme_cli, json_object, read_controllers)
 from storpath.base.parse import parse_int
@@ -128,7 +130,7 @@ class TemperatureThresholds:
 class HealthResult:
     smart: Optional[SmartLog]
     thresholds: Optional[TemperatureThresholds]
-    source: Optional[str]  # captured, ioctl, nvme-cli
+    source: Optional[str]  # captured, ioctl, nvme-cli, helper
     error: Optional[str]  # why the SMART log is unknown
     read_at: float
 
@@ -345,11 +347,28 @@ def _from_captured(roots: Roots, controller: str) -> HealthResult:
     return HealthResult(None, thresholds, "captured", f"no captured SMART log ({where})", time.time())
 
 
+def _ask_helper(command: str, controller: str, timeout: float) -> Tuple[bytes, str]:
+    """(the bytes `storpath helper` read, "raw" or "json"); IdentifyError when it could not."""
+    try:
+        reply = privhelper.ask({"cmd": command, "controller": controller, "timeout": timeout}, timeout + 5.0)
+        return privhelper.decode_output(reply.get("stdout")), str(reply.get("format") or "raw")
+    except OSError as exc:
+        raise IdentifyError(f"helper: {exc}") from None
+
+
 def read_thresholds(roots: Roots, controller: str, nvme_cli: str = "nvme",
                     timeout: float = 10.0) -> Optional[TemperatureThresholds]:
     """WCTEMP/CCTEMP of a controller (privileged, background only); None when unreadable."""
     if not roots.devices:
         return None
+    if privhelper.configured():
+        try:
+            data, form = _ask_helper("id-ctrl", controller, timeout)
+            if form == "json":
+                return parse_id_ctrl_json(data.decode("utf-8", "replace"))
+            return parse_id_ctrl_thresholds(data)
+        except (IdentifyError, SmartLogError):
+            return None
     char_device = roots.devpath(controller)
     try:
         return parse_id_ctrl_thresholds(id_ctrl_ioctl(char_device, timeout))
@@ -374,6 +393,13 @@ def read_health(roots: Roots, controller: str, nvme_cli: str = "nvme", timeout: 
         thresholds = read_thresholds(roots, controller, nvme_cli, timeout)
     char_device = roots.devpath(controller)
     now = time.time()
+    if privhelper.configured():
+        try:
+            data, form = _ask_helper("smart-log", controller, timeout)
+            smart = parse_smart_log_json(data.decode("utf-8", "replace")) if form == "json" else parse_smart_log(data)
+            return HealthResult(smart, thresholds, "helper", None, now)
+        except (IdentifyError, SmartLogError) as exc:
+            return HealthResult(None, thresholds, None, str(exc), now)
     try:
         return HealthResult(parse_smart_log(smart_log_ioctl(char_device, timeout)), thresholds, "ioctl", None, now)
     except IdentifyError as exc:

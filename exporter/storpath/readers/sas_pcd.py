@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from storpath.base import atomicfile
+from storpath.base import atomicfile, privhelper
 from storpath.readers.block import scsi_devices_below
 from storpath.readers.sas import parse_sas_address
 from storpath.base.roots import Roots
@@ -198,15 +198,24 @@ def sg_modes_command(binary: str, node_path: str) -> List[str]:
 
 
 def mode_sense(roots: Roots, node: str, sg_modes: str = "sg_modes", timeout: float = 10.0) -> Tuple[Optional[bytes], str]:
-    """(the MODE SENSE(10) response of page 19h/01h, None) or (None, why not)."""
-    binary = shutil.which(sg_modes)
-    if binary is None:
-        return None, f"sg3-utils not installed ({sg_modes!r} not found)"
-    cmd = sg_modes_command(binary, roots.devpath(node))
-    try:
-        done = run_command(cmd, timeout)
-    except OSError as exc:
-        return None, f"cannot run {binary}: {exc.strerror}"
+    """(the MODE SENSE(10) response of page 19h/01h, None) or (None, why not). With `storpath
+    helper` configured (storpath.base.privhelper) sg_modes runs there, as its `sg-modes`
+    command: opening the SCSI node for MODE SENSE needs root."""
+    if privhelper.configured():
+        cmd = sg_modes_command("sg_modes", f"/dev/{node}")  # as the helper runs it (for the messages)
+        try:
+            done = privhelper.ask_command({"cmd": "sg-modes", "node": node, "timeout": timeout}, timeout)
+        except OSError as exc:
+            return None, f"helper: {exc}"
+    else:
+        binary = shutil.which(sg_modes)
+        if binary is None:
+            return None, f"sg3-utils not installed ({sg_modes!r} not found)"
+        cmd = sg_modes_command(binary, roots.devpath(node))
+        try:
+            done = run_command(cmd, timeout)
+        except OSError as exc:
+            return None, f"cannot run {binary}: {exc.strerror}"
     if done.timed_out:
         return None, f"`{' '.join(cmd)}` did not finish within {timeout:g} s"
     if done.returncode != 0:
