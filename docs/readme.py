@@ -77,8 +77,8 @@ def collectors_table() -> str:
         background = []
         for source in (s for s in slow.SLOW if s.collector == name):
             task = f"`{source.task}` every {_duration(_interval(source, cls))}"
-            if source.wanted is not slow.SlowRead.wanted:  # runs only where configured (the probes' targets)
-                task += " per target, once configured"
+            if source.only_when:  # runs only where configured (the probes' targets, a helper)
+                task += f" {source.only_when}"
             background.append(task)
         if background:
             when.append("in the background: " + ", ".join(background))

@@ -116,3 +116,21 @@ def test_repeated_listen_address_flags_are_all_kept():
 
     args = build_parser().parse_args(["serve", "--web.listen-address=:9866", "--web.listen-address=127.0.0.1:9100"])
     assert resolve_config(args)["web"]["listen_address"] == [":9866", "127.0.0.1:9100"]
+
+
+def test_the_helper_socket_is_a_config_key_the_flag_overrides(tmp_path):
+    from storpath.cli import build_parser
+    from storpath.commands.options import resolve_config
+
+    path = tmp_path / "storpath.yml"
+    path.write_text("helper:\n  socket: /run/storpath-helper/helper.sock\n")
+    parse = build_parser().parse_args
+    assert resolve_config(parse(["serve", f"--config.file={path}"]))["helper"]["socket"] == \
+        "/run/storpath-helper/helper.sock"
+    assert resolve_config(parse(["serve", f"--config.file={path}", "--helper.socket=/tmp/h.sock"]))["helper"][
+        "socket"] == "/tmp/h.sock"
+    assert resolve_config(parse(["serve"]))["helper"]["socket"] == ""  # the reads run here
+    with pytest.raises(ConfigError, match="unknown key helper.sock "):
+        validate({"helper": {"sock": "/x"}}, collector_defaults())
+    with pytest.raises(ConfigError, match="helper.socket"):
+        validate({"helper": {"socket": 5}}, collector_defaults())

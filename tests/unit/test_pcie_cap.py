@@ -3,7 +3,14 @@
 bandwidth controller (its thermal cooling device's statistics,
 Documentation/ABI/testing/sysfs-class-thermal) or something sysfs cannot name."""
 
+import threading
+
+import pytest
+
 from storpath.analysis.pcie import analyse
+from storpath.base import privhelper
+from storpath.commands import helper
+from storpath.scrape.slow import PcieTargets
 from storpath.base.roots import Roots
 from storpath.collectors.base import Context
 from storpath.collectors.pcie import PcieCollector
@@ -103,3 +110,75 @@ def test_exported_target_and_cause(tmp_path):
                       (("address", PORT), ("cause", "bandwidth_controller")): 1}
     target = _rows(roots, "storpath_pcie_target_link_speed_transfers_per_second")
     assert target[(("address", DRIVE),)] == 8e9
+
+
+# ---- without CAP_SYS_ADMIN: the target read by `storpath helper` -------------------------------
+
+def _two_trees(tmp_path, variant):
+    """The machine as root reads it (256 bytes of config space) and as an unprivileged process
+    does (the kernel gives it 64)."""
+    roots = {}
+    for name, size in (("root", 256), ("unprivileged", 64)):
+        b = MachineBuilder(str(tmp_path / name), config_bytes=size)
+        machines.load(MACHINE).modules[0].build(b, variant)
+        b.finish()
+        roots[name] = Roots(sysfs=str(tmp_path / name / "sys"), procfs=str(tmp_path / name / "proc"))
+    return roots
+
+
+@pytest.fixture
+def helper_of(tmp_path):
+    """helper_of(sysfs) -> the socket of a `storpath helper` reading config space under `sysfs`."""
+    started = []
+
+    def start(sysfs):
+        path = str(tmp_path / f"helper{len(started)}.sock")
+        serving = helper.Helper(helper.listening_socket(path), sysfs=sysfs)
+        thread = threading.Thread(target=serving.serve_forever, daemon=True)
+        thread.start()
+        started.append((serving, thread))
+        return path
+
+    yield start
+    privhelper.use(None)
+    for serving, thread in started:
+        serving.stop()
+        thread.join(5)
+        serving.sock.close()
+
+
+def test_a_serve_without_capabilities_gets_the_target_from_the_helper(tmp_path, helper_of):
+    roots = _two_trees(tmp_path, "capped-by-tool")
+    privhelper.use(helper_of(roots["root"].sysfs))
+    slow = PcieTargets(roots["unprivileged"], PcieCollector.config_defaults)
+    assert slow.wanted()
+    devices = pci_tree(roots["unprivileged"])
+    assert analyse(devices)[DRIVE].speed_below_expected  # its own read: 64 bytes, no target
+    targets, problems = slow.read(None, devices)
+    assert targets == {PORT: 8e9} and list(problems) == []  # the tool set the port's (the others: none set)
+    scraped = pci_tree(roots["unprivileged"])  # the next scrape: given the pass's targets, asks nothing
+    assert slow.scraped(scraped) is None
+    link = analyse(scraped)[DRIVE]
+    assert (link.capped, link.cap_cause, link.speed_below_expected, link.target_speed) == (True, "unknown", False, 8e9)
+
+
+def test_a_link_newly_below_its_maximum_has_the_pass_run_early_and_a_dead_helper_is_said(tmp_path, helper_of):
+    roots = _two_trees(tmp_path, "healthy")
+    privhelper.use(helper_of(roots["root"].sysfs))
+    slow = PcieTargets(roots["unprivileged"], PcieCollector.config_defaults)
+    healthy = pci_tree(roots["unprivileged"])
+    seen = slow.seen({}, healthy)
+    assert not slow.stale(seen, slow.changed(healthy))
+    capped = pci_tree(_two_trees(tmp_path / "later", "capped-by-tool")["unprivileged"])
+    assert slow.stale(seen, slow.changed(capped))  # a link dropped: asked at once, not in a minute
+    privhelper.use(str(tmp_path / "gone.sock"))
+    targets, problems = slow.read(None, capped)
+    assert targets == {} and len(problems) == 1
+    assert "Target Link Speed unknown" in problems[0].message
+    assert {PORT, DRIVE} <= set(dict(problems[0].fields)["addresses"].split(","))
+    assert "cannot be asked pci-config" in dict(problems[0].fields)["reason"]
+
+
+def test_without_a_helper_there_is_no_such_pass(tmp_path):
+    privhelper.use(None)
+    assert not PcieTargets(_roots(tmp_path, "healthy"), PcieCollector.config_defaults).wanted()

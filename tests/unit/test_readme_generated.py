@@ -83,7 +83,7 @@ SLOW_WORK = {
     "nvme-identify": "NVMe\nIdentify", "nvme-smart": "SMART log", "sas-link-errors": "SAS PHY error counters",
     "sas-drive-phys": "SAS drives' own PHYs", "dmsetup": "`dmsetup status`", "raid": "RAID controllers' tools",
     "zpool": "`zpool`", "gpu-link-samples": "GPU link sampler", "link-change-samples": "link change sampler",
-    "probe": "fio probes",
+    "pcie-target-speeds": "Target Link Speed reads", "probe": "fio probes",
 }
 
 

@@ -44,6 +44,9 @@ DEFAULTS: Dict[str, Any] = {
             "read_blocked_after": "5s",
             "runbook_url_base": "runbooks/"},
     "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev", "captured": ""},
+    # socket: where `storpath serve` asks `storpath helper` for the reads that need a capability
+    # (storpath.base.privhelper); "" runs them in the serving process, which then needs them.
+    "helper": {"socket": ""},
     "log": {"level": "info", "format": "logfmt"},
     "collectors": {},
 }
@@ -163,7 +166,7 @@ def validate(raw: Optional[Dict[str, Any]], collector_defaults: Dict[str, Dict[s
     for key in raw:
         if key not in known:
             raise ConfigError(f"unknown top-level key {describe(key)} (known: {', '.join(sorted(known))})")
-    for section in ("web", "paths", "log"):
+    for section in ("web", "paths", "helper", "log"):
         value = raw.get(section) or {}
         if not isinstance(value, dict):
             raise ConfigError(f"{section}: expected a mapping")

@@ -85,7 +85,9 @@ TARGET_SPEED = Family(
     doc="the Target Link Speed (Link Control 2, PCIe Base Spec 7.5.3.19) of the port end of this address's link: "
         "the highest speed the port lets the link train to. Read from config space, which only root can read "
         "past its first 64 bytes, and only for links running below an end's own maximum (re-read every scrape: "
-        "the kernel, firmware or setpci may change it). Absent where not read or not readable: the target is then "
+        "the kernel, firmware or setpci may change it). A serve without that privilege asks `storpath helper` "
+        "(`--helper.socket`) in a background pass every `collectors.pcie.target_speed_interval` (60 s; at once "
+        "when another link drops below its maximum). Absent where not read or not readable: the target is then "
         "unknown, never assumed")
 LINK_CAPPED = Family(
     "storpath_pcie_link_capped", GAUGE,
@@ -170,20 +172,29 @@ class PcieCollector(Collector):
 
     families = FAMILIES
     reads = ("pci", "pcie_expected")
-    enriches = ("net_ports", "pcie_link_changes")  # without one, only its rows are left out
+    # pcie_targets: with `storpath helper`, the Target Link Speeds it read (given to the devices
+    # of the scrape: storpath.scrape.slow.PcieTargets)
+    enriches = ("net_ports", "pcie_link_changes", "pcie_targets")  # without one, only its rows are left out
     config_defaults = {
         # One second: a link that drops and retrains is seen unless it does so within the second;
         # each sample is two small sysfs reads per watched function (docs/performance.md).
         "link_sample_interval": Duration(1, minimum=0.1),
         # Whose links are sampled for changes: storage, network, gpu, bridge, or all; [] samples none.
         "link_sample_classes": ["storage", "network", "gpu"],
+        # With --helper.socket: how often the helper is asked for the Target Link Speed of the
+        # links below their maximum (sooner when another link drops), and its bound for each.
+        "target_speed_interval": Duration(60, minimum=10),
+        "target_speed_timeout": Duration(5, minimum=0.1),
     }
+    # Slow sources a one-shot command or a serve without a helper does not have: their rows are
+    # left out, nothing reported missing.
+    OPTIONAL_SOURCES = ("pcie_link_changes", "pcie_targets")
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        if not any(source.name == "pcie_link_changes" for source in self.sources()):
-            # no sampler in a one-shot command (a window needs time): nothing to count
-            self.enriches = tuple(name for name in self.enriches if name != "pcie_link_changes")
+        own = {source.name for source in self.sources()}
+        # no sampler in a one-shot command (a window needs time): nothing to count; no helper: no targets from it
+        self.enriches = tuple(name for name in self.enriches if name not in self.OPTIONAL_SOURCES or name in own)
 
     def values(self, snapshot) -> Rows:
         devices = snapshot.pci

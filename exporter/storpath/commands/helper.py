@@ -163,7 +163,7 @@ def _which(name: str) -> str:
     return found
 
 
-def _nvme_identify(request: dict, timeout: float) -> Tuple[bytes, str]:
+def _nvme_identify(request: dict, timeout: float, sysfs: str) -> Tuple[bytes, str]:
     _only(request, "controller", "nsid")
     controller = _string(request, "controller", CONTROLLER)
     nsid = _integer(request, "nsid", 1, 0xFFFFFFFE)
@@ -193,21 +193,21 @@ def _admin_read(request: dict, timeout: float, ioctl: Callable[[str, float], byt
         raise Refused(f"ioctl: {ioctl_error}; nvme-cli: {exc}") from None
 
 
-def _smart_log(request: dict, timeout: float) -> Tuple[bytes, str]:
+def _smart_log(request: dict, timeout: float, sysfs: str) -> Tuple[bytes, str]:
     return _admin_read(request, timeout, nvme_health.smart_log_ioctl, "smart-log")
 
 
-def _id_ctrl(request: dict, timeout: float) -> Tuple[bytes, str]:
+def _id_ctrl(request: dict, timeout: float, sysfs: str) -> Tuple[bytes, str]:
     return _admin_read(request, timeout, nvme_health.id_ctrl_ioctl, "id-ctrl")
 
 
-def _pci_config(request: dict, timeout: float) -> Tuple[bytes, str]:
+def _pci_config(request: dict, timeout: float, sysfs: str) -> Tuple[bytes, str]:
     _only(request, "address", "length")
     address = _string(request, "address", PCI_FUNCTION)
     length = request.get("length")
     if length not in CONFIG_LENGTHS or isinstance(length, bool):
         raise Refused(f"length must be one of {', '.join(map(str, CONFIG_LENGTHS))}")
-    path = f"/sys/bus/pci/devices/{address}/config"
+    path = os.path.join(sysfs, "bus", "pci", "devices", address, "config")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
@@ -222,21 +222,22 @@ def _pci_config(request: dict, timeout: float) -> Tuple[bytes, str]:
 
 RUNS: Dict[str, Callable[[dict], List[str]]] = {"raid": _raid, "smartctl": _smartctl, "dmsetup-status": _dmsetup,
                                                 "sg-modes": _sg_modes}
-READS: Dict[str, Callable[[dict, float], Tuple[bytes, str]]] = {"nvme-identify": _nvme_identify,
+READS: Dict[str, Callable[[dict, float, str], Tuple[bytes, str]]] = {"nvme-identify": _nvme_identify,
                                                                 "smart-log": _smart_log, "id-ctrl": _id_ctrl,
                                                                 "pci-config": _pci_config}
 COMMANDS = sorted([*RUNS, *READS])
 
 
-def answer(request: dict) -> dict:
-    """The reply to one request (never raises for a bad one: it is refused with the reason)."""
+def answer(request: dict, sysfs: str = "/sys") -> dict:
+    """The reply to one request (never raises for a bad one: it is refused with the reason).
+    `sysfs`: where the helper reads config space (its own --path.sysfs, never the request's)."""
     command = request.get("cmd")
     try:
         if command not in RUNS and command not in READS:
             raise Refused(f"unknown command; the helper takes only {', '.join(COMMANDS)}")
         timeout = _timeout(request)
         if command in READS:
-            data, form = READS[command](request, timeout)
+            data, form = READS[command](request, timeout, sysfs)
             return {"ok": True, "rc": 0, "stdout": privhelper.encode_output(data), "stderr": "", "format": form,
                     "elapsed": 0.0}
         argv = RUNS[command](request)
@@ -267,8 +268,9 @@ class Helper:
     at a time runs. Only the users in `allowed` are answered (by default root and the helper's
     own user)."""
 
-    def __init__(self, sock: socket.socket, allowed: Optional[FrozenSet[int]] = None):
+    def __init__(self, sock: socket.socket, allowed: Optional[FrozenSet[int]] = None, sysfs: str = "/sys"):
         self.sock = sock
+        self.sysfs = sysfs
         self.allowed = allowed if allowed is not None else frozenset({0, os.geteuid()})
         self._stop = threading.Event()
         self._one = threading.Lock()
@@ -314,7 +316,7 @@ class Helper:
                     pass
                 return
             with self._one:
-                reply = answer(request)
+                reply = answer(request, self.sysfs)
             if not reply["ok"]:
                 log.kv(LOG, logging.WARNING, "helper refused a request", command=str(request.get("cmd"))[:40],
                        reason=reply["error"])
@@ -363,14 +365,14 @@ def add_parser(sub, common):
 
 def run(args, config) -> int:
     try:
-        sock = listening_socket(args.helper_socket, int(args.helper_socket_mode, 8))
+        sock = listening_socket(args.helper_socket or config["helper"]["socket"], int(args.helper_socket_mode, 8))
     except (ValueError, OSError) as exc:
         print(f"storpath helper: {exc}", file=sys.stderr)
         return 2
     allowed = frozenset({0, os.geteuid(), *(args.helper_allow_uid or ())})
     log.kv(LOG, logging.INFO, "helper listening", socket=args.helper_socket or "fd 3", commands=",".join(COMMANDS),
            uids=",".join(map(str, sorted(allowed))))
-    helper = Helper(sock, allowed)
+    helper = Helper(sock, allowed, config["paths"]["sysfs"])
     try:
         helper.serve_forever()
     except KeyboardInterrupt:

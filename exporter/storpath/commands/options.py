@@ -70,6 +70,8 @@ def resolve_config(args: argparse.Namespace) -> Dict:
     if getattr(args, "log_format", None):
         config["log"]["format"] = args.log_format
     web_flags(args, config["web"])
+    if getattr(args, "helper_socket", None):
+        config["helper"]["socket"] = args.helper_socket
     for name in specs:
         value = getattr(args, f"collector_{name}", None)
         if value is not None:

@@ -42,8 +42,8 @@ def add_parser(sub, common):
     helper = parser.add_argument_group("helper")
     helper.add_argument("--helper.socket", dest="helper_socket", metavar="PATH",
                         help="Ask `storpath helper` at this Unix socket for the reads that need a capability "
-                             "(RAID tools, dmsetup, NVMe Identify): this process then needs none. Default: run them "
-                             "here.")
+                             "(RAID tools, dmsetup, NVMe Identify and SMART log, smartctl, sg_modes, PCI config "
+                             "space): this process then needs none (config helper.socket). Default: run them here.")
     web = parser.add_argument_group("web")
     web.add_argument("--web.listen-address", dest="web_listen_address", metavar="ADDR", action="append",
                      help=f"Address to listen on (default :{DEFAULT_PORT}); repeat it to listen on several, each "
@@ -179,8 +179,13 @@ class Service:
         log.setup(config["log"]["level"], fmt=config["log"]["format"])
         old = None
         if _collecting_part(config) != _collecting_part(self.config):
-            built = Built(config, self.reloads)  # a collector that cannot start raises: the running ones stay
-            built.start()
+            privhelper.use(config["helper"]["socket"])  # the new collectors' tasks ask the new helper
+            try:
+                built = Built(config, self.reloads)  # a collector that cannot start raises: the running ones stay
+                built.start()
+            except BaseException:
+                privhelper.use(self.config["helper"]["socket"])
+                raise
             old, self.built = self.built, built
         self.server.swap(_site(self.built, web))
         self.config, self.web = config, web
@@ -193,7 +198,7 @@ class Service:
 
 def run(args, config) -> int:
     raise_open_files_limit()
-    privhelper.use(getattr(args, "helper_socket", None))
+    privhelper.use(config["helper"]["socket"])
     try:
         web = webconfig.load(config["web"]["config_file"])
     except webconfig.WebConfigError as exc:

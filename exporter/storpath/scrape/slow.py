@@ -39,6 +39,8 @@ from storpath.readers.dm_multipath import DmsetupStatus, find_dmsetup, multipath
 from storpath.readers.nvme import NvmeController, NvmeNamespace, identify_namespace
 from storpath.readers.link_samples import read_samples
 from storpath.readers.nvme_health import HealthResult, TemperatureThresholds, read_health
+from storpath.base import privhelper
+from storpath.readers import pci_targets
 from storpath.readers.pci import PciDevice
 from storpath.readers.raid import TOOLS as RAID_TOOLS, RaidPass, RaidReader, RaidRun, ToolStatus
 from storpath.readers.raid.records import RaidInventory
@@ -72,6 +74,7 @@ class SlowRead:
     changed_message = "what the last pass read has changed, reading again"  # the log line of a pass run early
     read_now = True  # a one-shot command reads it (not a sampler's window, which needs time)
     follows_scrape = False  # a background pass is given the last scrape's needs instead of reading them
+    only_when = ""  # where `wanted` limits it, the words README's collectors table says it with
 
     def __init__(self, roots: Roots, settings: Settings, full_config: Optional[Settings] = None):
         self.roots = roots
@@ -435,6 +438,60 @@ class LinkChanges(SlowRead):
             return self._counter.counts()
 
 
+class PcieTargets(SlowRead):
+    """Target Link Speed of the links trained below their maximum, read by `storpath helper`
+    (storpath.readers.pci_targets): a serving process without CAP_SYS_ADMIN reads only config
+    space's first 64 bytes, not Link Control 2. A pass asks for the links the last scrape found
+    below their maximum with no target of their own; a scrape gives its devices the targets
+    the last pass read (it never asks the helper), and one that finds another link below its
+    maximum runs the pass early. Only with a helper: without one the PCI reader reads the
+    target itself where it may."""
+
+    name, collector, task = "pcie_targets", "pcie", "pcie-target-speeds"
+    needs = ("pci",)
+    interval_key = "target_speed_interval"
+    min_interval = 10.0
+    follows_scrape = True
+    initial: Dict[str, float] = {}
+    changed_message = "another link runs below its maximum, asking the helper for its Target Link Speed"
+    read_now = False  # a one-shot command (check, tree, capture) runs as root and reads config space itself
+    only_when = "with `--helper.socket`"
+
+    def __init__(self, roots: Roots, settings: Settings, full_config: Optional[Settings] = None):
+        super().__init__(roots, settings)
+        self._lock = threading.Lock()  # the task's pass sets what a scrape fills in
+        self._targets: Dict[str, float] = {}  # the last pass's: address -> Target Link Speed
+
+    def wanted(self) -> bool:
+        return privhelper.configured() is not None
+
+    def read(self, previous: Any, devices: Optional[List[PciDevice]]) -> Read:
+        wanted = [d.address for d in devices or () if pci_targets.wants_target(d)]
+        targets, unknown = pci_targets.read_targets(wanted, float(self.settings["target_speed_timeout"]))
+        with self._lock:
+            self._targets = targets
+        by_reason: Dict[str, List[str]] = {}
+        for address, reason in sorted(unknown.items()):
+            by_reason.setdefault(reason, []).append(address)
+        problems = [Problem("Target Link Speed unknown (the helper could not read config space): a capped link "
+                            "is judged as trained below expected", (("addresses", _shown(names, "functions")),
+                                                                    ("reason", reason)))
+                    for reason, names in by_reason.items()]
+        return targets, problems
+
+    def changed(self, devices: Optional[List[PciDevice]]) -> Hashable:
+        return tuple(sorted((d.address, d.current_link_speed) for d in devices or () if pci_targets.wants_target(d)))
+
+    def stale(self, seen: Hashable, now: Hashable) -> bool:
+        return bool(set(now) - set(seen))  # a link newly below its maximum (or at another speed); one back is no news
+
+    def scraped(self, devices: Optional[List[PciDevice]]) -> None:
+        with self._lock:
+            targets = self._targets
+        pci_targets.fill_in(devices or [], targets)
+        return None
+
+
 class Probes(SlowRead):
     """The read-only fio probes of the configured targets (the `probes:` section): one
     background task per target on the probes' schedule (storpath.scrape.probes.engine runs fio); a
@@ -443,6 +500,7 @@ class Probes(SlowRead):
     targets."""
 
     name, collector, task = "probes", "probes", "probe"
+    only_when = "per target, once configured"
     needs = ("pci", "pcie_expected", "blocks", "md")
     read_now = False  # `storpath probe` runs them when asked
     follows_scrape = True
@@ -483,7 +541,7 @@ class Probes(SlowRead):
 
 # Every slow source, in the order a snapshot reads them.
 SLOW: Tuple[Type[SlowRead], ...] = (SasErrors, SasDrivePhys, NvmeIdentify, NvmeSmart, Dmsetup, Raid, Zpool, GpuLinks,
-                                    LinkChanges, Probes)
+                                    LinkChanges, PcieTargets, Probes)
 # The collectors whose slow sources a one-shot command reads now.
 COLLECTORS = tuple(dict.fromkeys(cls.collector for cls in SLOW if cls.read_now))
 

@@ -117,6 +117,7 @@ class Snapshot:
     probes: Optional[ProbeResults] = None
     pcie_observed: Optional[Dict[str, Observed]] = None  # GPU/accelerator address -> its link's maxima over the window
     pcie_link_changes: Optional[Dict[str, int]] = None  # watched function's address -> its link's changes sampled
+    pcie_targets: Optional[Dict[str, float]] = None  # address -> Target Link Speed the helper read
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read
     seconds: Mapping[str, float] = field(default_factory=dict)  # source -> how long it took
