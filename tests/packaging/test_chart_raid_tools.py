@@ -8,9 +8,13 @@ kubeconform run on it in test_chart.py (the `raid-tools` case)."""
 
 from __future__ import annotations
 
-from tests.packaging.test_chart import FULL, RAID_TOOLS, helm, render  # noqa: F401 (helm: the fixture)
+import shutil
 
 import pytest
+import yaml
+
+from tests.packaging.test_chart import (CHART, FULL, OPERATOR, RAID_TOOLS, helm,  # noqa: F401 (helm: the fixture)
+                                        render, run)
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +72,8 @@ def test_the_grants_are_the_helpers_and_the_exporter_asks_it(helm, values, grant
     users = [c["name"] for c in [*pod["containers"], *pod.get("initContainers", [])]
              for m in c["volumeMounts"] if m["mountPath"] == "/run/storpath-helper"]
     assert users == ["storpath", "storpath-helper"]
-    (name,) = {m["name"] for c in pod["containers"] for m in c["volumeMounts"] if m["mountPath"] == "/run/storpath-helper"}
+    (name,) = {m["name"] for c in pod["containers"] for m in c["volumeMounts"]
+               if m["mountPath"] == "/run/storpath-helper"}
     assert "emptyDir" in volumes[name]
 
 
@@ -82,3 +87,19 @@ def test_the_tool_folders_are_mounted_read_only_in_the_helper_only(helm):  # noq
     for name, mount in mounts.items():
         assert mount["readOnly"] is True
         assert volumes[name]["hostPath"] == {"path": mount["mountPath"], "type": "Directory"}
+
+
+def test_notes_say_who_holds_the_grants(helm, tmp_path):  # noqa: F811
+    # NOTES.txt's define rendered into a document of its own (as test_chart.py's notes test does).
+    chart = tmp_path / "storpath"
+    shutil.copytree(CHART, chart)
+    (chart / "templates" / "notes.yaml").write_text('notes: {{ include "storpath.notes" . | toJson }}\n')
+
+    def notes(*values):
+        text = run(helm, "template", *OPERATOR, "storpath", str(chart), "--show-only", "templates/notes.yaml", *values)
+        return yaml.safe_load(text)["notes"]
+
+    assert "exporter container (uid 9866) holds no capability" in notes()
+    assert "storpath-helper" not in notes() and "raidTools.enabled: a helper container" in notes()
+    assert "storpath-helper container holds the grants (SYS_ADMIN, SYS_RAWIO," in notes(*RAID_TOOLS)
+    assert "storpath-helper container holds the grants (SYS_ADMIN," in notes("--set", "privileged=true")
