@@ -6,7 +6,8 @@ as uid 9866 with every capability dropped and no-new-privileges; the helper cont
 folder mounted read-only, as the chart mounts raidTools.hostPaths. The exporter's effective
 capabilities are 0 and it serves the RAID volume state that only the helper's storcli gives (a
 fake storcli answering from JSON files of tests/fixtures/builders_raid.py, in storcli's output
-format). The socket is root:9866 0660 in a folder root:9866 0750 (from the image): another user
+format); dmsetup, smartctl, sg_modes and nvme-cli, which the helper's other commands run, are in
+the image. The socket is root:9866 0660 in a folder root:9866 0750 (from the image): another user
 cannot connect."""
 
 from __future__ import annotations
@@ -119,6 +120,9 @@ def test_the_exporter_without_capabilities_serves_raid_values_only_the_helper_co
         # The helper: exactly the two grants.
         assert int(_status(helper, "CapEff"), 16) == (1 << CAP_SYS_ADMIN) | (1 << CAP_SYS_RAWIO)
         assert _status(helper, "Uid").split()[0] == "0"
+        # The helper's other tools are the image's own (its dmsetup-status, smartctl, sg-modes, nvme-identify).
+        for tool in ("dmsetup", "smartctl", "sg_modes", "nvme"):
+            assert helper.exec_run(["sh", "-c", f"command -v {tool}"])[0] == 0, f"{tool} is not in the image"
 
         # Only root and the exporter's group reach the socket: the folder (from the image) and the socket.
         code, out = exporter.exec_run(["stat", "-c", "%u:%g %a", SOCKET_DIR, SOCKET])
