@@ -69,18 +69,37 @@ def test_rendered_objects(validator):
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    assert host_paths == {"sys": "/sys", "proc": "/proc", "dev": "/dev", "state": "/var/lib/storpath"}
-    # The host's sys, proc and dev are read-only; only the state directory is written.
-    assert all(m["readOnly"] for m in container["volumeMounts"] if m["name"] in ("sys", "proc", "dev"))
+    # None of the node's device nodes: the exporter opens none (the helper of overlays/nvme-identify does).
+    assert host_paths == {"sys": "/sys", "proc": "/proc", "state": "/var/lib/storpath"}
+    assert "--path.dev=/dev" in container["args"]
+    # The host's sys and proc are read-only; only the state directory is written.
+    assert all(m["readOnly"] for m in container["volumeMounts"] if m["name"] in ("sys", "proc"))
     assert not any(m.get("readOnly") for m in container["volumeMounts"] if m["name"] == "state")
     init = pod["initContainers"][0]
     assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
     assert [m["name"] for m in init["volumeMounts"]] == ["state"]
 
+    assert [c["name"] for c in pod["containers"]] == ["storpath"]
+
+    # NVMe Identify: the grant is the storpath-helper container's; the exporter is as in the base and asks it.
     nvme = validate(validator, "build", str(K8S / "overlays" / "nvme-identify"))
     ds = next(d for d in yaml.safe_load_all(nvme.stdout) if d and d["kind"] == "DaemonSet")
-    caps = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]
-    assert caps == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    pod = ds["spec"]["template"]["spec"]
+    exporter, helper = pod["containers"]
+    assert pod["securityContext"]["runAsUser"] == 9866 and pod["securityContext"]["runAsNonRoot"] is True
+    assert exporter["securityContext"] == container["securityContext"]
+    assert "privileged" not in exporter["securityContext"] and "runAsUser" not in exporter["securityContext"]
+    assert "--helper.socket=/run/storpath-helper/helper.sock" in exporter["args"]
+    assert helper["name"] == "storpath-helper" and helper["image"] == exporter["image"]
+    assert helper["args"] == ["helper", "--helper.socket=/run/storpath-helper/helper.sock", "--helper.socket-mode=0660"]
+    context = helper["securityContext"]
+    assert context["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert (context["runAsUser"], context["runAsGroup"], context["privileged"]) == (0, 9866, True)
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for c in (exporter, helper):
+        (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/run/storpath-helper"]
+        assert "emptyDir" in volumes[mount["name"]]
+    assert not [m for m in exporter["volumeMounts"] if volumes[m["name"]].get("hostPath", {}).get("path") == "/dev"]
 
 
 def test_generated_rules_and_dashboards_validate(validator, tmp_path):

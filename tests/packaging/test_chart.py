@@ -374,8 +374,10 @@ def test_privileged_tls_and_probes_values(helm):
     objects = render(helm, *FULL)
     (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
     pod = daemonset["spec"]["template"]["spec"]
-    container = pod["containers"][0]
-    assert pod["securityContext"]["runAsUser"] == 0 and container["securityContext"]["privileged"] is True
+    container, helper = pod["containers"]
+    # privileged: the helper container's (test_chart_raid_tools.py); the exporter stays uid 9866 without any
+    assert pod["securityContext"]["runAsUser"] == 9866 and "privileged" not in container["securityContext"]
+    assert helper["name"] == "storpath-helper" and helper["securityContext"]["privileged"] is True
     assert "--web.config.file=/etc/storpath/web/web-config.yml" in container["args"]
     assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
     (secret,) = [o for o in objects if o["kind"] == "Secret"]

@@ -93,3 +93,17 @@ jobLabel: {{ .Values.job | quote }}
 {{- end -}}
 {{- get $labels ($monitor.jobLabel | default "") | default $fallback -}}
 {{- end -}}
+
+{{- /* "true" when a source that needs a grant is on: then the pod has the storpath-helper container
+       (the grants, the devices, the tools' folders) and the exporter asks it over its socket;
+       "" otherwise (no helper: it could do nothing the exporter cannot). */}}
+{{- define "storpath.helper" -}}
+{{- if or .Values.privileged .Values.raidTools.enabled }}true{{ end -}}
+{{- end -}}
+
+{{- /* The helper's capabilities: CAP_SYS_ADMIN for every privileged source (NVMe admin commands,
+       megaraid_sas' ioctl node, device-mapper's ioctls, PCI config space past 64 bytes),
+       CAP_SYS_RAWIO only for the RAID tools (hpsa/smartpqi/aacraid passthrough). */}}
+{{- define "storpath.helperCapabilities" -}}
+SYS_ADMIN{{ if .Values.raidTools.enabled }}, SYS_RAWIO{{ end }}
+{{- end -}}

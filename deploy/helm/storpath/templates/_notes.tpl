@@ -1,6 +1,13 @@
 {{- /* What `helm install` prints; a define, so that tests/packaging/test_chart.py can render it without a cluster. */}}
 {{- define "storpath.notes" -}}
 storpath {{ .Chart.AppVersion }} runs on every node as the DaemonSet {{ .Release.Namespace }}/{{ include "storpath.fullname" . }}.
+The exporter container (uid 9866) holds no capability and is not privileged.
+{{- if include "storpath.helper" . }}
+The storpath-helper container holds the grants ({{ include "storpath.helperCapabilities" . }}, privileged for the node's
+device nodes) and takes only its fixed commands on a socket the exporter alone may use (docs/raid-tools.md).
+{{- else }}
+NVMe Identify and SMART, dmsetup and the RAID tools are off (privileged, raidTools.enabled: a helper container).
+{{- end }}
 {{- $selector := .Values.prometheusSelectorLabels }}
 
 Prometheus scrapes it with job="{{ include "storpath.job" . }}"
