@@ -260,3 +260,20 @@ def test_the_task_bound_over_a_whole_tool_holds_whatever_a_parser_lets_through()
     tools = {}
     assert raid_merge.fenced("storcli", lambda: many, tools).drives == []
     assert not tools["storcli"].ok and f"{raid_merge.MAX_DRIVES + 1} drives listed" in tools["storcli"].reason
+
+
+def test_with_a_helper_smartctl_is_asked_for_the_disk_sysfs_places_below_the_controller(tmp_path):
+    """A serving container has no host /dev: with `storpath helper` the disk is named by sysfs
+    alone (/dev/sda, checked as a block device where the helper runs), and a disk below another
+    controller is never asked for."""
+    from storpath.readers.raid.tools import block_device_below
+
+    roots = _controller_with_disk(tmp_path)
+    other = tmp_path / "sys/devices/pci0000:00/0000:00:1f.2/ata1/host1/target1:0:0/1:0:0:0/block/sdb"
+    other.mkdir(parents=True)
+    (tmp_path / "sys/class/block/sdb").symlink_to(other)
+    no_dev = Roots(sysfs=roots.sysfs, dev="")
+    assert block_device_below(no_dev, "sda", "0000:03:00.0") is None  # the node checked here: none
+    assert block_device_below(no_dev, "sda", "0000:03:00.0", node_here=False) == "/dev/sda"
+    assert block_device_below(no_dev, "sdb", "0000:03:00.0", node_here=False) is None
+    assert block_device_below(no_dev, "nope", "0000:03:00.0", node_here=False) is None

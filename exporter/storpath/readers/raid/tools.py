@@ -119,17 +119,26 @@ def missing(tool: str, paths: Dict[str, str]) -> str:
     return f"{', '.join(ALIASES[tool])} not found (in PATH or {SEARCH})"
 
 
-def block_device_below(roots: Roots, name: Optional[str], pci_address: Optional[str]) -> Optional[str]:
+def block_device_below(roots: Roots, name: Optional[str], pci_address: Optional[str],
+                       node_here: bool = True) -> Optional[str]:
     """The device node of block device `name` when it is one (S_ISBLK) and sysfs places it below
     PCI function `pci_address` (/sys/class/block/<name> resolving under .../<address>/...);
-    else None. What a tool names is only a hint: this is what may be opened."""
-    if not name or not pci_address or not re.fullmatch(r"[a-z][a-z0-9]{0,31}", name) or not roots.devices:
+    else None. What a tool names is only a hint: this is what may be opened. `node_here` False:
+    the node is opened by `storpath helper`, which checks it is a block device where it runs
+    (the serving container may have no host /dev): /dev/<name> once sysfs places it."""
+    if not name or not pci_address or not re.fullmatch(r"[a-z][a-z0-9]{0,31}", name):
+        return None
+    if node_here and not roots.devices:
         return None
     try:
         where = os.path.realpath(roots.sys("class", "block", name))
-        node = roots.devpath(name)
-        if not stat.S_ISBLK(os.stat(node).st_mode):
-            return None
+        if node_here:
+            node = roots.devpath(name)
+            if not stat.S_ISBLK(os.stat(node).st_mode):
+                return None
+        else:
+            node = f"/dev/{name}"
+            os.stat(where)  # (sysfs has it)
     except (OSError, ValueError):
         return None
     devices = os.path.realpath(roots.sys("devices"))
@@ -316,7 +325,8 @@ class ToolRunner:
         volume's block device on the same controller: only a block device node that sysfs
         places below that controller's PCI function (none without smartctl)."""
         smartctl = self._find("smartctl")
-        if smartctl is None or not self.roots.devices:
+        by_helper = privhelper.configured() is not None
+        if smartctl is None or not (self.roots.devices or by_helper):
             return
         try:
             inventory = parse_storcli(*(outputs.get(("storcli", f"{k}.json")) for k in STORCLI_ARGS))
@@ -326,7 +336,7 @@ class ToolRunner:
         address = {c.name: c.pci_address for c in inventory.controllers}
         through: Dict[str, str] = {}
         for volume in inventory.volumes:
-            node = block_device_below(self.roots, volume.device, address.get(volume.controller))
+            node = block_device_below(self.roots, volume.device, address.get(volume.controller), not by_helper)
             if node is not None:
                 through.setdefault(volume.controller, node)
         for drive in _smartctl_wanted(inventory):
