@@ -112,7 +112,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -122,7 +122,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -130,7 +130,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -140,7 +140,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v)),
               },
@@ -160,7 +160,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     )
@@ -181,7 +181,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     )
                   )
                   or on(%(targetLabelsJoined)s)
@@ -200,7 +200,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     )
@@ -221,7 +221,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     )
                   )
                   or on(%(targetLabelsJoined)s)
@@ -242,7 +242,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     )
@@ -261,7 +261,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     )
                   )
                   or on(%(targetLabelsJoined)s)
@@ -278,7 +278,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     )
@@ -297,7 +297,7 @@ local format = import '../lib/format.libsonnet';
                     )
                     and on(%(targetLabelsJoined)s, address)
                     (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     )
                   )
                   or on(%(targetLabelsJoined)s)
@@ -316,7 +316,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -330,7 +330,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -342,7 +342,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -356,7 +356,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v)),
                 [if format.seconds(c.pcieLinkBelowExpectedFor) > 0 then 'for']: c.pcieLinkBelowExpectedFor,
@@ -377,7 +377,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -387,7 +387,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -395,7 +395,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -405,7 +405,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v)),
                 [if format.seconds(c.pcieLinkCappedFor) > 0 then 'for']: c.pcieLinkCappedFor,
@@ -429,7 +429,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -442,7 +442,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -453,7 +453,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -466,7 +466,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v)),
                 [if format.seconds(c.pcieLinkBelowExpectedFor) > 0 then 'for']: c.pcieLinkBelowExpectedFor,
@@ -492,7 +492,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -507,7 +507,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -520,7 +520,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -535,7 +535,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v)),
                 [if format.seconds(c.pciePlacementFor) > 0 then 'for']: c.pciePlacementFor,
@@ -558,7 +558,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -570,7 +570,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -580,7 +580,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   )
@@ -592,7 +592,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   )
                 ||| % v)),
                 [if format.seconds(c.pcieSlotBottleneckFor) > 0 then 'for']: c.pcieSlotBottleneckFor,
@@ -614,7 +614,7 @@ local format = import '../lib/format.libsonnet';
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     count by (%(targetLabelsJoined)s, upstream) (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     ),
@@ -627,7 +627,7 @@ local format = import '../lib/format.libsonnet';
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     count by (%(targetLabelsJoined)s, upstream) (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     ),
                     "address", "$1", "upstream", "(.+)"
                   )
@@ -638,7 +638,7 @@ local format = import '../lib/format.libsonnet';
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     count by (%(targetLabelsJoined)s, upstream) (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                       or
                       storpath_pcie_device_info{port_type="upstream_port"}
                     ),
@@ -651,7 +651,7 @@ local format = import '../lib/format.libsonnet';
                   and on(%(targetLabelsJoined)s, address)
                   label_replace(
                     count by (%(targetLabelsJoined)s, upstream) (
-                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                      storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     ),
                     "address", "$1", "upstream", "(.+)"
                   )
@@ -720,7 +720,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   ) >= %(pcieFlappingThreshold)s
@@ -739,7 +739,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   ) >= %(pcieFlappingThreshold)s
                 ||| % v) else (if c.pcieWatchSwitchUplinks then |||
                   (
@@ -756,7 +756,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                     or
                     storpath_pcie_device_info{port_type="upstream_port"}
                   ) >= %(pcieFlappingThreshold)s
@@ -775,7 +775,7 @@ local format = import '../lib/format.libsonnet';
                   )
                   * on(%(targetLabelsJoined)s, address) group_left(upstream, class, driver)
                   (
-                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+[.]0"}
+                    storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(pcieWatchedClasses)s", address=~".+:00[.]0"}
                   ) >= %(pcieFlappingThreshold)s
                 ||| % v)),
                 [if format.seconds(c.pcieCounterAlertsKeepFiringFor) > 0 then 'keep_firing_for']: c.pcieCounterAlertsKeepFiringFor,

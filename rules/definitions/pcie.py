@@ -45,7 +45,10 @@ PORTS = "root_port|downstream_port"
 # Labels a link alert takes from storpath_pcie_device_info: the port above, class and driver.
 INFO_LABELS = "upstream, class, driver"
 # The address of a device's function 0 (0000:3b:00.0): the one that speaks for a shared link.
-FUNCTION_0 = ".+[.]0"
+# Device 0 too: below a port the link's device is always device 0, and with ARI (Alternative
+# Routing-ID, PCIe Base Spec 6.13) the device bits number functions 8-255, so function 8 is
+# 0000:3b:01.0, no device of its own.
+FUNCTION_0 = ".+:00[.]0"
 
 
 def rules(c):
