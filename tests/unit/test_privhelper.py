@@ -276,16 +276,19 @@ privhelper.use(sys.argv[1])
 status = dm_multipath.read_dmsetup_status(Roots(), 'dmsetup', 5.0)
 roots = Roots(sysfs=sys.argv[2], dev='/nonexistent')
 outputs, failed = tools.ToolRunner(roots, {}, timeout=5.0).run_tools(tools.bound_controllers(roots))
+from storpath.readers import nvme_health
+health = nvme_health.read_health(Roots(sysfs=sys.argv[2], dev='/nonexistent'), 'nvme0', timeout=5.0)
 print(json.dumps({"cap_eff": cap, "uid": __import__('os').getuid(), "dm_ok": status.ok,
                   "paths": [p.active for p in status.maps.get('mpatha', ())],
-                  "raid": sorted(k[1] for k in outputs), "failed": sorted(failed)}))
+                  "raid": sorted(k[1] for k in outputs), "failed": sorted(failed),
+                  "nvme_composite": health.smart.composite_kelvin if health.smart else health.error}))
 """
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_the_serving_side_has_no_capability_while_values_come_through_the_helper(tmp_path, tools):
     """The helper runs as root; the asking process as nobody with every capability dropped
-    (setpriv): its CapEff is 0 and still gets dmsetup's and storcli's answers."""
+    (setpriv): its CapEff is 0 and still gets dmsetup's, storcli's and the NVMe SMART log's answers."""
     assert _cap_eff() != 0  # the test itself runs privileged: the drop below is what makes the difference
     shared = Path(tempfile.mkdtemp(prefix="storpath-helper-"))  # where nobody may look (tmp_path's parent is 0700)
     shared.chmod(0o755)
@@ -302,6 +305,7 @@ def test_the_serving_side_has_no_capability_while_values_come_through_the_helper
         assert seen["cap_eff"] == "0000000000000000" and seen["uid"] == 65534
         assert seen["dm_ok"] and seen["paths"] == [True, False]
         assert seen["raid"] == ["controllers.json", "drives.json", "volumes.json"] and seen["failed"] == []
+        assert seen["nvme_composite"] == 321  # the SMART log, read by the helper's nvme-cli
     finally:
         _stop(proc)
         shutil.rmtree(shared)
