@@ -19,11 +19,11 @@ Every command runs with the bounded runners (storpath.base.subprocesses: deadlin
 group killed, output capped), one at a time. No network, no HTTP. Under systemd socket
 activation (LISTEN_FDS=1) it serves the socket it is handed.
 
-It answers only its own user and root (the peer's credentials, SO_PEERCRED), and the users
-given with --helper.allow-uid: the exporter runs as the helper's user (systemd: both units are
-User=storpath, which DynamicUser gives one UID while either runs; a pod: both containers run as
-one UID), so a socket that must be open to every local user (a DynamicUser has no group to give
-it) still answers no one else.
+It answers only root, its own user and its own group (the peer's credentials, SO_PEERCRED),
+and the users given with --helper.allow-uid: the exporter runs as the helper's user (systemd:
+both units are User=storpath, which DynamicUser gives one UID and GID while either runs) or in
+its group (a pod: the helper root in the exporter's group 9866), so a socket that must be open to
+every local user (a DynamicUser has no fixed group to give it) still answers no one else.
 """
 
 from __future__ import annotations
@@ -254,24 +254,26 @@ def answer(request: dict, sysfs: str = "/sys") -> dict:
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
-def peer_uid(conn: socket.socket) -> Optional[int]:
-    """The connected peer's user ID as the kernel recorded it at connect (None: not told)."""
+def peer_ids(conn: socket.socket) -> Tuple[Optional[int], Optional[int]]:
+    """The connected peer's user and group IDs as the kernel recorded them at connect (None: not told)."""
     try:
-        _, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+        _, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     except (OSError, struct.error):
-        return None
-    return uid
+        return None, None
+    return uid, gid
 
 
 class Helper:
     """Serves `sock`: one connection at a time is read (bounded in size and time), one command
-    at a time runs. Only the users in `allowed` are answered (by default root and the helper's
-    own user)."""
+    at a time runs. Only the users in `allowed` and the members of group `group` are answered
+    (by default root, the helper's own user and its own group)."""
 
-    def __init__(self, sock: socket.socket, allowed: Optional[FrozenSet[int]] = None, sysfs: str = "/sys"):
+    def __init__(self, sock: socket.socket, allowed: Optional[FrozenSet[int]] = None, sysfs: str = "/sys",
+                 group: Optional[int] = None):
         self.sock = sock
         self.sysfs = sysfs
         self.allowed = allowed if allowed is not None else frozenset({0, os.geteuid()})
+        self.group = os.getegid() if group is None else group
         self._stop = threading.Event()
         self._one = threading.Lock()
         self._refused_uids: Set[int] = set()
@@ -294,12 +296,13 @@ class Helper:
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
-            uid = peer_uid(conn)
-            if uid not in self.allowed:
+            uid, gid = peer_ids(conn)
+            if uid is None or (uid not in self.allowed and gid != self.group):
                 if uid not in self._refused_uids and len(self._refused_uids) < 64:
                     self._refused_uids.add(uid if uid is not None else -1)
                     log.kv(LOG, logging.WARNING, "helper refused a connection from a user it does not serve",
-                           uid=str(uid), allowed=",".join(map(str, sorted(self.allowed))))
+                           uid=str(uid), gid=str(gid), allowed=",".join(map(str, sorted(self.allowed))),
+                           group=str(self.group))
                 try:
                     conn.settimeout(REQUEST_TIMEOUT)
                     privhelper.send_frame(conn, {"ok": False, "error": f"user {uid} is not served by this helper"})
@@ -358,8 +361,8 @@ def add_parser(sub, common):
     parser.add_argument("--helper.socket-mode", dest="helper_socket_mode", metavar="OCTAL", default="0660",
                         help="Permissions of the socket created (default 0660: owner and group).")
     parser.add_argument("--helper.allow-uid", dest="helper_allow_uid", metavar="UID", type=int, action="append",
-                        help="Also answer this user ID (repeat for several); root and the helper's own user are "
-                             "always answered, no one else.")
+                        help="Also answer this user ID (repeat for several); root, the helper's own user and "
+                             "its own group are always answered, no one else.")
     parser.set_defaults(run=run)
 
 
@@ -371,7 +374,7 @@ def run(args, config) -> int:
         return 2
     allowed = frozenset({0, os.geteuid(), *(args.helper_allow_uid or ())})
     log.kv(LOG, logging.INFO, "helper listening", socket=args.helper_socket or "fd 3", commands=",".join(COMMANDS),
-           uids=",".join(map(str, sorted(allowed))))
+           uids=",".join(map(str, sorted(allowed))), gid=str(os.getegid()))
     helper = Helper(sock, allowed, config["paths"]["sysfs"])
     try:
         helper.serve_forever()
