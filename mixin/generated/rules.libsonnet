@@ -1587,7 +1587,7 @@ local format = import '../lib/format.libsonnet';
                 record: 'address:storpath_pcie_link_bandwidth:by_host_model',
                 expr: |||
                   storpath_pcie_current_link_bandwidth_bytes_per_second
-                  * on(%(targetLabelsJoined)s, address) group_left
+                  * on(%(targetLabelsJoined)s, address) group_left(vendor_id, device_id)
                   storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(inventoryPeerLinkClasses)s", address=~".+[.]0"}
                   * on(%(targetLabelsJoined)s) group_left(sys_vendor, product_name)
                   storpath_host_info{virtualization!="vm", product_name!=""}
@@ -1598,15 +1598,15 @@ local format = import '../lib/format.libsonnet';
               },
               {
                 record: 'model_address:storpath_pcie_link_bandwidth:median',
-                expr: 'quantile by (sys_vendor, product_name, address) (0.5, address:storpath_pcie_link_bandwidth:by_host_model)',
+                expr: 'quantile by (sys_vendor, product_name, address, vendor_id, device_id) (0.5, address:storpath_pcie_link_bandwidth:by_host_model)',
               },
               {
                 record: 'model_address:storpath_pcie_link_bandwidth:hosts',
-                expr: 'count by (sys_vendor, product_name, address) (address:storpath_pcie_link_bandwidth:by_host_model)',
+                expr: 'count by (sys_vendor, product_name, address, vendor_id, device_id) (address:storpath_pcie_link_bandwidth:by_host_model)',
               },
               {
                 record: 'model_address:storpath_pcie_link_bandwidth:spread',
-                expr: 'max by (sys_vendor, product_name, address) (address:storpath_pcie_link_bandwidth:by_host_model) - min by (sys_vendor, product_name, address) (address:storpath_pcie_link_bandwidth:by_host_model)',
+                expr: 'max by (sys_vendor, product_name, address, vendor_id, device_id) (address:storpath_pcie_link_bandwidth:by_host_model) - min by (sys_vendor, product_name, address, vendor_id, device_id) (address:storpath_pcie_link_bandwidth:by_host_model)',
               },
               {
                 record: 'instance_kind:storpath_inventory_devices:by_host_model',
@@ -1694,8 +1694,8 @@ local format = import '../lib/format.libsonnet';
               {
                 alert: 'PcieLinkBelowModelPeers',
                 expr: |||
-                  address:storpath_pcie_link_bandwidth:by_host_model < on(sys_vendor, product_name, address) group_left model_address:storpath_pcie_link_bandwidth:median
-                  and on(sys_vendor, product_name, address)
+                  address:storpath_pcie_link_bandwidth:by_host_model < on(sys_vendor, product_name, address, vendor_id, device_id) group_left model_address:storpath_pcie_link_bandwidth:median
+                  and on(sys_vendor, product_name, address, vendor_id, device_id)
                   model_address:storpath_pcie_link_bandwidth:hosts >= %(inventoryFleetMinHosts)s
                 ||| % v,
                 [if format.seconds(c.inventoryFleetFor) > 0 then 'for']: c.inventoryFleetFor,
@@ -1704,7 +1704,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A PCIe link trained lower than the same link on most hosts of its make and model.',
-                  description: '{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}): the link of {{ $labels.address }} trained at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }} ({{ range query (printf "storpath_pcie_current_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }}) where the {{ range query (printf "model_address:storpath_pcie_link_bandwidth:hosts{sys_vendor=%%q,product_name=%%q,address=%%q}" $labels.sys_vendor $labels.product_name $labels.address) }}{{ printf "%%.0f" .Value }}{{ end }} hosts of its model carry {{ range query (printf "model_address:storpath_pcie_link_bandwidth:median{sys_vendor=%%q,product_name=%%q,address=%%q} / 1e9" $labels.sys_vendor $labels.product_name $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} (median) at the same address: this host differs from its peers, a fault here (a riser, a card not seated, a cable, a BIOS setting), not the design.' % v,
+                  description: '{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}): the link of {{ $labels.address }} trained at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }} ({{ range query (printf "storpath_pcie_current_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }}) where the {{ range query (printf "model_address:storpath_pcie_link_bandwidth:hosts{sys_vendor=%%q,product_name=%%q,address=%%q,vendor_id=%%q,device_id=%%q}" $labels.sys_vendor $labels.product_name $labels.address $labels.vendor_id $labels.device_id) }}{{ printf "%%.0f" .Value }}{{ end }} hosts of its model carry {{ range query (printf "model_address:storpath_pcie_link_bandwidth:median{sys_vendor=%%q,product_name=%%q,address=%%q,vendor_id=%%q,device_id=%%q} / 1e9" $labels.sys_vendor $labels.product_name $labels.address $labels.vendor_id $labels.device_id) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} (median) at the same address: this host differs from its peers, a fault here (a riser, a card not seated, a cable, a BIOS setting), not the design.' % v,
                   runbook_url: '%(runbookUrlBase)sPcieLinkBelowModelPeers.md' % v,
                 },
               },
@@ -1712,9 +1712,9 @@ local format = import '../lib/format.libsonnet';
                 alert: 'PcieLinkBelowCapabilityOnWholeModel',
                 expr: |||
                   address:storpath_pcie_link_bandwidth:by_host_model < on(%(targetLabelsJoined)s, address) group_left storpath_pcie_expected_link_bandwidth_bytes_per_second
-                  and on(sys_vendor, product_name, address)
+                  and on(sys_vendor, product_name, address, vendor_id, device_id)
                   model_address:storpath_pcie_link_bandwidth:spread == 0
-                  and on(sys_vendor, product_name, address)
+                  and on(sys_vendor, product_name, address, vendor_id, device_id)
                   model_address:storpath_pcie_link_bandwidth:hosts >= %(inventoryFleetMinHosts)s
                 ||| % v,
                 [if format.seconds(c.inventoryFleetFor) > 0 then 'for']: c.inventoryFleetFor,
@@ -1723,7 +1723,7 @@ local format = import '../lib/format.libsonnet';
                 },
                 annotations: {
                   summary: 'A PCIe link trained below what both of its ends support the same way on every host of its model.',
-                  description: '{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}): the link of {{ $labels.address }} trained at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}, below the {{ range query (printf "storpath_pcie_expected_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} both of its ends support, as it did on all {{ range query (printf "model_address:storpath_pcie_link_bandwidth:hosts{sys_vendor=%%q,product_name=%%q,address=%%q}" $labels.sys_vendor $labels.product_name $labels.address) }}{{ printf "%%.0f" .Value }}{{ end }} hosts of its model: how the model is built, a design to review (the board\'s lane wiring, a slot\'s bifurcation or generation setting shipped alike), not a fault of this host.' % v,
+                  description: '{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}): the link of {{ $labels.address }} trained at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}, below the {{ range query (printf "storpath_pcie_expected_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} both of its ends support, as it did on all {{ range query (printf "model_address:storpath_pcie_link_bandwidth:hosts{sys_vendor=%%q,product_name=%%q,address=%%q,vendor_id=%%q,device_id=%%q}" $labels.sys_vendor $labels.product_name $labels.address $labels.vendor_id $labels.device_id) }}{{ printf "%%.0f" .Value }}{{ end }} hosts of its model: how the model is built, a design to review (the board\'s lane wiring, a slot\'s bifurcation or generation setting shipped alike), not a fault of this host.' % v,
                   runbook_url: '%(runbookUrlBase)sPcieLinkBelowCapabilityOnWholeModel.md' % v,
                 },
               },

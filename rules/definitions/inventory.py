@@ -12,7 +12,7 @@ none) against
   bifurcated shows one drive at x4 where its twins show four);
 - the layout an operator declared (collectors.inventory.expected);
 - each PCIe link against the same address on the other hosts of the model (identical hosts
-  enumerate alike): one that trained lower than most of them is a fault of this host
+  enumerate alike), the same device (vendor and device id) in it: one that trained lower than most of them is a fault of this host
   (PcieLinkBelowModelPeers); one below what both its ends support that trained the same way
   on every host of the model is how the model is built, a design to review
   (PcieLinkBelowCapabilityOnWholeModel, info). Compared on the link's bandwidth, which moves
@@ -85,11 +85,15 @@ def rules(c):
     links_median = "model_address:storpath_pcie_link_bandwidth:median"
     links_hosts = "model_address:storpath_pcie_link_bandwidth:hosts"
     links_spread = "model_address:storpath_pcie_link_bandwidth:spread"
-    on_link = f"on({MODEL}, address)"
+    # The same device (vendor and device id) at the same address: a host with another card in
+    # that slot is no peer of it.
+    link_key = f"{MODEL}, address, vendor_id, device_id"
+    on_link = f"on({link_key})"
 
     def per_link(record: str, fmt: str, scale: str = "") -> str:
-        expr = f"{record}{{sys_vendor=%q,product_name=%q,address=%q}}{scale}"
-        return (f'{{{{ range query (printf "{expr}" $labels.sys_vendor $labels.product_name $labels.address) }}}}'
+        expr = f"{record}{{sys_vendor=%q,product_name=%q,address=%q,vendor_id=%q,device_id=%q}}{scale}"
+        args = "$labels.sys_vendor $labels.product_name $labels.address $labels.vendor_id $labels.device_id"
+        return (f'{{{{ range query (printf "{expr}" {args}) }}}}'
                 f'{{{{ printf "{fmt}" .Value }}}}{{{{ end }}}}')
 
     link_where = ("{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}): the link of "
@@ -100,7 +104,7 @@ def rules(c):
         # the host's model; then per model and address: the median, how many hosts, max - min.
         c.record(links, c.expr("""
             ${cur_bw}
-            * on(${target_address}) group_left
+            * on(${target_address}) group_left(vendor_id, device_id)
             ${pci_info}{port_type!~"root_port|downstream_port", class=~"${classes}", address=~".+[.]0"}
             * on(${target}) group_left(${model})
             ${hosts}
@@ -109,9 +113,9 @@ def rules(c):
             unless on(${target_address}) ${suspended} == 1
         """, cur_bw=CUR_BW, target_address=c.labels("address"), pci_info=PCI_INFO, classes=cfg.peer_link_classes,
             target=c.labels(), model=MODEL, hosts=hosts, capped=CAPPED, width=WIDTH, suspended=SUSPENDED)),
-        c.record(links_median, f"quantile by ({MODEL}, address) (0.5, {links})"),
-        c.record(links_hosts, f"count by ({MODEL}, address) ({links})"),
-        c.record(links_spread, f"max by ({MODEL}, address) ({links}) - min by ({MODEL}, address) ({links})"),
+        c.record(links_median, f"quantile by ({link_key}) (0.5, {links})"),
+        c.record(links_hosts, f"count by ({link_key}) ({links})"),
+        c.record(links_spread, f"max by ({link_key}) ({links}) - min by ({link_key}) ({links})"),
         c.record(by_model, c.expr("""
             ${devices}{kind=~"${kinds}"}
             * on(${target}) group_left(${model})
