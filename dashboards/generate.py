@@ -331,11 +331,13 @@ def fleet(t: dict) -> dict:
               f"unless on(job, instance, address) storpath_pcie_gpu_info{{{sel}}} "
               f"unless on(job, instance, address) label_join(max by (job, instance, upstream) ("
               f"storpath_pcie_device_info{{{sel}}} and on(job, instance, address) storpath_pcie_gpu_info{{{sel}}}), "
-              f"\"address\", \"\", \"upstream\"))"),
+              f"\"address\", \"\", \"upstream\") "
+              f"unless on(job, instance, address) storpath_pcie_link_capped{{{sel}}} == 1)"),
         ], {"bandwidth lost": Column("bandwidth lost", BPS)}, width=12, height=9, hide=["job"], labels=host_link,
             description="Every link end trained below expectation, most bandwidth lost first. Click a host. "
                         "GPUs and the ports above them, whose links train down when the GPU idles, are judged on "
-                        "each Host board's GPU links row.",
+                        "each Host board's GPU links row; a link capped at its port's Target Link Speed "
+                        "(storpath_pcie_link_capped: trained as told) on the Host board's capped links row.",
             links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected")]),
         table("Worst offenders: devices below capability (placement)", [
             q(f"sort_desc((storpath_pcie_max_link_speed_transfers_per_second{{{sel}}} "
@@ -529,6 +531,24 @@ def host(t: dict) -> dict:
                         "device max: what the device itself can do (more than expected means its port limits it).",
             links=[runbook(rb, "PcieLinkSpeedBelowExpected"), runbook(rb, "PcieLinkWidthBelowExpected"),
                    runbook(rb, "PcieDeviceLimitedByPort")]),
+        table("Capped PCIe links: the target they were held to and who set it", [
+            q(f"storpath_pcie_link_capped{{{sel}}} == 1"),
+            *[q(f"({m}{{{sel}}} * on(job, instance, address) group_left(cause) "
+                f"(storpath_pcie_link_capped{{{sel}}} == 1)) / 1e9") for m in (
+                "storpath_pcie_current_link_speed_transfers_per_second",
+                "storpath_pcie_target_link_speed_transfers_per_second",
+                "storpath_pcie_expected_link_speed_transfers_per_second")],
+        ], {"capped": Column("capped", mappings=[value_map({"1": ("trained as told", BLUE)})]),
+            "speed": Column("speed", GTS), "target speed": Column("target speed", GTS),
+            "both ends support": Column("both ends support", GTS)},
+            height=5, hide=["job", "instance"],
+            labels={"cause": Column("cause", mappings=[value_map({
+                "bandwidth_controller": ("kernel's PCIe bandwidth controller (thermal cooling device)", BLUE),
+                "unknown": ("unknown: firmware, a driver, a tool (setpci) or a kernel quirk", BLUE)})])},
+            description="Links that trained at the Target Link Speed their port was set to, below what both ends "
+                        "support: a deliberate cap, not a fault (storpath_pcie_link_capped). `cause` names who set "
+                        "it; the PCIe tree below shows these links below their expected speed.",
+            links=[runbook(rb, "PcieLinkCapped")]),
         table("PCIe tree: every link end up to the root port", [
             q(f"storpath_pcie_device_info{{{sel}}} * on(instance, address) group_left() "
               f"(count by (instance, address) (storpath_pcie_expected_link_speed_transfers_per_second{{{sel}}}))"),

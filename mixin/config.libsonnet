@@ -323,6 +323,17 @@
     inventoryFleetSeverity: 'warning',
     // PCI classes whose link widths make up a host's storage lanes (regex on storpath_pcie_device_info's class).
     inventoryStorageClasses: '0x01.*',
+    // PCI classes whose trained links are compared with the same address on the other hosts of the
+    // model (regex on storpath_pcie_device_info's class): storage and network, whose links train
+    // once at boot. GPUs and accelerators are left out: their links follow the load.
+    inventoryPeerLinkClasses: '0x01.*|0x02.*',
+    // A link that trained lower than the same address on most hosts of the model: a fault of this
+    // host (a riser, a card not seated, a BIOS setting), held as the other layout differences are.
+    inventoryPeerLinkSeverity: 'warning',
+    // A link below what both ends support that trained the same way on every host of the model
+    // (fleet_min_hosts of them at least): how the model is built, a design to review, not a fault of
+    // one host. Info: no platform fact explains it (storpath.analysis.platform), so it is shown, not paged.
+    inventoryModelDesignSeverity: 'info',
     // Fewer devices present than collectors.inventory.expected declares, held as long as a
     // vanished drive is (a reset must not page).
     inventoryBelowExpectedFor: '5m',

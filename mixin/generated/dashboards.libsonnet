@@ -568,7 +568,7 @@ local format = import '../lib/format.libsonnet';
               'type': 'prometheus',
               'uid': '${datasource}',
             },
-            'description': 'Every link end trained below expectation, most bandwidth lost first. Click a host. GPUs and the ports above them, whose links train down when the GPU idles, are judged on each Host board\'s GPU links row.',
+            'description': 'Every link end trained below expectation, most bandwidth lost first. Click a host. GPUs and the ports above them, whose links train down when the GPU idles, are judged on each Host board\'s GPU links row; a link capped at its port\'s Target Link Speed (storpath_pcie_link_capped: trained as told) on the Host board\'s capped links row.',
             'fieldConfig': {
               'defaults': {
                 'custom': {
@@ -668,7 +668,7 @@ local format = import '../lib/format.libsonnet';
                   'type': 'prometheus',
                   'uid': '${datasource}',
                 },
-                'expr': 'max without () (sort_desc(storpath_pcie_expected_link_bandwidth_bytes_per_second{job=~"$job", instance=~"$instance"} - storpath_pcie_current_link_bandwidth_bytes_per_second{job=~"$job", instance=~"$instance"} > 0 unless on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"} unless on(job, instance, address) label_join(max by (job, instance, upstream) (storpath_pcie_device_info{job=~"$job", instance=~"$instance"} and on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}), "address", "", "upstream")))',
+                'expr': 'max without () (sort_desc(storpath_pcie_expected_link_bandwidth_bytes_per_second{job=~"$job", instance=~"$instance"} - storpath_pcie_current_link_bandwidth_bytes_per_second{job=~"$job", instance=~"$instance"} > 0 unless on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"} unless on(job, instance, address) label_join(max by (job, instance, upstream) (storpath_pcie_device_info{job=~"$job", instance=~"$instance"} and on(job, instance, address) storpath_pcie_gpu_info{job=~"$job", instance=~"$instance"}), "address", "", "upstream") unless on(job, instance, address) storpath_pcie_link_capped{job=~"$job", instance=~"$instance"} == 1))',
                 'format': 'table',
                 'instant': true,
                 'range': false,
@@ -3017,6 +3017,230 @@ local format = import '../lib/format.libsonnet';
               'type': 'prometheus',
               'uid': '${datasource}',
             },
+            'description': 'Links that trained at the Target Link Speed their port was set to, below what both ends support: a deliberate cap, not a fault (storpath_pcie_link_capped). `cause` names who set it; the PCIe tree below shows these links below their expected speed.',
+            'fieldConfig': {
+              'defaults': {
+                'custom': {
+                  'align': 'auto',
+                  'inspect': false,
+                },
+                'unit': 'none',
+              },
+              'overrides': [
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'capped',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            '1': {
+                              'color': 'blue',
+                              'index': 0,
+                              'text': 'trained as told',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'speed',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'suffix: GT/s',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'target speed',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'suffix: GT/s',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'both ends support',
+                  },
+                  'properties': [
+                    {
+                      'id': 'unit',
+                      'value': 'suffix: GT/s',
+                    },
+                  ],
+                },
+                {
+                  'matcher': {
+                    'id': 'byName',
+                    'options': 'cause',
+                  },
+                  'properties': [
+                    {
+                      'id': 'mappings',
+                      'value': [
+                        {
+                          'options': {
+                            'bandwidth_controller': {
+                              'color': 'blue',
+                              'index': 0,
+                              'text': 'kernel\'s PCIe bandwidth controller (thermal cooling device)',
+                            },
+                            'unknown': {
+                              'color': 'blue',
+                              'index': 1,
+                              'text': 'unknown: firmware, a driver, a tool (setpci) or a kernel quirk',
+                            },
+                          },
+                          'type': 'value',
+                        },
+                      ],
+                    },
+                    {
+                      'id': 'custom.cellOptions',
+                      'value': {
+                        'mode': 'basic',
+                        'type': 'color-background',
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            'gridPos': {
+              'h': 5,
+              'w': 24,
+              'x': 0,
+              'y': 14,
+            },
+            'id': 11,
+            'links': [
+              {
+                'asDropdown': false,
+                'icon': '',
+                'includeVars': false,
+                'keepTime': false,
+                'tags': [],
+                'targetBlank': true,
+                'title': 'Runbook: PcieLinkCapped',
+                'tooltip': '',
+                'type': 'link',
+                'url': '%(dashboardsRunbookUrlBase)sPcieLinkCapped.md' % v,
+              },
+            ],
+            'options': {
+              'cellHeight': 'sm',
+              'footer': {
+                'countRows': false,
+                'reducer': [],
+                'show': false,
+              },
+              'frameIndex': 0,
+              'showHeader': true,
+              'showTypeIcons': false,
+            },
+            'repeatDirection': 'h',
+            'targets': [
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () (storpath_pcie_link_capped{job=~"$job", instance=~"$instance"} == 1)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'A',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () ((storpath_pcie_current_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} * on(job, instance, address) group_left(cause) (storpath_pcie_link_capped{job=~"$job", instance=~"$instance"} == 1)) / 1e9)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'B',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () ((storpath_pcie_target_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} * on(job, instance, address) group_left(cause) (storpath_pcie_link_capped{job=~"$job", instance=~"$instance"} == 1)) / 1e9)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'C',
+              },
+              {
+                'datasource': {
+                  'type': 'prometheus',
+                  'uid': '${datasource}',
+                },
+                'expr': 'max without () ((storpath_pcie_expected_link_speed_transfers_per_second{job=~"$job", instance=~"$instance"} * on(job, instance, address) group_left(cause) (storpath_pcie_link_capped{job=~"$job", instance=~"$instance"} == 1)) / 1e9)',
+                'format': 'table',
+                'instant': true,
+                'range': false,
+                'refId': 'D',
+              },
+            ],
+            'title': 'Capped PCIe links: the target they were held to and who set it',
+            'transformations': [
+              {
+                'id': 'merge',
+                'options': {},
+              },
+              {
+                'id': 'organize',
+                'options': {
+                  'excludeByName': {
+                    'Time': true,
+                    '__name__': true,
+                    'instance': true,
+                    'job': true,
+                  },
+                  'renameByName': {
+                    'Value #A': 'capped',
+                    'Value #B': 'speed',
+                    'Value #C': 'target speed',
+                    'Value #D': 'both ends support',
+                  },
+                },
+              },
+            ],
+            'transparent': false,
+            'type': 'table',
+          },
+          {
+            'datasource': {
+              'type': 'prometheus',
+              'uid': '${datasource}',
+            },
             'description': 'Every link end with its upstream port and root port: follow `upstream` to climb the tree. A switch\'s upstream port limits every drive below it. A GPU and the port above it train down when the GPU idles: their speed is judged on the GPU links row.',
             'fieldConfig': {
               'defaults': {
@@ -3187,9 +3411,9 @@ local format = import '../lib/format.libsonnet';
               'h': 10,
               'w': 16,
               'x': 0,
-              'y': 14,
+              'y': 19,
             },
-            'id': 11,
+            'id': 12,
             'options': {
               'cellHeight': 'sm',
               'footer': {
@@ -3361,9 +3585,9 @@ local format = import '../lib/format.libsonnet';
               'h': 10,
               'w': 8,
               'x': 16,
-              'y': 14,
+              'y': 19,
             },
-            'id': 12,
+            'id': 13,
             'options': {
               'cellHeight': 'sm',
               'footer': {
@@ -3450,9 +3674,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 0,
-              'y': 24,
+              'y': 29,
             },
-            'id': 13,
+            'id': 14,
             'links': [
               {
                 'asDropdown': false,
@@ -3521,9 +3745,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 12,
-              'y': 24,
+              'y': 29,
             },
-            'id': 14,
+            'id': 15,
             'links': [
               {
                 'asDropdown': false,
@@ -3577,9 +3801,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 31,
+              'y': 36,
             },
-            'id': 15,
+            'id': 16,
             'panels': [],
             'title': 'NVMe',
             'type': 'row',
@@ -3676,9 +3900,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 14,
               'x': 0,
-              'y': 32,
+              'y': 37,
             },
-            'id': 16,
+            'id': 17,
             'links': [
               {
                 'asDropdown': false,
@@ -3860,9 +4084,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 10,
               'x': 14,
-              'y': 32,
+              'y': 37,
             },
-            'id': 17,
+            'id': 18,
             'links': [
               {
                 'asDropdown': false,
@@ -3944,9 +4168,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 40,
+              'y': 45,
             },
-            'id': 18,
+            'id': 19,
             'panels': [],
             'title': 'SAS and SATA',
             'type': 'row',
@@ -4055,9 +4279,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 14,
               'x': 0,
-              'y': 41,
+              'y': 46,
             },
-            'id': 19,
+            'id': 20,
             'links': [
               {
                 'asDropdown': false,
@@ -4261,9 +4485,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 10,
               'x': 14,
-              'y': 41,
+              'y': 46,
             },
-            'id': 20,
+            'id': 21,
             'links': [
               {
                 'asDropdown': false,
@@ -4357,9 +4581,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 49,
+              'y': 54,
             },
-            'id': 21,
+            'id': 22,
             'panels': [],
             'title': 'Paths',
             'type': 'row',
@@ -4393,9 +4617,9 @@ local format = import '../lib/format.libsonnet';
               'h': 4,
               'w': 4,
               'x': 0,
-              'y': 50,
+              'y': 55,
             },
-            'id': 22,
+            'id': 23,
             'links': [
               {
                 'asDropdown': false,
@@ -4496,9 +4720,9 @@ local format = import '../lib/format.libsonnet';
               'h': 4,
               'w': 4,
               'x': 4,
-              'y': 50,
+              'y': 55,
             },
-            'id': 23,
+            'id': 24,
             'links': [
               {
                 'asDropdown': false,
@@ -4575,9 +4799,9 @@ local format = import '../lib/format.libsonnet';
               'h': 4,
               'w': 4,
               'x': 8,
-              'y': 50,
+              'y': 55,
             },
-            'id': 24,
+            'id': 25,
             'links': [
               {
                 'asDropdown': false,
@@ -4654,9 +4878,9 @@ local format = import '../lib/format.libsonnet';
               'h': 4,
               'w': 4,
               'x': 12,
-              'y': 50,
+              'y': 55,
             },
-            'id': 25,
+            'id': 26,
             'links': [
               {
                 'asDropdown': false,
@@ -4733,9 +4957,9 @@ local format = import '../lib/format.libsonnet';
               'h': 4,
               'w': 4,
               'x': 16,
-              'y': 50,
+              'y': 55,
             },
-            'id': 26,
+            'id': 27,
             'links': [
               {
                 'asDropdown': false,
@@ -4812,9 +5036,9 @@ local format = import '../lib/format.libsonnet';
               'h': 4,
               'w': 4,
               'x': 20,
-              'y': 50,
+              'y': 55,
             },
-            'id': 27,
+            'id': 28,
             'links': [
               {
                 'asDropdown': false,
@@ -4923,9 +5147,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 0,
-              'y': 54,
+              'y': 59,
             },
-            'id': 28,
+            'id': 29,
             'links': [
               {
                 'asDropdown': false,
@@ -5191,9 +5415,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 12,
-              'y': 54,
+              'y': 59,
             },
-            'id': 29,
+            'id': 30,
             'links': [
               {
                 'asDropdown': false,
@@ -5419,9 +5643,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 0,
-              'y': 61,
+              'y': 66,
             },
-            'id': 30,
+            'id': 31,
             'links': [
               {
                 'asDropdown': false,
@@ -5621,9 +5845,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 12,
-              'y': 61,
+              'y': 66,
             },
-            'id': 31,
+            'id': 32,
             'links': [
               {
                 'asDropdown': false,
@@ -5780,9 +6004,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 24,
               'x': 0,
-              'y': 69,
+              'y': 74,
             },
-            'id': 32,
+            'id': 33,
             'links': [
               {
                 'asDropdown': false,
@@ -5876,9 +6100,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 76,
+              'y': 81,
             },
-            'id': 33,
+            'id': 34,
             'panels': [],
             'title': 'GPU links',
             'type': 'row',
@@ -6034,9 +6258,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 14,
               'x': 0,
-              'y': 77,
+              'y': 82,
             },
-            'id': 34,
+            'id': 35,
             'links': [
               {
                 'asDropdown': false,
@@ -6219,9 +6443,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 10,
               'x': 14,
-              'y': 77,
+              'y': 82,
             },
-            'id': 35,
+            'id': 36,
             'links': [
               {
                 'asDropdown': false,
@@ -6298,9 +6522,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 84,
+              'y': 89,
             },
-            'id': 36,
+            'id': 37,
             'panels': [],
             'title': 'NUMA',
             'type': 'row',
@@ -6330,9 +6554,9 @@ local format = import '../lib/format.libsonnet';
               'h': 4,
               'w': 4,
               'x': 0,
-              'y': 85,
+              'y': 90,
             },
-            'id': 37,
+            'id': 38,
             'options': {
               'colorMode': 'background',
               'graphMode': 'none',
@@ -6447,9 +6671,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 10,
               'x': 4,
-              'y': 85,
+              'y': 90,
             },
-            'id': 38,
+            'id': 39,
             'links': [
               {
                 'asDropdown': false,
@@ -6583,9 +6807,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 10,
               'x': 14,
-              'y': 85,
+              'y': 90,
             },
-            'id': 39,
+            'id': 40,
             'links': [
               {
                 'asDropdown': false,
@@ -6655,9 +6879,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 92,
+              'y': 97,
             },
-            'id': 40,
+            'id': 41,
             'panels': [],
             'title': 'md and ZFS',
             'type': 'row',
@@ -6760,9 +6984,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 0,
-              'y': 93,
+              'y': 98,
             },
-            'id': 41,
+            'id': 42,
             'links': [
               {
                 'asDropdown': false,
@@ -6960,9 +7184,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 12,
-              'y': 93,
+              'y': 98,
             },
-            'id': 42,
+            'id': 43,
             'links': [
               {
                 'asDropdown': false,
@@ -7177,9 +7401,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 0,
-              'y': 100,
+              'y': 105,
             },
-            'id': 43,
+            'id': 44,
             'links': [
               {
                 'asDropdown': false,
@@ -7409,9 +7633,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 12,
               'x': 12,
-              'y': 100,
+              'y': 105,
             },
-            'id': 44,
+            'id': 45,
             'links': [
               {
                 'asDropdown': false,
@@ -7482,9 +7706,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 107,
+              'y': 112,
             },
-            'id': 45,
+            'id': 46,
             'panels': [],
             'title': 'Hardware RAID',
             'type': 'row',
@@ -7581,9 +7805,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 0,
-              'y': 108,
+              'y': 113,
             },
-            'id': 46,
+            'id': 47,
             'links': [
               {
                 'asDropdown': false,
@@ -7831,9 +8055,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 12,
-              'y': 108,
+              'y': 113,
             },
-            'id': 47,
+            'id': 48,
             'links': [
               {
                 'asDropdown': false,
@@ -8017,9 +8241,9 @@ local format = import '../lib/format.libsonnet';
               'h': 6,
               'w': 24,
               'x': 0,
-              'y': 116,
+              'y': 121,
             },
-            'id': 48,
+            'id': 49,
             'links': [
               {
                 'asDropdown': false,
@@ -8115,9 +8339,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 122,
+              'y': 127,
             },
-            'id': 49,
+            'id': 50,
             'panels': [],
             'title': 'Throughput and probes',
             'type': 'row',
@@ -8143,9 +8367,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 0,
-              'y': 123,
+              'y': 128,
             },
-            'id': 50,
+            'id': 51,
             'options': {
               'legend': {
                 'calcs': [
@@ -8211,9 +8435,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 12,
-              'y': 123,
+              'y': 128,
             },
-            'id': 51,
+            'id': 52,
             'options': {
               'legend': {
                 'calcs': [
@@ -8279,9 +8503,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 8,
               'x': 0,
-              'y': 131,
+              'y': 136,
             },
-            'id': 52,
+            'id': 53,
             'links': [
               {
                 'asDropdown': false,
@@ -8379,9 +8603,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 8,
               'x': 8,
-              'y': 131,
+              'y': 136,
             },
-            'id': 53,
+            'id': 54,
             'links': [
               {
                 'asDropdown': false,
@@ -8450,9 +8674,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 8,
               'x': 16,
-              'y': 131,
+              'y': 136,
             },
-            'id': 54,
+            'id': 55,
             'options': {
               'legend': {
                 'calcs': [
@@ -8492,9 +8716,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 139,
+              'y': 144,
             },
-            'id': 55,
+            'id': 56,
             'panels': [],
             'title': 'NVMe temperature, health and alignment',
             'type': 'row',
@@ -8520,9 +8744,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 0,
-              'y': 140,
+              'y': 145,
             },
-            'id': 56,
+            'id': 57,
             'links': [
               {
                 'asDropdown': false,
@@ -8615,9 +8839,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 12,
               'x': 12,
-              'y': 140,
+              'y': 145,
             },
-            'id': 57,
+            'id': 58,
             'links': [
               {
                 'asDropdown': false,
@@ -8716,9 +8940,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 8,
               'x': 0,
-              'y': 148,
+              'y': 153,
             },
-            'id': 58,
+            'id': 59,
             'links': [
               {
                 'asDropdown': false,
@@ -8862,9 +9086,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 8,
               'x': 8,
-              'y': 148,
+              'y': 153,
             },
-            'id': 59,
+            'id': 60,
             'links': [
               {
                 'asDropdown': false,
@@ -8997,9 +9221,9 @@ local format = import '../lib/format.libsonnet';
               'h': 7,
               'w': 8,
               'x': 16,
-              'y': 148,
+              'y': 153,
             },
-            'id': 60,
+            'id': 61,
             'links': [
               {
                 'asDropdown': false,
@@ -9094,9 +9318,9 @@ local format = import '../lib/format.libsonnet';
               'h': 1,
               'w': 24,
               'x': 0,
-              'y': 155,
+              'y': 160,
             },
-            'id': 61,
+            'id': 62,
             'panels': [],
             'title': 'Inventory',
             'type': 'row',
@@ -9121,9 +9345,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 6,
               'x': 0,
-              'y': 156,
+              'y': 161,
             },
-            'id': 62,
+            'id': 63,
             'links': [
               {
                 'asDropdown': false,
@@ -9219,9 +9443,9 @@ local format = import '../lib/format.libsonnet';
               'h': 8,
               'w': 18,
               'x': 6,
-              'y': 156,
+              'y': 161,
             },
-            'id': 63,
+            'id': 64,
             'links': [
               {
                 'asDropdown': false,

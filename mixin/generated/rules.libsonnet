@@ -1584,6 +1584,31 @@ local format = import '../lib/format.libsonnet';
             name: 'storpath-inventory',
             rules: [
               {
+                record: 'address:storpath_pcie_link_bandwidth:by_host_model',
+                expr: |||
+                  storpath_pcie_current_link_bandwidth_bytes_per_second
+                  * on(%(targetLabelsJoined)s, address) group_left(vendor_id, device_id)
+                  storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(inventoryPeerLinkClasses)s", address=~".+[.]0"}
+                  * on(%(targetLabelsJoined)s) group_left(sys_vendor, product_name)
+                  storpath_host_info{virtualization!="vm", product_name!=""}
+                  unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1
+                  unless on(%(targetLabelsJoined)s, address) storpath_pcie_current_link_width == 0
+                  unless on(%(targetLabelsJoined)s, address) storpath_pcie_device_suspended == 1
+                ||| % v,
+              },
+              {
+                record: 'model_address:storpath_pcie_link_bandwidth:median',
+                expr: 'quantile by (sys_vendor, product_name, address, vendor_id, device_id) (0.5, address:storpath_pcie_link_bandwidth:by_host_model)',
+              },
+              {
+                record: 'model_address:storpath_pcie_link_bandwidth:hosts',
+                expr: 'count by (sys_vendor, product_name, address, vendor_id, device_id) (address:storpath_pcie_link_bandwidth:by_host_model)',
+              },
+              {
+                record: 'model_address:storpath_pcie_link_bandwidth:spread',
+                expr: 'max by (sys_vendor, product_name, address, vendor_id, device_id) (address:storpath_pcie_link_bandwidth:by_host_model) - min by (sys_vendor, product_name, address, vendor_id, device_id) (address:storpath_pcie_link_bandwidth:by_host_model)',
+              },
+              {
                 record: 'instance_kind:storpath_inventory_devices:by_host_model',
                 expr: |||
                   storpath_inventory_devices{kind=~"%(inventoryFleetKinds)s"}
@@ -1664,6 +1689,42 @@ local format = import '../lib/format.libsonnet';
                   summary: 'A host has fewer PCIe lanes to storage than most hosts of its make and model.',
                   description: '{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}) has its storage controllers on x{{ printf "%.0f" $value }} in all, where the {{ range query (printf "model:storpath_inventory_hosts:count{sys_vendor=%q,product_name=%q}" $labels.sys_vendor $labels.product_name) }}{{ printf "%.0f" .Value }}{{ end }} hosts of its model have x{{ range query (printf "model:storpath_inventory_storage_lanes:median{sys_vendor=%q,product_name=%q}" $labels.sys_vendor $labels.product_name) }}{{ printf "%.0f" .Value }}{{ end }} (median): drives missing, or trained narrower (a passive carrier in a slot that is not bifurcated shows one drive at x4 instead of four).',
                   runbook_url: '%(runbookUrlBase)sInventoryStorageLanesBelowModel.md' % v,
+                },
+              },
+              {
+                alert: 'PcieLinkBelowModelPeers',
+                expr: |||
+                  address:storpath_pcie_link_bandwidth:by_host_model < on(sys_vendor, product_name, address, vendor_id, device_id) group_left model_address:storpath_pcie_link_bandwidth:median
+                  and on(sys_vendor, product_name, address, vendor_id, device_id)
+                  model_address:storpath_pcie_link_bandwidth:hosts >= %(inventoryFleetMinHosts)s
+                ||| % v,
+                [if format.seconds(c.inventoryFleetFor) > 0 then 'for']: c.inventoryFleetFor,
+                labels: {
+                  severity: '%(inventoryPeerLinkSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'A PCIe link trained lower than the same link on most hosts of its make and model.',
+                  description: '{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}): the link of {{ $labels.address }} trained at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }} ({{ range query (printf "storpath_pcie_current_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }}) where the {{ range query (printf "model_address:storpath_pcie_link_bandwidth:hosts{sys_vendor=%%q,product_name=%%q,address=%%q,vendor_id=%%q,device_id=%%q}" $labels.sys_vendor $labels.product_name $labels.address $labels.vendor_id $labels.device_id) }}{{ printf "%%.0f" .Value }}{{ end }} hosts of its model carry {{ range query (printf "model_address:storpath_pcie_link_bandwidth:median{sys_vendor=%%q,product_name=%%q,address=%%q,vendor_id=%%q,device_id=%%q} / 1e9" $labels.sys_vendor $labels.product_name $labels.address $labels.vendor_id $labels.device_id) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} (median) at the same address: this host differs from its peers, a fault here (a riser, a card not seated, a cable, a BIOS setting), not the design.' % v,
+                  runbook_url: '%(runbookUrlBase)sPcieLinkBelowModelPeers.md' % v,
+                },
+              },
+              {
+                alert: 'PcieLinkBelowCapabilityOnWholeModel',
+                expr: |||
+                  address:storpath_pcie_link_bandwidth:by_host_model < on(%(targetLabelsJoined)s, address) group_left storpath_pcie_expected_link_bandwidth_bytes_per_second
+                  and on(sys_vendor, product_name, address, vendor_id, device_id)
+                  model_address:storpath_pcie_link_bandwidth:spread == 0
+                  and on(sys_vendor, product_name, address, vendor_id, device_id)
+                  model_address:storpath_pcie_link_bandwidth:hosts >= %(inventoryFleetMinHosts)s
+                ||| % v,
+                [if format.seconds(c.inventoryFleetFor) > 0 then 'for']: c.inventoryFleetFor,
+                labels: {
+                  severity: '%(inventoryModelDesignSeverity)s' % v,
+                },
+                annotations: {
+                  summary: 'A PCIe link trained below what both of its ends support the same way on every host of its model.',
+                  description: '{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}): the link of {{ $labels.address }} trained at {{ range query (printf "storpath_pcie_current_link_speed_transfers_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.4g GT/s" .Value }}{{ end }} {{ range query (printf "storpath_pcie_current_link_width{%(targetLabelsMatchers)s=%%q,address=%%q}" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "x%%.0f" .Value }}{{ end }}, below the {{ range query (printf "storpath_pcie_expected_link_bandwidth_bytes_per_second{%(targetLabelsMatchers)s=%%q,address=%%q} / 1e9" $labels.%(targetLabelsTemplateArgs)s $labels.address) }}{{ printf "%%.3g GB/s" .Value }}{{ end }} both of its ends support, as it did on all {{ range query (printf "model_address:storpath_pcie_link_bandwidth:hosts{sys_vendor=%%q,product_name=%%q,address=%%q,vendor_id=%%q,device_id=%%q}" $labels.sys_vendor $labels.product_name $labels.address $labels.vendor_id $labels.device_id) }}{{ printf "%%.0f" .Value }}{{ end }} hosts of its model: how the model is built, a design to review (the board\'s lane wiring, a slot\'s bifurcation or generation setting shipped alike), not a fault of this host.' % v,
+                  runbook_url: '%(runbookUrlBase)sPcieLinkBelowCapabilityOnWholeModel.md' % v,
                 },
               },
               {

@@ -10,7 +10,14 @@ none) against
   virtual machines left out), once `inventory.fleet_min_hosts` of them report: fewer drives of
   a kind, or fewer PCIe lanes to storage, than the model's median (a carrier in a slot that is not
   bifurcated shows one drive at x4 where its twins show four);
-- the layout an operator declared (collectors.inventory.expected).
+- the layout an operator declared (collectors.inventory.expected);
+- each PCIe link against the same address on the other hosts of the model (identical hosts
+  enumerate alike), the same device (vendor and device id) in it: one that trained lower than most of them is a fault of this host
+  (PcieLinkBelowModelPeers); one below what both its ends support that trained the same way
+  on every host of the model is how the model is built, a design to review
+  (PcieLinkBelowCapabilityOnWholeModel, info). Compared on the link's bandwidth, which moves
+  with its speed and its width; capped links (trained as told), links down (PcieLinkDown's)
+  and sleeping devices (their link is not read) are left out.
 
 Prometheus 2.42 semantics the rules rely on: an `_over_time` function over a range ignores
 staleness markers, so `last_over_time(info[w])` still returns a device's last sample while the
@@ -25,6 +32,11 @@ INFO = "storpath_inventory_device_info"
 HOST = "storpath_host_info"
 WIDTH = "storpath_pcie_current_link_width"
 PCI_INFO = "storpath_pcie_device_info"
+CUR_BW = "storpath_pcie_current_link_bandwidth_bytes_per_second"
+EXP_BW = "storpath_pcie_expected_link_bandwidth_bytes_per_second"
+CUR_SPEED = "storpath_pcie_current_link_speed_transfers_per_second"
+CAPPED = "storpath_pcie_link_capped"
+SUSPENDED = "storpath_pcie_device_suspended"
 MODEL = "sys_vendor, product_name"
 # What identifies one device across scrapes: a drive back under the same name is not gone.
 IDENTITY = ("kind", "device", "serial", "address")
@@ -69,7 +81,41 @@ def rules(c):
     lanes = "instance:storpath_inventory_storage_lanes:sum"
     lanes_median = "model:storpath_inventory_storage_lanes:median"
     lanes_hosts = "model:storpath_inventory_hosts:count"
+    links = "address:storpath_pcie_link_bandwidth:by_host_model"
+    links_median = "model_address:storpath_pcie_link_bandwidth:median"
+    links_hosts = "model_address:storpath_pcie_link_bandwidth:hosts"
+    links_spread = "model_address:storpath_pcie_link_bandwidth:spread"
+    # The same device (vendor and device id) at the same address: a host with another card in
+    # that slot is no peer of it.
+    link_key = f"{MODEL}, address, vendor_id, device_id"
+    on_link = f"on({link_key})"
+
+    def per_link(record: str, fmt: str, scale: str = "") -> str:
+        expr = f"{record}{{sys_vendor=%q,product_name=%q,address=%q,vendor_id=%q,device_id=%q}}{scale}"
+        args = "$labels.sys_vendor $labels.product_name $labels.address $labels.vendor_id $labels.device_id"
+        return (f'{{{{ range query (printf "{expr}" {args}) }}}}'
+                f'{{{{ printf "{fmt}" .Value }}}}{{{{ end }}}}')
+
+    link_where = ("{{ $labels.instance }} ({{ $labels.sys_vendor }} {{ $labels.product_name }}): the link of "
+                  "{{ $labels.address }}")
+    trained = f"{c.gts(CUR_SPEED, 'address')} {c.lanes('storpath_pcie_current_link_width', 'address')}"
     return [
+        # One series per host and link (function 0 speaks for a multi-function device's link), with
+        # the host's model; then per model and address: the median, how many hosts, max - min.
+        c.record(links, c.expr("""
+            ${cur_bw}
+            * on(${target_address}) group_left(vendor_id, device_id)
+            ${pci_info}{port_type!~"root_port|downstream_port", class=~"${classes}", address=~".+[.]0"}
+            * on(${target}) group_left(${model})
+            ${hosts}
+            unless on(${target_address}) ${capped} == 1
+            unless on(${target_address}) ${width} == 0
+            unless on(${target_address}) ${suspended} == 1
+        """, cur_bw=CUR_BW, target_address=c.labels("address"), pci_info=PCI_INFO, classes=cfg.peer_link_classes,
+            target=c.labels(), model=MODEL, hosts=hosts, capped=CAPPED, width=WIDTH, suspended=SUSPENDED)),
+        c.record(links_median, f"quantile by ({link_key}) (0.5, {links})"),
+        c.record(links_hosts, f"count by ({link_key}) ({links})"),
+        c.record(links_spread, f"max by ({link_key}) ({links}) - min by ({link_key}) ({links})"),
         c.record(by_model, c.expr("""
             ${devices}{kind=~"${kinds}"}
             * on(${target}) group_left(${model})
@@ -130,6 +176,37 @@ def rules(c):
             {per_model(lanes_hosts, "%.0f", False)} hosts of its model have x{per_model(lanes_median, "%.0f", False)}
             (median): drives missing, or trained narrower (a passive carrier in a slot that is not bifurcated
             shows one drive at x4 instead of four).""",
+        ),
+        c.alert(
+            "PcieLinkBelowModelPeers",
+            c.expr("""
+                ${links} < ${on_link} group_left ${links_median}
+                and ${on_link}
+                ${links_hosts} >= ${min_hosts}
+            """, links=links, on_link=on_link, links_median=links_median, links_hosts=links_hosts,
+                min_hosts=str(cfg.fleet_min_hosts)),
+            cfg.fleet_for, cfg.peer_link_severity,
+            "A PCIe link trained lower than the same link on most hosts of its make and model.",
+            f"""{link_where} trained at {trained} ({c.gbytes(CUR_BW, 'address')}) where the {per_link(links_hosts, "%.0f")} hosts of its model carry
+            {per_link(links_median, "%.3g GB/s", " / 1e9")} (median) at the same address: this host differs
+            from its peers, a fault here (a riser, a card not seated, a cable, a BIOS setting), not the design.""",
+        ),
+        c.alert(
+            "PcieLinkBelowCapabilityOnWholeModel",
+            c.expr("""
+                ${links} < on(${target_address}) group_left ${exp_bw}
+                and ${on_link}
+                ${links_spread} == 0
+                and ${on_link}
+                ${links_hosts} >= ${min_hosts}
+            """, links=links, target_address=c.labels("address"), exp_bw=EXP_BW, on_link=on_link,
+                links_spread=links_spread, links_hosts=links_hosts, min_hosts=str(cfg.fleet_min_hosts)),
+            cfg.fleet_for, cfg.model_design_severity,
+            "A PCIe link trained below what both of its ends support the same way on every host of its model.",
+            f"""{link_where} trained at {trained}, below the {c.gbytes(EXP_BW, 'address')} both of its ends
+            support, as it did on all {per_link(links_hosts, "%.0f")} hosts of its model: how the model is
+            built, a design to review (the board's lane wiring, a slot's bifurcation or generation setting
+            shipped alike), not a fault of this host.""",
         ),
         c.alert(
             "InventoryBelowExpected",

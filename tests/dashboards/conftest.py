@@ -55,6 +55,7 @@ FLEET = [  # (instance label, machine, variant)
     ("shelf-failed", "supermicro-dualport-sas-shelf", "path-failed"),
     ("shelf-missing", "supermicro-dualport-sas-shelf", "path-missing"),
     ("z690-gpu", "desktop-z690-single-socket", "healthy"),
+    ("z690-capped", "desktop-z690-single-socket", "capped-thermal"),  # a Target Link Speed cap and its cause
 ]
 HISTORY_DAYS = 30
 HISTORY_STEP = 6 * 3600

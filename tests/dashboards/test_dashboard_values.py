@@ -198,7 +198,8 @@ def test_fleet_lists_the_x2_link_with_its_host(fleet_prometheus):
     rows = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Worst offenders: links below"))
     row = _one(rows, instance="am4-x2", address="0000:05:00.0")
     assert row["bandwidth lost"] == pytest.approx(3.938e9, rel=1e-3)
-    assert {r["instance"] for r in rows} == {"am4-x2"}  # not the idle GPU (z690-gpu) nor its root port
+    # not the idle GPU (z690-gpu) nor its root port, nor the link capped as told (z690-capped)
+    assert {r["instance"] for r in rows} == {"am4-x2"}
     placement = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Worst offenders: devices below"))
     assert ("am4-gen3", "0000:07:00.0") in {(r["instance"], r["address"]) for r in placement}
     degraded = table_rows(fleet_prometheus, panel("storpath-fleet.json", "Degraded arrays"))
@@ -238,9 +239,9 @@ def test_fleet_shows_devices_per_host_against_the_model(fleet_prometheus):
     # is a model of its own, not a fifth X570 below the median of 4.
     assert {(r["devices"], r["model median"], r["hosts of model"], r["vs model"], r["product_name"]) for r in am4} == {
         (4, 4, 4, 0, "ROG CROSSHAIR VIII HERO")}
-    z690 = _one(rows, instance="z690-gpu", kind="nvme_controller")
+    z690 = _one(rows, instance="z690-gpu", kind="nvme_controller")  # and its twin z690-capped
     assert (z690["product_name"], z690["devices"], z690["model median"], z690["hosts of model"], z690["vs model"]) == (
-        "PRIME Z690-A", 2, 2, 1, 0)
+        "PRIME Z690-A", 2, 2, 2, 0)
     supermicro = _one(rows, instance="supermicro", kind="nvme_controller")
     assert supermicro["devices"] == 4
     below = panel("storpath-fleet.json", "Hosts with fewer devices than their model")
@@ -248,3 +249,15 @@ def test_fleet_shows_devices_per_host_against_the_model(fleet_prometheus):
     # both paths.
     assert float(query(fleet_prometheus, substitute(below["targets"][0]["expr"]))[0]["value"][1]) == 1
     assert {r["instance"] for r in rows if r["vs model"] == 1} == {"shelf-missing"}
+
+
+def test_host_names_the_cause_of_a_capped_link(fleet_prometheus):
+    """The Z690 whose M.2 port the kernel's bandwidth controller held at 8 GT/s: the Host board
+    lists the drive's link (and the port's own) with the target and the cause; a host with no
+    cap lists nothing. The board had no such panel before."""
+    title = "Capped PCIe links"
+    rows = table_rows(fleet_prometheus, panel("storpath-host.json", title), "z690-capped")
+    drive = _one(rows, address="0000:02:00.0")
+    assert drive["cause"] == "bandwidth_controller" and drive["capped"] == 1
+    assert (drive["speed"], drive["target speed"], drive["both ends support"]) == (8, 8, 16)
+    assert not table_rows(fleet_prometheus, panel("storpath-host.json", title), "z690-gpu")

@@ -260,3 +260,24 @@ def test_a_dump_of_more_functions_than_a_segment_holds_is_cut_and_says_so(tmp_pa
     data = json.loads(done.stdout)
     cut = [f for f in data["findings"] if f["kind"] == "lspci.dump_cut"]
     assert cut and "65536 functions" in cut[0]["title"] and done.returncode >= 1
+
+
+def test_links_whose_speed_pciutils_could_not_print_are_named_not_judged():
+    """Gen5 ends that an older pciutils printed as `Speed unknown` (ls-caps.c's link_speed()):
+    each such link gets a warning naming it and why, no verdict either way; the Gen4 link
+    of the same dump is still judged. On the old code the three unknown links were counted
+    as checked and silently fine."""
+    done = storpath("check", f"--lspci={os.path.join(FIXTURES, 'gen5-speed-unknown.txt')}")
+    data = check_json(os.path.join(FIXTURES, "gen5-speed-unknown.txt"))
+    unknown = {f["subject"]: f for f in data["findings"] if f["kind"] == "lspci.speed_unknown"}
+    assert set(unknown) == {"0000:41:00.0", "0000:42:00.0"}
+    for finding in unknown.values():
+        assert finding["severity"] == "warning"
+        assert "pciutils printed Speed unknown: too old for this link's generation" in finding["evidence"]
+    assert "0000:40:01.2" in unknown["0000:42:00.0"]["evidence"]  # the port end that printed it is named
+    judged = {(f["subject"], f["kind"]) for f in data["findings"] if f["kind"] in TRAINED_LOW}
+    assert judged == {("0000:43:00.0", "pcie.link_speed_below_expected")}
+    assert not [f for f in data["findings"] if f["subject"] in unknown and f["kind"].startswith("pcie.")]
+    assert data["exit_code"] == 1 == done.returncode
+    assert "checked 1 PCIe link." in done.stdout
+    assert "PCIe link not judged: pciutils printed Speed unknown" in done.stdout

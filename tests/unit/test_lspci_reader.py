@@ -191,3 +191,18 @@ def test_a_line_without_end_is_read_in_bounded_pieces(tmp_path):
     assert lines[2].startswith("00:01.0")
     record, _ = lspci.read_dump(str(path))
     assert [d.address for d in record.dump.devices] == ["0000:00:00.0", "0000:00:01.0"]
+
+
+def test_a_speed_pciutils_could_not_name_is_unknown_and_its_link_listed():
+    """`Speed unknown` (ls-caps.c's link_speed() for a rate its version does not know) is no
+    speed, and the link it belongs to is listed by its device end with where it was printed."""
+    text = open(os.path.join(ROOT, "tests", "fixtures", "lspci", "gen5-speed-unknown.txt"), encoding="utf-8").read()
+    dump, _ = parse_lspci(text)
+    by = {d.static.address: d for d in dump.devices}
+    assert by["0000:41:00.0"].static.max_link_speed is None and by["0000:41:00.0"].current_link_speed is None
+    assert by["0000:42:00.0"].current_link_speed == 16e9 and by["0000:42:00.0"].static.max_link_speed is None
+    links = dump.unjudged_links()
+    assert set(links) == {"0000:41:00.0", "0000:42:00.0"}
+    assert links["0000:41:00.0"] == [("0000:41:00.0", ("LnkCap", "LnkSta", "LnkCap2")),
+                                     ("0000:40:01.1", ("LnkCap", "LnkSta", "LnkCap2"))]
+    assert any("Speed unknown" in line for line in dump.cannot_show())

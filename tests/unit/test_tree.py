@@ -277,3 +277,32 @@ def test_a_page_past_the_last_is_the_last_and_a_small_tree_has_no_page_links():
     first = page_of.page(SimpleNamespace(last_snapshot=lambda: scrape)).decode()
     assert page_of.page(SimpleNamespace(last_snapshot=lambda: scrape), 7).decode() == first
     assert page_of.drawings == 1 and 'id="pages"' not in first and _balanced(first)[0]
+
+
+def test_landing_page_names_the_cause_of_a_capped_link(tmp_path):
+    """The Z690 fixture's variants: a link held at its port's Target Link Speed shows the target
+    and the cause (the bandwidth controller's cooling device, or unknown: firmware, a driver, a
+    tool) beside its link, with the PcieLinkCapped runbook; a link below its own target shows no
+    cap. The old page showed neither the cap line nor the runbook."""
+    import os
+    import re
+
+    from storpath.report.findings import take_snapshot
+    from storpath.base.roots import Roots
+    from tests.fixtures import machines
+
+    def drive_box(variant):
+        root = tmp_path / variant
+        machines.load("desktop-z690-single-socket").build(str(root), variant)
+        snapshot = take_snapshot(Roots(sysfs=os.path.join(root, "sys"), procfs=os.path.join(root, "proc")))
+        page = landing.Landing(["pcie"], config={}).page(SimpleNamespace(last_snapshot=lambda: snapshot)).decode()
+        return re.search(r'<div [^>]*id="node-0000-02-00-0".*?</div>', page).group(0)
+
+    thermal = drive_box("capped-thermal")
+    assert ('<span class="cap">capped at 8 GT/s (Gen3) by the kernel&#x27;s PCIe bandwidth controller, '
+            'a thermal cooling device</span>') in thermal
+    assert "PcieLinkCapped.md" in thermal
+    by_tool = drive_box("capped-by-tool")
+    assert '<span class="cap">capped at 8 GT/s (Gen3) (target set below capability, cause unknown' in by_tool
+    below = drive_box("below-target")
+    assert 'class="cap"' not in below and "PcieLinkSpeedBelowExpected.md" in below

@@ -143,6 +143,7 @@ def _run_lspci(args, config, collector: Optional[_NoteCollector]) -> int:
                 record.origin, WARNING, "the archive's md arrays were not read", fields["why"],
                 "md arrays are not checked", "read the archive's proc/mdstat by hand",
                 kind="lspci.md_not_read", subsystem="lspci"))
+    _unjudged_links(record, result)
     for name in load_findings():
         if name not in subsystems:
             result.skipped[name] = "not in an lspci dump"
@@ -150,6 +151,30 @@ def _run_lspci(args, config, collector: Optional[_NoteCollector]) -> int:
     notes = collector.notes if collector else []
     notes.append({"message": f"judged from the lspci dump {record.origin}; it cannot show: " + "; ".join(missing)})
     return _report(args, facts, result, notes, None, None, dump=record)
+
+
+def _unjudged_links(record, result: CheckResult) -> None:
+    """Links whose speed the dump's pciutils printed as "unknown" (ls-caps.c's link_speed()
+    names only the rates its version knows): no verdict on them, either way. What the
+    analysis said of them (a speed it took as missing) is dropped, each gets a warning that
+    names it (so the exit status is not "clean"), and they are not counted as checked."""
+    unjudged = record.dump.unjudged_links()
+    if not unjudged:
+        return
+    result.findings[:] = [f for f in result.findings
+                          if not (f.subsystem == "pcie" and f.subject in unjudged)]
+    for address, ends in sorted(unjudged.items(), key=lambda item: natural_key(item[0])):
+        printed = "; ".join(f"{where}: {', '.join(registers)}" for where, registers in ends)
+        result.findings.append(Finding(
+            address, WARNING, "PCIe link not judged: pciutils printed Speed unknown",
+            f"pciutils printed Speed unknown: too old for this link's generation ({printed}); "
+            "its ls-caps.c names only the link speeds of its time",
+            "this link's speed is neither judged below expected nor fine",
+            "take the dump again with a current pciutils (lspci -vvnn), or run `storpath check` on the machine",
+            kind="lspci.speed_unknown", subsystem="lspci"))
+    result.checked[:] = [(n - len(unjudged), what) if what == "PCIe links" else (n, what)
+                         for n, what in result.checked]
+    result.findings.sort(key=lambda f: (severity_rank(f.severity), natural_key(f.subject), f.kind))
 
 
 def _report(args, facts: Facts, result: CheckResult, notes: List[Dict[str, Any]],

@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from storpath import __version__
 from storpath.base.config import DEFAULTS
 from storpath.base.safetext import display
+from storpath.report.findings.pcie import CAP_CAUSE_TEXT, link_text
 from storpath.report.tree import model, sources
 from storpath.report.tree.model import (BELOW_EXPECTED, BLOCK, HEALTHY, LIMITED_BY_PLACEMENT, MEMBER, STATE_TEXT,
                                  SUSPENDED, UNVERIFIABLE,
@@ -41,6 +42,7 @@ RUNBOOKS: Dict[str, str] = {
     "pcie.link_trained_low": "PcieLinkWidthBelowExpected",
     "pcie.link_width_below_expected": "PcieLinkWidthBelowExpected",
     "pcie.link_speed_below_expected": "PcieLinkSpeedBelowExpected",
+    "pcie.link_capped": "PcieLinkCapped",
     "pcie.placement_below_capability": "PcieDeviceLimitedByPort",
     "pcie.slot_below_device_demand": "PcieSlotBelowDeviceDemand",
     "pcie.path_limited_upstream": "PcieDeviceLimitedByPort",
@@ -100,6 +102,7 @@ li{margin:.25em 0}
 .limited-by-placement .state{color:#e65100}
 .unverifiable .state{color:#424242}
 .suspended .state{color:#283593}
+.node .cap{display:block;font-size:.9em;color:#0d47a1;font-weight:600}
 .limits{margin-left:.4em;color:#6a1b9a;font-weight:600}
 .finding{display:block;font-size:.92em}
 .sev{font-weight:700;font-size:.8em;padding:0 .35em;border-radius:3px;color:#fff;margin-right:.3em}
@@ -304,6 +307,8 @@ def _node_open(node: Node, runbook_base: str, continued: bool = False) -> str:
         bits.append(f" <span class=\"limits\">&#9664; limiting hop for {_text(shown)}</span>")
     if node.link is not None:
         bits.append(f"<span class=\"link\">{_text(hop_text(node.link, node.port))}</span>")
+        if node.link.cap_cause is not None:  # trained as told: the cause, not a fault (storpath_pcie_link_capped)
+            bits.append(f"<span class=\"cap\">{_text(cap_text(node.link))}</span>")
     if node.disk_link:  # a SAS or SATA disk: its link, the rate both ends allow, which end limits it
         bits.append(f"<span class=\"link\">{_text(node.disk_link)}</span>")
     if node.findings:
@@ -316,6 +321,14 @@ def _node_open(node: Node, runbook_base: str, continued: bool = False) -> str:
     dom_id = "" if continued else f" id=\"{_attr(_dom_id(node.id))}\""
     return (f"<li><div class=\"{' '.join(classes)}\"{dom_id} "
             f"data-node=\"{_attr(node.id)}\">{''.join(bits)}</div>")
+
+
+def cap_text(link) -> str:
+    """'capped at 8 GT/s (Gen3) by the kernel's PCIe bandwidth controller, ...': a capped link's
+    target and its cause, in the words of check's finding (report.findings.pcie)."""
+    cause = CAP_CAUSE_TEXT.get(link.cap_cause, CAP_CAUSE_TEXT["unknown"])
+    joined = cause if cause.startswith("by ") else f"({cause})"
+    return f"capped at {link_text(link.target_speed, None)} {joined}"
 
 
 def _dom_id(node_id: str) -> str:

@@ -26,7 +26,12 @@ ignored here: the verdict is both ends', from the analysis.
 What a dump cannot show is said (`LspciDump.cannot_show`), never guessed: AER counters
 (lspci prints status bits, not counts since boot), the drives and block devices behind the
 links, link capabilities where lspci ran without root ("<access denied>"), LnkCap2 where
-lspci predates it (pciutils before 3.3 prints none).
+lspci predates it (pciutils before 3.3 prints none). A speed that the pciutils which wrote the
+dump could not name (ls-caps.c's link_speed() prints "unknown" for a Link Speeds value it
+does not know: 32 GT/s and 64 GT/s in pciutils older than those generations; its LnkCap2
+decoder prints "RsvdP" for vector bits it does not know) is kept unknown and the link is
+listed as not judged (`LspciDump.unjudged_links`), never taken as a slower or a matching
+rate.
 
 Total on any text (tests/unit/test_lspci_reader.py has a Hypothesis property) and one pass
 over the lines.
@@ -44,7 +49,7 @@ from storpath.base.parse import PCIE_SPEEDS
 from storpath.base.problems import INFO, WARNING, Problem
 from storpath.readers.host import DMI_FIELDS, HostIdentity, identify, parse_cpuinfo_hypervisor
 from storpath.readers.md import MdArray, read_md_arrays
-from storpath.readers.pci import PciDevice, PciStatic, resolve_port_types
+from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice, PciStatic, resolve_port_types
 from storpath.base.roots import Roots
 
 # ls-caps.c's names of the PCI Express capability's Device/Port Type, in readers.pci's words.
@@ -120,6 +125,7 @@ class _Function:
     sta_width: Optional[int] = None
     driver: Optional[str] = None
     denied: bool = False
+    unnamed: List[str] = field(default_factory=list)  # link registers whose speed lspci printed as unknown
 
 
 @dataclass
@@ -134,6 +140,25 @@ class LspciDump:
     denied: int = 0  # functions whose capabilities lspci could not read (no root)
     guest_vendor: Optional[str] = None  # a hypervisor's emulated device was listed (analysis.virtual's names)
     cut: bool = False  # more than MAX_FUNCTIONS functions: those after the cut are not read
+    unnamed_speeds: Dict[str, Tuple[str, ...]] = field(default_factory=dict)  # address -> registers printed unknown
+
+    def unjudged_links(self) -> Dict[str, List[Tuple[str, Tuple[str, ...]]]]:
+        """The links whose speed cannot be judged, by their device end (the end a link is
+        reported on: an endpoint or a switch's upstream port), each with the functions of
+        that link that printed a speed as unknown and in which registers. A port that
+        printed it counts for every device below it; a port with nothing below has no link."""
+        if not self.unnamed_speeds:
+            return {}
+        found: Dict[str, List[Tuple[str, Tuple[str, ...]]]] = {}
+        for device in self.devices:
+            static = device.static
+            if not static.has_link or static.parent is None or static.config_port_type in DOWNSTREAM_FACING:
+                continue
+            ends = [(address, self.unnamed_speeds[address]) for address in (static.address, static.parent)
+                    if address in self.unnamed_speeds]
+            if ends:
+                found[static.address] = ends
+        return found
 
     def cannot_show(self) -> List[str]:
         """What this dump does not say, for the report."""
@@ -144,6 +169,9 @@ class LspciDump:
         if self.link_lines and not self.cap2_lines:
             found.append("LnkCap2 (this lspci predates it): the maximum speed is LnkCap's, which a port that "
                          "lists faster rates only in LnkCap2 under-states")
+        if self.unnamed_speeds:
+            found.append(f"the speed of {len(self.unnamed_speeds)} function(s)' links: the pciutils that wrote "
+                         "the dump printed \"Speed unknown\" (too old for their PCIe generation)")
         if self.devices and not self.numeric_ids:
             found.append("vendor and device ids (lspci ran without -nn): classes taken from their names")
         return found
@@ -205,6 +233,9 @@ def _detail(line: str, current: _Function, dump: LspciDump) -> None:
             current.express = next((name for words, name in EXPRESS_TYPES if words in kind), "")
             current.in_express = True
         return
+    if text.startswith(("LnkCap:", "LnkSta:", "LnkCap2:")) and current.in_express and (
+            "Speed unknown" in text or "Speeds: RsvdP" in text):
+        current.unnamed.append(text.partition(":")[0])
     if text.startswith("LnkCap:"):
         if current.in_express:
             dump.link_lines += 1
@@ -292,6 +323,8 @@ def parse_lspci(text: Union[str, Iterable[str]]) -> Tuple[LspciDump, List[Proble
         parent = bridges.get((found.domain, found.bus))
         dump.devices.append(_device(found, parent if parent != found.address else None))
         dump.denied += found.denied
+        if found.unnamed and found.express not in NO_LINK_TYPES:
+            dump.unnamed_speeds[found.address] = tuple(found.unnamed)
         vendor = found.vendor_id if found.vendor_id in _GUEST_VENDORS else found.subsystem[0]
         if dump.guest_vendor is None and vendor in _GUEST_VENDORS:
             dump.guest_vendor = _GUEST_VENDORS[vendor]

@@ -81,6 +81,10 @@ class Link:
     max_width: Optional[int]
     down: bool = False
     asleep: Optional[str] = None  # the state a sleeping device is in: its link is as last read awake, or unknown
+    # A link trained at a Target Link Speed set below both ends' capability (analysis.pcie):
+    # the target, and its cause (analysis.pcie.CAP_CAUSES); None where the link is not capped.
+    target_speed: Optional[float] = None
+    cap_cause: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -286,7 +290,9 @@ def build(facts: TreeInput) -> Topology:
         elif link is not None and link.partner is not None:
             shown = Link(device.current_link_speed, device.current_link_width, link.speed.expected,
                          link.expected_width, device.static.max_link_speed, device.static.max_link_width,
-                         down=link.link_down and not device.asleep, asleep=device.asleep)
+                         down=link.link_down and not device.asleep, asleep=device.asleep,
+                         target_speed=link.target_speed if link.capped else None,
+                         cap_cause=link.cap_cause if link.capped else None)
             state = SUSPENDED if device.asleep else link_state(link)
         elif device.static.has_link:  # no port above it that storpath can see
             shown = Link(device.current_link_speed, device.current_link_width, None, None,
