@@ -1588,7 +1588,7 @@ local format = import '../lib/format.libsonnet';
                 expr: |||
                   storpath_pcie_current_link_bandwidth_bytes_per_second
                   * on(%(targetLabelsJoined)s, address) group_left(vendor_id, device_id)
-                  storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(inventoryPeerLinkClasses)s", address=~".+[.]0"}
+                  storpath_pcie_device_info{port_type!~"root_port|downstream_port", class=~"%(inventoryPeerLinkClasses)s", address=~".+:00[.]0"}
                   * on(%(targetLabelsJoined)s) group_left(sys_vendor, product_name)
                   storpath_host_info{virtualization!="vm", product_name!=""}
                   unless on(%(targetLabelsJoined)s, address) storpath_pcie_link_capped == 1

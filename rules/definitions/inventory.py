@@ -38,6 +38,9 @@ CUR_SPEED = "storpath_pcie_current_link_speed_transfers_per_second"
 CAPPED = "storpath_pcie_link_capped"
 SUSPENDED = "storpath_pcie_device_suspended"
 MODEL = "sys_vendor, product_name"
+# The function that speaks for a shared link: device 0's function 0 (as in pcie.py: with ARI a
+# device's function 8 is numbered 3b:01.0).
+FUNCTION_0 = ".+:00[.]0"
 # What identifies one device across scrapes: a drive back under the same name is not gone.
 IDENTITY = ("kind", "device", "serial", "address")
 
@@ -105,14 +108,15 @@ def rules(c):
         c.record(links, c.expr("""
             ${cur_bw}
             * on(${target_address}) group_left(vendor_id, device_id)
-            ${pci_info}{port_type!~"root_port|downstream_port", class=~"${classes}", address=~".+[.]0"}
+            ${pci_info}{port_type!~"root_port|downstream_port", class=~"${classes}", address=~"${function_0}"}
             * on(${target}) group_left(${model})
             ${hosts}
             unless on(${target_address}) ${capped} == 1
             unless on(${target_address}) ${width} == 0
             unless on(${target_address}) ${suspended} == 1
         """, cur_bw=CUR_BW, target_address=c.labels("address"), pci_info=PCI_INFO, classes=cfg.peer_link_classes,
-            target=c.labels(), model=MODEL, hosts=hosts, capped=CAPPED, width=WIDTH, suspended=SUSPENDED)),
+            target=c.labels(), model=MODEL, hosts=hosts, capped=CAPPED, width=WIDTH, suspended=SUSPENDED,
+            function_0=FUNCTION_0)),
         c.record(links_median, f"quantile by ({link_key}) (0.5, {links})"),
         c.record(links_hosts, f"count by ({link_key}) ({links})"),
         c.record(links_spread, f"max by ({link_key}) ({links}) - min by ({link_key}) ({links})"),
