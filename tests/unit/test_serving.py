@@ -444,7 +444,9 @@ def test_open_connections_are_counted_until_each_is_closed_however_it_ends():
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
         return [b"ok\n"]
 
-    server = WSGIServer(("127.0.0.1", 0), app, numthreads=2, max=2, timeout=1)
+    # An idle timeout of 3 s: the idle connections below must still be open when they are counted
+    # and when the fifth comes, on a loaded 2-core machine too (1 s was not always enough).
+    server = WSGIServer(("127.0.0.1", 0), app, numthreads=2, max=2, timeout=3)
     server.clients.connections = 4
     server.prepare()
     thread = threading.Thread(target=server.serve, daemon=True)
