@@ -8,6 +8,7 @@ on the command line overrides the config file; the file overrides the defaults.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import io
 import pkgutil
@@ -17,7 +18,6 @@ from typing import List, Optional
 from storpath import __version__, commands, examples
 from storpath.base import log
 from storpath.base.config import DEFAULT_PORT, ConfigError
-from storpath.commands.options import common_parser, resolve_config
 
 SHARED = {"options"}
 
@@ -32,6 +32,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     """The whole command line, or with `only` the one subcommand that will run: a
     subcommand's module is imported only when it runs (or for the whole --help), so
     `storpath serve` starts without check's, tree's and capture's imports."""
+    from storpath.commands.options import common_parser  # every collector and reader: see main
+
     parser = argparse.ArgumentParser(
         prog="storpath",
         description="Shows when Linux storage runs below the speed its hardware can deliver.",
@@ -62,14 +64,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     # No option before the subcommand takes a value, so its name is the first word that is
     # not an option; anything else (none, a typo) builds every subcommand for the message.
     word = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(word if word in command_names() else None)
-    args = parser.parse_args(argv)
+    # Loading the command (its collectors, readers, the HTTP server) makes some 50,000 objects
+    # that live as long as the process: the cyclic garbage collector would walk them again and
+    # again while they load and find nothing to free. It runs again once they are loaded.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        parser = build_parser(word if word in command_names() else None)
+        args = parser.parse_args(argv)
+    finally:
+        if collecting:
+            gc.enable()
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
     if getattr(args, "example", None) == examples.LIST:
         sys.stdout.write(examples.listing())
         return 0
+    from storpath.commands.options import resolve_config  # loaded by build_parser
+
     try:
         config = resolve_config(args)
     except ConfigError as exc:

@@ -34,9 +34,18 @@ LAZY = {
     ("storpath.http.webconfig", "storpath.base.configfile"): "PyYAML only where --web.config.file is given",
     ("storpath.scrape.exposition", "prometheus_client.parser"): "tests only: the serve path never parses its own text",
     ("storpath.cli", "storpath.commands.*"): "the one subcommand that runs (or all of them for --help)",
+    ("storpath.cli", "storpath.commands.options"): "loaded (every collector and reader) with the garbage collector paused",
     ("storpath.collectors", "storpath.collectors.*"): "every collector module registers itself when loaded",
     ("storpath.report.findings", "storpath.report.findings.*"): "every findings module registers itself when loaded",
     ("storpath.report.capture.files", "storpath.readers.*"): "every reader names the files `storpath capture` takes",
+    # A slow source's parsers load with the first output they parse: a host without that tool,
+    # and a scrape-only exporter's start (benchmarks/startup.py), never import them.
+    ("storpath.readers.raid.merge", "storpath.readers.raid.storcli"): "storcli's parser with its first output",
+    ("storpath.readers.raid.merge", "storpath.readers.raid.megacli"): "MegaCli's parser with its first output",
+    ("storpath.readers.raid.merge", "storpath.readers.raid.ssacli"): "ssacli's parser with its first output",
+    ("storpath.readers.raid.merge", "storpath.readers.raid.arcconf"): "arcconf's parser with its first output",
+    ("storpath.readers.raid.merge", "storpath.readers.raid.smartctl"): "smartctl's parser with its first output",
+    ("storpath.readers.raid.tools", "storpath.readers.raid.arcconf"): "arcconf's parser only where arcconf runs",
 }
 
 # What an analysis module may use: these standard modules whole (none of them reads or writes

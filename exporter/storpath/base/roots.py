@@ -13,8 +13,8 @@ class Roots:
     sysfs: str = "/sys"
     procfs: str = "/proc"
     # "" when no device node may be opened: --path.sysfs replays another machine and
-    # --path.dev was not given (storpath.cli.resolve_config), so this host's /dev/nvme*
-    # would not be the replayed machine's.
+    # --path.dev was not given (storpath.commands.options.resolve_config), so this host's
+    # /dev/nvme* would not be the replayed machine's.
     dev: str = "/dev"
     # Outputs of privileged or slow commands (NVMe Identify data, zpool status) saved by
     # `storpath capture` or shipped with a fixture machine. When set, readers take their

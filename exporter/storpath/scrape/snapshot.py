@@ -35,7 +35,7 @@ import threading
 import time
 from functools import partial
 from dataclasses import dataclass, field, fields
-from typing import (Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional,
                     Sequence, Tuple)
 
 from storpath.base import log, sysfs
@@ -49,7 +49,6 @@ from storpath.readers.block import BlockDevice, BlockReader
 from storpath.readers.dm_multipath import DmsetupStatus, MultipathMap, MultipathReader
 from storpath.readers.host import HostIdentity, read_host
 from storpath.readers.inventory import InventoryDevice, InventoryReader
-from storpath.readers.lspci import DumpRecord
 from storpath.readers.md import MdArray, read_md_arrays
 from storpath.readers.net import NetPort, NetReader
 from storpath.readers.numa import NumaTopology, read_numa
@@ -63,6 +62,9 @@ from storpath.readers.scsi_paths import ScsiDisk, ScsiPathReader
 from storpath.readers.sas_pcd import DrivePhysResult
 from storpath.readers.zfs import ZpoolPass, read_kstat_states
 from storpath.base.roots import Roots
+
+if TYPE_CHECKING:  # `storpath check --lspci` reads a dump; serve never loads its parser
+    from storpath.readers.lspci import DumpRecord
 
 LOG = log.get("snapshot")
 

@@ -23,19 +23,22 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from storpath.base.problems import WARNING, Problem
-from storpath.readers.raid import (arcconf as raid_arcconf, megacli as raid_megacli,
-                                   smartctl as raid_smartctl, ssacli as raid_ssacli,
-                                   storcli as raid_storcli)
 from storpath.readers.raid.records import (BATTERY_STATES, DRIVE_STATES, VOLUME_STATES, RaidController,
                                            RaidInventory)
 from storpath.base.roots import Roots
 from storpath.base.sysfs import list_dir
 
+if TYPE_CHECKING:
+    from storpath.readers.raid.smartctl import SmartctlDrive
+
 STORCLI_FILES = ("controllers", "drives", "volumes")
 MEGACLI_FILES = ("pdlist", "ldinfo", "ldpdinfo", "bbu")
+
+# A tool's parser (storpath.readers.raid.<tool>) is imported where that tool's output is first
+# parsed: a host without the tool, and a scrape-only exporter's start, never load it.
 
 # The most records one tool's outputs may give before they are taken for garbage (a tool
 # printing a loop, a corrupted listing): far above the largest real hosts (a PERC with four
@@ -62,6 +65,8 @@ class Kept:
 
 
 def parse_storcli(controllers: Optional[str], drives: Optional[str], volumes: Optional[str]) -> RaidInventory:
+    from storpath.readers.raid import storcli as raid_storcli
+
     out = RaidInventory()
     if volumes is not None:
         out.extend(raid_storcli.parse_volumes(volumes))
@@ -84,6 +89,8 @@ def parse_storcli(controllers: Optional[str], drives: Optional[str], volumes: Op
 
 def parse_megacli(pdlist: Optional[str], ldinfo: Optional[str], ldpdinfo: Optional[str],
                   bbu: Optional[str]) -> RaidInventory:
+    from storpath.readers.raid import megacli as raid_megacli
+
     out = RaidInventory()
     combined = raid_megacli.parse_listing(ldpdinfo) if ldpdinfo is not None else RaidInventory()
     listed = raid_megacli.parse_listing(pdlist) if pdlist is not None else RaidInventory()
@@ -136,12 +143,16 @@ def parse_outputs(read: Callable[[str, str], Optional[str]], names: Callable[[st
         inventory.extend(fenced("storcli", lambda: parse_storcli(*(storcli[k] for k in STORCLI_FILES)), tools))
     ssacli = read("ssacli", "config-detail.txt")
     if ssacli is not None:
+        from storpath.readers.raid import ssacli as raid_ssacli
+
         inventory.extend(fenced("ssacli", lambda: raid_ssacli.parse_config_detail(ssacli), tools))
     arcconf = RaidInventory()
     for number in sorted({int(m.group(1)) for m in (re.match(r"^(\d{1,3})-(al|pd|ld|status)\.txt$", n)
                                                     for n in names("arcconf")) if m}):
         texts = [t for t in (read("arcconf", f"{number}-{part}.txt") for part in ("al", "ld", "pd")) if t is not None]
         status = read("arcconf", f"{number}-status.txt")
+        from storpath.readers.raid import arcconf as raid_arcconf
+
         arcconf.extend(fenced("arcconf", lambda: raid_arcconf.parse_config("\n".join(texts), number, status), tools))
     if tools.get("arcconf") is not None and not tools["arcconf"].ok:
         arcconf = RaidInventory()  # one controller's garbage: the tool is down, as for the others
@@ -156,6 +167,8 @@ def parse_outputs(read: Callable[[str, str], Optional[str]], names: Callable[[st
         if match is None or text is None:
             continue
         try:
+            from storpath.readers.raid import smartctl as raid_smartctl
+
             document = raid_smartctl.parse_smartctl(text, f"smartctl/{name}")
         except Exception as exc:  # noqa: BLE001: smartctl's failure, never the tool's inventory
             tools["smartctl"] = ToolStatus(False, f"{name}: {_reason(exc)}")
@@ -169,7 +182,7 @@ def parse_outputs(read: Callable[[str, str], Optional[str]], names: Callable[[st
 
 
 def apply_smartctl(inventory: RaidInventory,
-                   documents: Dict[Tuple[str, int], raid_smartctl.SmartctlDrive]) -> RaidInventory:
+                   documents: Dict[Tuple[str, int], SmartctlDrive]) -> RaidInventory:
     """A SATA drive's own capability (IDENTIFY word 76) and link (word 77) from smartctl,
     onto the drive it names: by serial number, else by the controller's id and the drive's
     device id (storcli DID, MegaCli Device Id: megaraid,N). What the tool gave stays (a rate

@@ -34,7 +34,6 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from storpath.readers.raid import arcconf as raid_arcconf
 from storpath.readers.raid.merge import ToolStatus, fill_addresses, parse_storcli
 from storpath.readers.raid.records import RaidInventory
 from storpath.base import privhelper
@@ -359,6 +358,8 @@ class ToolRunner:
         listing: Outputs = {}
         if not self._commands("arcconf", arcconf, [(["LIST"], "list.txt")], listing, failed):
             return
+        from storpath.readers.raid import arcconf as raid_arcconf  # its parser only where arcconf runs
+
         count = raid_arcconf.controller_count(listing[("arcconf", "list.txt")][:1 << 20])
         if count is None:
             failed["arcconf"] = ToolStatus(False, "arcconf LIST: no \"Controllers found\" line")
