@@ -121,3 +121,21 @@ def test_a_fifo_read_inside_returns_at_once(tmp_path):
         assert sysfs.read_attr_why(str(tmp_path / "fifo")) == (None, "not a regular file: not read")
         assert time.monotonic() - start < 1.0
     assert len(refusals) == 2
+
+
+def test_many_reads_at_once_stay_inside_too(tmp_path):
+    """read_many (the AER counters of each function) goes through the confinement as read_attr
+    does: a link out of the folder and a FIFO are refused, what is inside is read."""
+    (tmp_path / "secret").write_text("key\n")
+    folder = tmp_path / "sos"
+    folder.mkdir()
+    (folder / "aer_dev_fatal").write_text("TOTAL_ERR_FATAL 0\n")
+    os.symlink(tmp_path / "secret", folder / "aer_dev_nonfatal")
+    os.mkfifo(folder / "aer_dev_correctable")
+    with sysfs.inside(str(folder)) as refusals:
+        start = time.monotonic()
+        got = sysfs.read_many([str(folder / n) for n in ("aer_dev_fatal", "aer_dev_nonfatal", "aer_dev_correctable")])
+        assert time.monotonic() - start < 1.0
+    assert got == [b"TOTAL_ERR_FATAL 0\n", None, None]
+    assert len(refusals) == 2 and any("leads outside" in r for r in refusals)
+    assert sysfs.read_many([str(folder / "aer_dev_nonfatal")]) == [b"key\n"]  # outside a confinement: as before

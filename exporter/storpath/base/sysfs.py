@@ -222,17 +222,23 @@ def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:
         _done(ident)
 
 
+def _plain_open(path: str) -> int:
+    return os.open(path, os.O_RDONLY)
+
+
 def read_many(paths: Sequence[str], limit: int = ATTRIBUTE_BYTES) -> List[Optional[bytes]]:
     """The raw bytes of each file, None for one that cannot be read: read_bytes for a
     device's attributes read every scrape, with one lookup of the reading thread for all."""
     ident = threading.get_ident()
     out: List[Optional[bytes]] = []
     append = out.append
+    # (a support folder being read inside itself goes through its confinement, as read_attr does)
+    opener = _open_for_read if _INSIDE else _plain_open
     try:
         for path in paths:
             _READING[ident] = (path, _now())
             try:
-                fd = os.open(path, os.O_RDONLY)
+                fd = opener(path)
             except OSError:
                 append(None)
                 continue
