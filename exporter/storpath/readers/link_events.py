@@ -18,7 +18,7 @@ flags and timestamp (Documentation/trace/ftrace.rst, "The File System"), then `p
 
 Enabling an event or making an instance needs root (tracefs is mode 0700 by default), so
 storpath never does either: it reads an instance the operator made and enabled
-(docs/metrics.md, "Link changes between scrapes") and tells why it cannot where it cannot.
+(docs/metrics.md, "PCIe (`pcie` collector)") and tells why it cannot where it cannot.
 Reading trace_pipe consumes the events: one reader per instance. The reads here never block
 (O_NONBLOCK) and take at most `max_bytes` a pass; what is left is read by the next pass.
 """
