@@ -40,7 +40,7 @@ from storpath.base.problems import Problem
 from storpath.readers.dm_multipath import DmsetupStatus, find_dmsetup, multipath_here, read_dmsetup_status
 from storpath.readers.nvme import NvmeController, NvmeNamespace, identify_namespace
 from storpath.readers.link_events import TracePipe, instance_dir, unavailable
-from storpath.readers.link_samples import read_samples
+from storpath.readers.link_samples import shared_reads
 from storpath.readers.nvme_health import HealthResult, TemperatureThresholds, read_health
 from storpath.readers.pci import PciDevice
 from storpath.readers.raid import TOOLS as RAID_TOOLS, RaidPass, RaidReader, RaidRun, ToolStatus
@@ -377,11 +377,12 @@ class GpuLinks(SlowRead):
         self._lock = threading.Lock()  # the task samples while a scrape names the functions
         self._paths: Dict[str, str] = {}  # what a pass samples: set from each scrape's PCI tree
         self._window = Window(float(settings["window"]))
+        self._reads = shared_reads(roots).reader()  # a GPU's link, read once for this and LinkChanges
 
     def read(self, previous: Any, devices: Optional[List[PciDevice]]) -> Read:
         with self._lock:
             paths = dict(self._paths)
-        samples = read_samples(paths)
+        samples = self._reads.read(paths, self.interval())
         with self._lock:
             self._window.add(time.monotonic(), samples, self._paths)
             return self._window.observed(), ()
@@ -390,7 +391,7 @@ class GpuLinks(SlowRead):
         paths = sampled(devices or [])
         with self._lock:
             new = {a: p for a, p in paths.items() if a not in self._paths}
-        first = read_samples(new) if new else {}
+        first = self._reads.read(new, self.interval()) if new else {}
         with self._lock:
             self._paths = paths
             if first:
@@ -430,6 +431,7 @@ class LinkChanges(SlowRead):
         self._lock = threading.Lock()  # the task samples while a scrape names the functions
         self._paths: Dict[str, str] = {}
         self._counter = ChangeCounter()
+        self._reads = shared_reads(roots).reader()  # a GPU's link, read once for this and GpuLinks
         self._events = EventCounter()
         self._pipe: Optional[TracePipe] = None
         self._said: List[Problem] = []  # why the tracepoint is not read, said by the first pass
@@ -479,7 +481,7 @@ class LinkChanges(SlowRead):
                     return self._record(), problems
         with self._lock:
             paths = dict(self._paths)
-        samples = read_samples(paths)
+        samples = self._reads.read(paths, self.interval())
         with self._lock:
             self._counter.add(samples)
             return self._record(), problems
