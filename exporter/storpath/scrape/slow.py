@@ -491,15 +491,18 @@ class LinkChanges(SlowRead):
         where a source changed while serving (the counter only grows)."""
         counts = self._counter.counts()
         for address, count in self._events.counts().items():
-            counts[address] = counts.get(address, 0) + count
-        return LinkChangeCounts(counts, self.source, self._events.causes())
+            if address in counts:  # a function still watched
+                counts[address] += count
+        causes = {key: n for key, n in self._events.causes().items() if key[0] in counts}
+        return LinkChangeCounts(counts, self.source, causes)
 
     def scraped(self, devices: Optional[List[PciDevice]]) -> LinkChangeCounts:
         paths = watched_links(devices or [], self.settings["link_sample_classes"])
         with self._lock:
             self._paths = paths if self._pipe is None else {}
             self._counter.watch(paths)
-            self._events.watch(devices or [], paths)
+            if self._pipe is not None:  # the sampler's scrape does no more than name the functions
+                self._events.watch(devices or [], paths)
             return self._record()
 
     def close(self) -> None:
