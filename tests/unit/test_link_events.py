@@ -193,3 +193,23 @@ def test_an_unreadable_pipe_falls_back_to_sampling(tmp_path):
     slow.scraped(devices)
     assert slow._paths  # the next passes sample
     assert isinstance(TracePipe(_pipe(b)), TracePipe)
+
+
+def test_the_scrape_never_reads_the_pipe(tmp_path):
+    b = _machine(tmp_path)
+    collector = _collector(b, link_change_source="tracepoint")
+    _emit(b, event(speed=20, width=1))
+    for _ in range(3):  # scrapes only: the events wait for the background pass
+        assert _series(collector, LINK_CHANGES) == {(NVME,): 0}
+    collector.ctx.scheduler.run_all_once()
+    assert _series(collector, LINK_CHANGES) == {(NVME,): 1}
+
+
+def test_path_tracefs_flag_and_its_default(tmp_path):
+    from storpath.commands.options import common_parser, resolve_config, roots_from
+
+    given = roots_from(resolve_config(common_parser().parse_args(
+        ["--path.sysfs", str(tmp_path / "sys"), "--path.tracefs", str(tmp_path / "tracing")])))
+    assert given.tracing() == str(tmp_path / "tracing")
+    default = roots_from(resolve_config(common_parser().parse_args(["--path.sysfs", str(tmp_path / "sys")])))
+    assert default.tracing() == str(tmp_path / "sys" / "kernel" / "tracing")

@@ -85,7 +85,8 @@ def resolve_config(args: argparse.Namespace) -> Dict:
 
 def example_paths(args: argparse.Namespace, paths: Dict) -> None:
     """--example NAME: the example machine's folders instead of this host's (no device node)."""
-    given = [f"--path.{key}" for key in ("sysfs", "procfs", "dev", "captured") if getattr(args, f"path_{key}", None)]
+    given = [f"--path.{key}" for key in ("sysfs", "procfs", "dev", "captured", "tracefs")
+             if getattr(args, f"path_{key}", None)]
     if given:
         raise ConfigError(f"--example reads its own machine: leave out {', '.join(given)}")
     try:
