@@ -31,6 +31,8 @@ AER = "storpath_pcie_aer_errors_total"
 # is judged on its increase; an exporter without it (older, or link_sample_classes empty) is
 # judged on changes() of the two gauges, which misses a link that drops and retrains between scrapes.
 LINK_CHANGES = "storpath_pcie_link_changes_total"
+# The same changes by the kernel's cause, where its pcie_link_event tracepoint counts them.
+LINK_CHANGE_CAUSES = "storpath_pcie_link_change_causes_total"
 # 0 where a link's numbers are not all hardware (a virtual machine's emulated ports and devices).
 VERIFIABLE = "storpath_pcie_link_verifiable"
 # 1 where the link trained at a Target Link Speed set below both ends' capability (`cause`): a
@@ -246,7 +248,9 @@ def rules(c):
             f"""{where} changed link speed or width {{{{ printf "%.0f" $value }}}} times in the last
             {cfg.flapping_window}; it is now at {c.gts(CUR_SPEED, 'address')} {c.lanes(CUR_WIDTH, 'address')}.
             A storage or network link trains once: this one keeps retraining (marginal signal, failing
-            device or riser).""",
+            device or riser).{c.show(LINK_CHANGE_CAUSES, ('address',), join=', ', field='.Labels.cause',
+            inner='{{ if not $i }} The kernel gave as causes (counts since the exporter started): {{ end }}'
+                  '{{ .Labels.cause }} {{ printf "%.0f" .Value }}')}""",
             keep_firing_for=cfg.counter_alerts_keep_firing_for,
         ),
     ]

@@ -126,3 +126,76 @@ class ChangeCounter:
 
     def counts(self) -> Dict[str, int]:
         return dict(self._counts)
+
+
+@dataclass(frozen=True)
+class LinkChangeCounts:
+    """The `pcie_link_changes` slow source's record: changes per watched function, by which
+    source they were counted (`tracepoint`, `sampler`, `none`), and, from the tracepoint, per
+    function and the kernel's cause (a name of readers.link_events.CAUSES)."""
+
+    counts: Mapping[str, int]
+    source: str
+    causes: Mapping[Tuple[str, str], int]
+
+
+class EventCounter:
+    """Changes of each watched link counted from the kernel's pcie_link_event events
+    (readers.link_events): an event names the port above a link; it counts, for each watched
+    function below that port (and the port itself where it is watched), when its (speed, width)
+    differs from the port's last one (the link as the scrape read it before the first event).
+    An event that repeats the link's state (a status bit, the bandwidth controller enabled on
+    a steady link) is no change. Not thread-safe: its owner locks."""
+
+    def __init__(self) -> None:
+        self._below: Dict[str, Tuple[str, ...]] = {}  # port -> the watched functions on its link
+        self._last: Dict[str, Tuple[Optional[float], Optional[int]]] = {}  # port -> its link now
+        self._counts: Dict[str, int] = {}
+        self._causes: Dict[Tuple[str, str], int] = {}
+
+    def watch(self, devices: Iterable[PciDevice], watched: Iterable[str]) -> None:
+        """The functions in `watched` (addresses of `devices`) are counted from now (0 when
+        new); others are forgotten. A port's reference is the link its functions were read at."""
+        keep = set(watched)
+        below: Dict[str, list] = {}
+        for device in devices:
+            if device.address not in keep:
+                continue
+            for port in (device.static.parent, device.address):
+                if port:
+                    below.setdefault(port, []).append(device)
+        self._below = {port: tuple(d.address for d in ds) for port, ds in below.items()}
+        for port, ds in below.items():
+            if port not in self._last:
+                self._last[port] = (ds[0].current_link_speed, ds[0].current_link_width)
+        for port in list(self._last):
+            if port not in below:
+                del self._last[port]
+        for address in list(self._counts):
+            if address not in keep:
+                del self._counts[address]
+        for key in list(self._causes):
+            if key[0] not in keep:
+                del self._causes[key]
+        for address in keep:
+            self._counts.setdefault(address, 0)
+
+    def add(self, events: Iterable) -> None:
+        for event in events:
+            functions = self._below.get(event.port)
+            if not functions:
+                continue
+            now = (event.speed, event.width)
+            if now == self._last.get(event.port):
+                continue
+            self._last[event.port] = now
+            for address in functions:
+                self._counts[address] = self._counts.get(address, 0) + 1
+                key = (address, event.cause)
+                self._causes[key] = self._causes.get(key, 0) + 1
+
+    def counts(self) -> Dict[str, int]:
+        return dict(self._counts)
+
+    def causes(self) -> Dict[Tuple[str, str], int]:
+        return dict(self._causes)

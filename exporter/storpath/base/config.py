@@ -43,7 +43,7 @@ DEFAULTS: Dict[str, Any] = {
             "max_requests": 40, "disable_exporter_metrics": False, "scrape_timeout": "10s",
             "read_blocked_after": "5s",
             "runbook_url_base": "runbooks/"},
-    "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev", "captured": ""},
+    "paths": {"sysfs": "/sys", "procfs": "/proc", "dev": "/dev", "captured": "", "tracefs": ""},
     # socket: where `storpath serve` asks `storpath helper` for the reads that need a capability
     # (storpath.base.privhelper); "" runs them in the serving process, which then needs them.
     "helper": {"socket": ""},

@@ -20,12 +20,18 @@ class Roots:
     # `storpath capture` or shipped with a fixture machine. When set, readers take their
     # data from here instead of running the command: a captured machine replays whole.
     captured: Optional[str] = None
+    # Where tracefs is mounted (--path.tracefs); None: <sysfs>/kernel/tracing, so a fixture
+    # tree given with --path.sysfs carries its own.
+    tracefs: Optional[str] = None
 
     def sys(self, *parts: str) -> str:
         return os.path.join(self.sysfs, *parts)
 
     def proc(self, *parts: str) -> str:
         return os.path.join(self.procfs, *parts)
+
+    def tracing(self, *parts: str) -> str:
+        return os.path.join(self.tracefs or self.sys("kernel", "tracing"), *parts)
 
     @property
     def devices(self) -> bool:

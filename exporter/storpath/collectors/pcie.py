@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Dict
+
 from storpath.analysis.demand import link_demands
 from storpath.analysis.pcie import CAP_CAUSES, current_bandwidth, judge, port_end
 from storpath.collectors import Collector, register
@@ -122,6 +124,24 @@ LINK_CHANGES = Family(
         "switch and root ports, `all` every link). A link that drops and retrains between two scrapes moves it "
         "while both scrapes read the same gauges; PcieLinkFlapping is judged on its increase. Counted from when "
         "the exporter first saw the function")
+LINK_CHANGE_CAUSES = Family(
+    "storpath_pcie_link_change_causes", COUNTER,
+    "Changes of a watched link's speed or width by the kernel's cause, from its pcie_link_event tracepoint.",
+    ("address", "cause"),
+    doc="the changes of `storpath_pcie_link_changes_total` by the cause the kernel gave, where they are counted "
+        "from its `pcie_link_event` tracepoint (`storpath_pcie_link_changes_source{source=\"tracepoint\"}`): "
+        "`cause` is `retrain` (the link was retrained), `bwctrl_irq` (the port's bandwidth controller saw the "
+        "link change on its own: a fault or a device's power management), `bwctrl_enable`, `add_bus`, `hotplug`, "
+        "or `other` (a reason newer than storpath); a cause appears once it has counted. Absent where the "
+        "links are sampled")
+LINK_CHANGES_SOURCE = Family(
+    "storpath_pcie_link_changes_source", GAUGE,
+    "What counts storpath_pcie_link_changes_total: the kernel's tracepoint, the sampler, or none; always 1.",
+    ("source",),
+    doc="what counts `storpath_pcie_link_changes_total`: `tracepoint` (the kernel's `pcie_link_event` events, "
+        "every change), `sampler` (`current_link_speed` and `current_link_width` read every "
+        "`collectors.pcie.link_sample_interval`: a change and its return within one interval are missed) or "
+        "`none` (`link_sample_classes: []`); always 1. Absent in one-shot commands")
 DEVICE_INFO = Family(
     "storpath_pcie_device_info", GAUGE,
     "PCI identity and place in the tree of a device with a PCIe link or a storage controller; always 1.",
@@ -159,7 +179,7 @@ SUSPENDED_TIME = Family(
 
 FAMILIES = (CURRENT_SPEED, MAX_SPEED, EXPECTED_SPEED, CURRENT_WIDTH, MAX_WIDTH, EXPECTED_WIDTH, CURRENT_BANDWIDTH,
             EXPECTED_BANDWIDTH, BOTTLENECK, LINK_DEMAND, VERIFIABLE, TARGET_SPEED, LINK_CAPPED, DESIGN, AER_ERRORS,
-            LINK_CHANGES, DEVICE_INFO, SUSPENDED, LINK_LAST_READ, SUSPENDED_TIME)
+            LINK_CHANGES, LINK_CHANGE_CAUSES, LINK_CHANGES_SOURCE, DEVICE_INFO, SUSPENDED, LINK_LAST_READ, SUSPENDED_TIME)
 
 
 def _fmt_class(code):
@@ -185,6 +205,12 @@ class PcieCollector(Collector):
         # links below their maximum (sooner when another link drops), and its bound for each.
         "target_speed_interval": Duration(60, minimum=10),
         "target_speed_timeout": Duration(5, minimum=0.1),
+        # Who counts the changes: sampler, or tracepoint (the kernel's pcie_link_event, read
+        # from a tracefs instance root made and enabled; sampling where it cannot be read); auto
+        # is tracepoint. The sampler is the default: tracefs is root's (docs/metrics.md).
+        "link_change_source": "sampler",
+        "link_trace_instance": "storpath",  # the tracefs instance read; "" the top trace_pipe
+        "link_trace_max_bytes": 1048576,  # the most one pass reads of trace_pipe (about 7000 events)
     }
     # Slow sources a one-shot command or a serve without a helper does not have: their rows are
     # left out, nothing reported missing.
@@ -200,7 +226,11 @@ class PcieCollector(Collector):
         devices = snapshot.pci
         expected = snapshot.pcie_expected
         demands = link_demands(devices, expected, snapshot.net_ports or ())
-        changes = snapshot.pcie_link_changes or {}
+        record = snapshot.pcie_link_changes
+        changes = record.counts if record is not None else {}
+        causes: Dict[str, list] = {}
+        for (address, cause), count in sorted(record.causes.items()) if record is not None else ():
+            causes.setdefault(address, []).append((cause, count))
         by_address = {d.address: d for d in devices}
         rows = Rows()
         for device in devices:
@@ -229,6 +259,8 @@ class PcieCollector(Collector):
             rows.add(MAX_WIDTH, key, static.max_link_width)
             if address in changes:
                 rows.add(LINK_CHANGES, key, changes[address])
+                for cause, count in causes.get(address, ()):
+                    rows.add(LINK_CHANGE_CAUSES, (address, cause), count)
             if exp is None:
                 continue
             rows.add(VERIFIABLE, (address, exp.speed.basis, exp.speed.reason), 1 if exp.speed.verifiable else 0)
@@ -249,4 +281,6 @@ class PcieCollector(Collector):
             demand = demands.get(address)
             if demand is not None:
                 rows.add(LINK_DEMAND, (address, demand.source), demand.bytes_per_second)
+        if record is not None:
+            rows.add(LINK_CHANGES_SOURCE, (record.source,), 1)
         return rows

@@ -27,6 +27,9 @@ def common_parser() -> argparse.ArgumentParser:
     group.add_argument("--path.captured", dest="path_captured", metavar="DIR",
                        help="Folder of captured command outputs (NVMe Identify, zpool) to read instead of running "
                             "the commands; `storpath capture` writes one.")
+    group.add_argument("--path.tracefs", dest="path_tracefs", metavar="DIR",
+                       help="tracefs mount point (default <sysfs>/kernel/tracing), read for the pcie_link_event "
+                            "tracepoint where collectors.pcie.link_change_source asks for it.")
     group.add_argument("--example", dest="example", metavar="NAME",
                        help="Read one of the example machines shipped with storpath instead of this host (a "
                             "healthy server, a Gen4 drive at Gen3, a degraded md array, a RAID shelf at 1.5 Gbit/s, "
@@ -56,7 +59,7 @@ def resolve_config(args: argparse.Namespace) -> Dict:
         raw = load_file(args.config_file)
     config = validate(raw, {name: spec.cls.config_defaults for name, spec in specs.items()})
     for flag, key in (("path_sysfs", "sysfs"), ("path_procfs", "procfs"), ("path_dev", "dev"),
-                      ("path_captured", "captured")):
+                      ("path_captured", "captured"), ("path_tracefs", "tracefs")):
         if getattr(args, flag, None):
             config["paths"][key] = getattr(args, flag)
     if getattr(args, "example", None):
@@ -84,7 +87,8 @@ def resolve_config(args: argparse.Namespace) -> Dict:
 
 def example_paths(args: argparse.Namespace, paths: Dict) -> None:
     """--example NAME: the example machine's folders instead of this host's (no device node)."""
-    given = [f"--path.{key}" for key in ("sysfs", "procfs", "dev", "captured") if getattr(args, f"path_{key}", None)]
+    given = [f"--path.{key}" for key in ("sysfs", "procfs", "dev", "captured", "tracefs")
+             if getattr(args, f"path_{key}", None)]
     if given:
         raise ConfigError(f"--example reads its own machine: leave out {', '.join(given)}")
     try:
@@ -110,7 +114,8 @@ def web_flags(args: argparse.Namespace, web: Dict) -> None:
 
 def roots_from(config: Dict) -> Roots:
     paths = config["paths"]
-    return Roots(sysfs=paths["sysfs"], procfs=paths["procfs"], dev=paths["dev"], captured=paths["captured"] or None)
+    return Roots(sysfs=paths["sysfs"], procfs=paths["procfs"], dev=paths["dev"], captured=paths["captured"] or None,
+                 tracefs=paths.get("tracefs") or None)
 
 
 def say_no_devices(roots: Roots) -> None:

@@ -23,6 +23,7 @@ How a pass is captured and replayed is its reader's (`Roots.captured`).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from functools import partial
@@ -30,14 +31,16 @@ from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Seque
 
 from storpath.base import log
 from storpath.analysis.nvme import Identified, identified
-from storpath.analysis.observed import ChangeCounter, Observed, Window, sampled, watched_links
+from storpath.analysis.observed import (ChangeCounter, EventCounter, LinkChangeCounts, Observed, Window, sampled,
+                                       watched_links)
 from storpath.analysis.pcie import analyse
 from storpath.base.background import Scheduler, Task, TaskFailed
 from storpath.scrape.probes import config as probes_config
 from storpath.base.problems import Problem
 from storpath.readers.dm_multipath import DmsetupStatus, find_dmsetup, multipath_here, read_dmsetup_status
 from storpath.readers.nvme import NvmeController, NvmeNamespace, identify_namespace
-from storpath.readers.link_samples import read_samples
+from storpath.readers.link_events import TracePipe, instance_dir, unavailable
+from storpath.readers.link_samples import shared_reads
 from storpath.readers.nvme_health import HealthResult, TemperatureThresholds, read_health
 from storpath.base import privhelper
 from storpath.readers import pci_targets
@@ -377,11 +380,12 @@ class GpuLinks(SlowRead):
         self._lock = threading.Lock()  # the task samples while a scrape names the functions
         self._paths: Dict[str, str] = {}  # what a pass samples: set from each scrape's PCI tree
         self._window = Window(float(settings["window"]))
+        self._reads = shared_reads(roots).reader()  # a GPU's link, read once for this and LinkChanges
 
     def read(self, previous: Any, devices: Optional[List[PciDevice]]) -> Read:
         with self._lock:
             paths = dict(self._paths)
-        samples = read_samples(paths)
+        samples = self._reads.read(paths, self.interval())
         with self._lock:
             self._window.add(time.monotonic(), samples, self._paths)
             return self._window.observed(), ()
@@ -390,7 +394,7 @@ class GpuLinks(SlowRead):
         paths = sampled(devices or [])
         with self._lock:
             new = {a: p for a, p in paths.items() if a not in self._paths}
-        first = read_samples(new) if new else {}
+        first = self._reads.read(new, self.interval()) if new else {}
         with self._lock:
             self._paths = paths
             if first:
@@ -399,13 +403,22 @@ class GpuLinks(SlowRead):
 
 
 class LinkChanges(SlowRead):
-    """Changes of the watched links' speed or width, counted between scrapes: a pass reads
-    current_link_speed and current_link_width of each function of the classes in
-    `link_sample_classes` (storage, network, GPUs by default) every `link_sample_interval`
-    and counts each change from the sample before (analysis.observed.ChangeCounter). A link
-    that drops and retrains between two scrapes shows in the count, not in the gauges. A
-    pass samples the functions the last scrape's PCI tree named; the scrape reads nothing,
-    it serves the latest counts (a function new to the tree starts at 0)."""
+    """Changes of the watched links' speed or width, counted between scrapes, for each
+    function of the classes in `link_sample_classes` (storage, network, GPUs by default), from
+    one of two sources (`link_change_source`):
+
+    - `sampler` (the default): a pass reads current_link_speed and current_link_width of each
+      watched function every `link_sample_interval` and counts each change from the sample
+      before (analysis.observed.ChangeCounter);
+    - `tracepoint`: a pass reads the kernel's pcie_link_event events from the tracefs instance
+      `link_trace_instance` (readers.link_events: never blocking, at most `link_trace_max_bytes`
+      a pass) and counts each change with the kernel's cause (analysis.observed.EventCounter);
+      where the instance cannot be read (no root, an older kernel, the event not enabled) it
+      says why once and samples instead. `auto` is the same.
+
+    A link that drops and retrains between two scrapes shows in the count, not in the gauges. A
+    pass takes the functions the last scrape's PCI tree named; the scrape reads nothing, it
+    serves the latest counts (a function new to the tree starts at 0)."""
 
     name, collector, task = "pcie_link_changes", "pcie", "link-change-samples"
     needs = ("pci",)
@@ -414,28 +427,91 @@ class LinkChanges(SlowRead):
     jitter_cap = 0.0
     read_now = False
     follows_scrape = True
-    initial: Dict[str, int] = {}
+    SOURCES = ("sampler", "tracepoint", "auto")
 
     def __init__(self, roots: Roots, settings: Settings, full_config: Optional[Settings] = None):
         super().__init__(roots, settings)
         self._lock = threading.Lock()  # the task samples while a scrape names the functions
         self._paths: Dict[str, str] = {}
         self._counter = ChangeCounter()
+        self._reads = shared_reads(roots).reader()  # a GPU's link, read once for this and GpuLinks
+        self._events = EventCounter()
+        self._pipe: Optional[TracePipe] = None
+        self._said: List[Problem] = []  # why the tracepoint is not read, said by the first pass
+        wanted = settings.get("link_change_source", "sampler")
+        if wanted not in self.SOURCES:
+            self._said.append(Problem("collectors.pcie.link_change_source is not one of "
+                                      f"{', '.join(self.SOURCES)}: sampling the links instead",
+                                      (("configured", str(wanted)),)))
+        elif wanted != "sampler":
+            tracefs = roots.tracing()
+            instance = str(settings.get("link_trace_instance", "storpath"))
+            why = unavailable(tracefs, instance)
+            if why is None:
+                self._pipe = TracePipe(os.path.join(instance_dir(tracefs, instance), "trace_pipe"),
+                                       int(settings.get("link_trace_max_bytes", 1 << 20)))
+            else:
+                self._said.append(Problem("the pcie_link_event tracepoint cannot be read, sampling the links "
+                                          "instead", (("why", why),)))
+        self.source = "none" if not settings["link_sample_classes"] else (
+            "tracepoint" if self._pipe is not None else "sampler")
+        self.initial = LinkChangeCounts({}, self.source, {})
 
     def read(self, previous: Any, devices: Optional[List[PciDevice]]) -> Read:
+        problems, self._said = self._said, []
+        if self._pipe is not None:
+            with self._lock:
+                try:
+                    events, bad, full = self._pipe.read()
+                except OSError as exc:
+                    self._pipe.close()
+                    self._pipe = None  # the next passes sample; the count goes on from here
+                    self.source = "sampler"
+                    problems.append(Problem("reading the pcie_link_event tracepoint failed, sampling the links "
+                                            "instead", (("path", exc.filename or "trace_pipe"),
+                                                        ("error", exc.strerror or str(exc)))))
+                    events, bad, full = [], 0, False
+                self._events.add(events)
+                if bad:
+                    problems.append(Problem("trace_pipe lines that are not pcie_link_event events in the kernel's "
+                                            "format were skipped (another event enabled in the instance?)",
+                                            (("lines", bad),)))
+                if full:
+                    problems.append(Problem("more link events are waiting than one pass reads "
+                                            "(collectors.pcie.link_trace_max_bytes): the next passes read them",
+                                            level=logging.INFO))
+                if self._pipe is not None:
+                    return self._record(), problems
         with self._lock:
             paths = dict(self._paths)
-        samples = read_samples(paths)
+        samples = self._reads.read(paths, self.interval())
         with self._lock:
             self._counter.add(samples)
-            return self._counter.counts(), ()
+            return self._record(), problems
 
-    def scraped(self, devices: Optional[List[PciDevice]]) -> Dict[str, int]:
+    def _record(self) -> LinkChangeCounts:
+        """The counts so far (the caller holds the lock): the tracepoint's added to the sampler's
+        where a source changed while serving (the counter only grows)."""
+        counts = self._counter.counts()
+        for address, count in self._events.counts().items():
+            if address in counts:  # a function still watched
+                counts[address] += count
+        causes = {key: n for key, n in self._events.causes().items() if key[0] in counts}
+        return LinkChangeCounts(counts, self.source, causes)
+
+    def scraped(self, devices: Optional[List[PciDevice]]) -> LinkChangeCounts:
         paths = watched_links(devices or [], self.settings["link_sample_classes"])
         with self._lock:
-            self._paths = paths
+            self._paths = paths if self._pipe is None else {}
             self._counter.watch(paths)
-            return self._counter.counts()
+            if self._pipe is not None:  # the sampler's scrape does no more than name the functions
+                self._events.watch(devices or [], paths)
+            return self._record()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pipe is not None:
+                self._pipe.close()
 
 
 class PcieTargets(SlowRead):

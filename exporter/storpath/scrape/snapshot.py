@@ -40,7 +40,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, Lis
 
 from storpath.base import log, sysfs
 from storpath.analysis.nvme import Identified
-from storpath.analysis.observed import Observed
+from storpath.analysis.observed import LinkChangeCounts, Observed
 from storpath.analysis.pcie import InstanceExpectations, PcieLink, expectations
 from storpath.base.problems import Problem
 from storpath.readers.alignment import AlignmentReader, BlockAlignment
@@ -118,7 +118,7 @@ class Snapshot:
     raid: Optional[RaidPass] = None
     probes: Optional[ProbeResults] = None
     pcie_observed: Optional[Dict[str, Observed]] = None  # GPU/accelerator address -> its link's maxima over the window
-    pcie_link_changes: Optional[Dict[str, int]] = None  # watched function's address -> its link's changes sampled
+    pcie_link_changes: Optional[LinkChangeCounts] = None  # watched functions' link changes, and who counted them
     pcie_targets: Optional[Dict[str, float]] = None  # address -> Target Link Speed the helper read
     # How the reading went.
     failed: Mapping[str, str] = field(default_factory=dict)  # source -> why it could not be read
