@@ -28,10 +28,10 @@ def test_images_are_current():
 def test_plot_reads_both_exporters_from_the_last_benchmark_table():
     images = _module()
     rows, bench = images.cost_rows(open(images.PERFORMANCE, encoding="utf-8").read())
-    assert len(rows) == 4 and {devices for devices, _, _ in rows} == {256, 2048}
+    assert len(rows) >= 2 and {devices for devices, _, _ in rows} == {256, 2048}  # one run or a pair per size
     assert all(node > storpath for _, storpath, node in rows)  # node_exporter's pcidevice collector is slower
     svg = images.plot_svg(rows, bench)
-    assert svg.count("<polyline") == 2 and svg.count("<circle") == 8 and bench.date in svg
+    assert svg.count("<polyline") == 2 and svg.count("<circle") == 2 * len(rows) and bench.date in svg
 
 
 def test_the_readme_shows_every_picture():
