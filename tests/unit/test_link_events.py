@@ -213,3 +213,14 @@ def test_path_tracefs_flag_and_its_default(tmp_path):
     assert given.tracing() == str(tmp_path / "tracing")
     default = roots_from(resolve_config(common_parser().parse_args(["--path.sysfs", str(tmp_path / "sys")])))
     assert default.tracing() == str(tmp_path / "sys" / "kernel" / "tracing")
+
+
+def test_the_kernel_documentations_own_example_line():
+    """Documentation/trace/events-pci.rst (Linux 7.0), pcie_link_event's example: a hotplugged
+    device's link up at 2.5 GT/s x1 below a Gen4 root port (cur_bus_speed 20, enum pci_bus_speed
+    PCIE_SPEED_2_5GT; max_bus_speed 23, PCIE_SPEED_16_0GT; reason 4, hotplug)."""
+    from storpath.readers.link_events import LinkEvent, parse_event
+
+    line = ("       irq/51-pciehp-88      [001] .....   381.545386: pcie_link_event: 0000:00:02.0 type:4, "
+            "reason:4, cur_bus_speed:20, max_bus_speed:23, width:1, flit_mode:0, status:DLLLA\n")
+    assert parse_event(line) == LinkEvent("0000:00:02.0", "hotplug", 2.5e9, 1)
