@@ -25,7 +25,7 @@ from storpath.commands import helper
 from storpath.readers import dm_multipath, nvme, nvme_health, sas_pcd
 from storpath.readers.raid import tools as raid_tools
 from tests import fake_storcli
-from tests.fixtures import builders_health, builders_paths
+from tests.fixtures import builders_health, builders_nvme, builders_paths
 from tests.fixtures import builders_raid as build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,10 +142,13 @@ def tools(tmp_path):
     bin_dir.mkdir()
     (tmp_path / "smart.json").write_text(builders_health.smart_log_json(builders_health.Health(composite=321)))
     (tmp_path / "id-ctrl.json").write_text(json.dumps({"wctemp": 343, "cctemp": 358}))
+    (tmp_path / "id-ns.json").write_text(builders_nvme.id_ns_json([builders_nvme.Fmt(512), builders_nvme.Fmt(4096)],
+                                                                  0, 1 << 30))
     nvme_cli = bin_dir / "nvme"
     nvme_cli.write_text("#!/bin/sh\ncase \"$*\" in\n"
                         f"'smart-log /dev/nvme0 --output-format=json') cat {tmp_path}/smart.json;;\n"
                         f"'id-ctrl /dev/nvme0 --output-format=json') cat {tmp_path}/id-ctrl.json;;\n"
+                        f"'id-ns /dev/nvme0 --namespace-id=1 --output-format=json') cat {tmp_path}/id-ns.json;;\n"
                         "*) echo \"no such command: $*\" >&2; exit 22;;\nesac\n")
     nvme_cli.chmod(0o755)
     (tmp_path / "status.txt").write_text(STATUS + "\n")
@@ -277,11 +280,14 @@ status = dm_multipath.read_dmsetup_status(Roots(), 'dmsetup', 5.0)
 roots = Roots(sysfs=sys.argv[2], dev='/nonexistent')
 outputs, failed = tools.ToolRunner(roots, {}, timeout=5.0).run_tools(tools.bound_controllers(roots))
 from storpath.readers import nvme_health
-health = nvme_health.read_health(Roots(sysfs=sys.argv[2], dev='/nonexistent'), 'nvme0', timeout=5.0)
+health = nvme_health.read_health(Roots(sysfs=sys.argv[2], dev='/nonexistent'), 'nvme0', timeout=20.0)
+from storpath.readers import nvme
+ident = nvme.identify_namespace(Roots(sysfs=sys.argv[2], dev='/nonexistent'), 'nvme0', 1, timeout=20.0)
 print(json.dumps({"cap_eff": cap, "uid": __import__('os').getuid(), "dm_ok": status.ok,
                   "paths": [p.active for p in status.maps.get('mpatha', ())],
                   "raid": sorted(k[1] for k in outputs), "failed": sorted(failed),
-                  "nvme_composite": health.smart.composite_kelvin if health.smart else health.error}))
+                  "nvme_composite": health.smart.composite_kelvin if health.smart else health.error,
+                  "lba_in_use": ident.identify.in_use.data_size if ident.identify else ident.error}))
 """
 
 
@@ -306,6 +312,7 @@ def test_the_serving_side_has_no_capability_while_values_come_through_the_helper
         assert seen["dm_ok"] and seen["paths"] == [True, False]
         assert seen["raid"] == ["controllers.json", "drives.json", "volumes.json"] and seen["failed"] == []
         assert seen["nvme_composite"] == 321  # the SMART log, read by the helper's nvme-cli
+        assert seen["lba_in_use"] == 512  # Identify Namespace, read by the helper's nvme-cli
     finally:
         _stop(proc)
         shutil.rmtree(shared)
