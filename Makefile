@@ -26,7 +26,7 @@ test:
 FAST_TESTS := tests/unit tests/architecture tests/rules tests/e2e/test_golden.py
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not integration and not lab" -x --durations=10 $(FAST_TESTS)
+	$(PY) -m pytest -q -m "not integration and not lab" -x -n 2 --durations=10 $(FAST_TESTS)
 
 golden: setup
 	STORPATH_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/e2e/test_golden.py -k "exposition or fleet_scale"
