@@ -298,36 +298,34 @@ class Helper:
         with conn:
             uid, gid = peer_ids(conn)
             if uid is None or (uid not in self.allowed and gid != self.group):
-                if uid not in self._refused_uids and len(self._refused_uids) < 64:
-                    self._refused_uids.add(uid if uid is not None else -1)
+                key = -1 if uid is None else uid
+                if key not in self._refused_uids and len(self._refused_uids) < 64:
+                    self._refused_uids.add(key)
                     log.kv(LOG, logging.WARNING, "helper refused a connection from a user it does not serve",
                            uid=str(uid), gid=str(gid), allowed=",".join(map(str, sorted(self.allowed))),
                            group=str(self.group))
-                try:
-                    conn.settimeout(REQUEST_TIMEOUT)
-                    privhelper.send_frame(conn, {"ok": False, "error": f"user {uid} is not served by this helper"})
-                except OSError:
-                    pass
+                _send(conn, {"ok": False, "error": f"user {uid} is not served by this helper"}, REQUEST_TIMEOUT)
                 return
             try:
                 request = privhelper.recv_frame(conn, privhelper.MAX_REQUEST, time.monotonic() + REQUEST_TIMEOUT)
             except (ValueError, ConnectionError, socket.timeout, OSError) as exc:
-                try:
-                    conn.settimeout(REQUEST_TIMEOUT)
-                    privhelper.send_frame(conn, {"ok": False, "error": f"bad request: {exc}"})
-                except OSError:
-                    pass
+                _send(conn, {"ok": False, "error": f"bad request: {exc}"}, REQUEST_TIMEOUT)
                 return
             with self._one:
                 reply = answer(request, self.sysfs)
             if not reply["ok"]:
                 log.kv(LOG, logging.WARNING, "helper refused a request", command=str(request.get("cmd"))[:40],
                        reason=reply["error"])
-            try:
-                conn.settimeout(30.0)
-                privhelper.send_frame(conn, reply)
-            except OSError:
-                pass
+            _send(conn, reply, 30.0)
+
+
+def _send(conn: socket.socket, doc: dict, timeout: float) -> None:
+    """One reply, bounded in time; a client that went away is no error of the helper's."""
+    try:
+        conn.settimeout(timeout)
+        privhelper.send_frame(conn, doc)
+    except OSError:
+        pass
 
 
 def listening_socket(path: Optional[str], mode: int = 0o660) -> socket.socket:
