@@ -4,7 +4,9 @@ Builds a sysfs tree with N NVMe endpoints, each device with the full attribute s
 captured Identify data for every namespace (as on a replayed host: the Identify task
 reads files instead of running nvme-cli); starts the real `storpath serve` on it;
 scrapes it repeatedly over HTTP, as Prometheus does (gzip); and reports scrape latency
-(p50, p95), CPU seconds per scrape and peak RSS of the exporter process; then the first
+(p50, p95), CPU seconds per scrape (the exporter's CPU while it answers; beside it the whole
+loop's, which adds what its background tasks spent between scrapes, and their CPU per second
+when nobody scrapes) and peak RSS of the exporter process; then the first
 scrape (everything rendered anew) and scrapes during which every PCI device's AER count
 moves before each scrape (the worst case for what the exporter keeps between scrapes).
 
@@ -55,6 +57,8 @@ FORMATS = [Fmt(512, 0, relative_performance=2), Fmt(4096, 0, relative_performanc
 # The first release line with the pcidevice collector's link speed and width metrics is
 # 1.9; the targets are set against 1.12.1 (1.10.1 before 2026-11-28).
 NODE_EXPORTER_VERSION = "v1.12.1"
+
+IDLE_SECONDS = 5.0  # how long the exporter is left alone to measure its background tasks' CPU
 NODE_EXPORTER_MODULE = "github.com/prometheus/node_exporter"
 
 
@@ -273,9 +277,14 @@ def measure(n: int, layout: str, scrapes: int, workdir: str, node_exporter: str 
                 ne_session.get(ne[1]).raise_for_status()
                 peer["latencies"].append(time.perf_counter() - t0)
         cpu_before = cpu_seconds(exporter.proc.pid)
-        # storpath's CPU includes nothing of node_exporter's: separate processes.
-        latencies = _scrapes(session, url, scrapes, before=peer_scrape if ne is not None else None)
-        cpu = (cpu_seconds(exporter.proc.pid) - cpu_before) / scrapes
+        # storpath's CPU includes nothing of node_exporter's: separate processes. Its CPU while
+        # it answers (`during`) is the scrape's; the whole loop's also holds what its background
+        # tasks (the link samplers: each second) spent while node_exporter was being scraped.
+        during: list = []
+        latencies = _scrapes(session, url, scrapes, before=peer_scrape if ne is not None else None,
+                             cpu=(exporter.proc.pid, during))
+        cpu_all = (cpu_seconds(exporter.proc.pid) - cpu_before) / scrapes
+        cpu = sum(during) / scrapes
         if ne is not None:
             peer["cpu"] = (cpu_seconds(ne[0].pid) - ne_cpu_before) / scrapes
             peer["rss"] = memory_bytes(ne[0].pid, "VmHWM")
@@ -284,6 +293,10 @@ def measure(n: int, layout: str, scrapes: int, workdir: str, node_exporter: str 
         aer_files = _aer_files(root)
         churn = _scrapes(session, url, max(10, scrapes // 3), before=lambda i: _bump(aer_files, i))
         rss = memory_bytes(exporter.proc.pid, "VmHWM")
+        # Between scrapes: what the background tasks cost by themselves, per second.
+        idle_before, idle_start = cpu_seconds(exporter.proc.pid), time.perf_counter()
+        time.sleep(IDLE_SECONDS)
+        idle = (cpu_seconds(exporter.proc.pid) - idle_before) / (time.perf_counter() - idle_start)
     floor_ms, floor_files = bare_reads(root)
     result = {
         "layout": layout,
@@ -296,6 +309,8 @@ def measure(n: int, layout: str, scrapes: int, workdir: str, node_exporter: str 
         "p50_ms": _ms(statistics.median(latencies)),
         "p95_ms": _ms(latencies[int(0.95 * (len(latencies) - 1))]),
         "cpu_ms_per_scrape": round(cpu * 1000, 1),
+        "cpu_ms_per_scrape_with_background": round(cpu_all * 1000, 1),
+        "background_cpu_ms_per_second": round(idle * 1000, 1),
         "p50_all_aer_moving_ms": _ms(statistics.median(churn)),
         "peak_rss_mb": round(rss / 1e6, 1),
         "bare_reads_ms": floor_ms,
@@ -325,15 +340,20 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-def _scrapes(session, url: str, count: int, before=None) -> list:
-    """Sorted latencies of `count` scrapes (gzip, as Prometheus asks)."""
+def _scrapes(session, url: str, count: int, before=None, cpu=None) -> list:
+    """Sorted latencies of `count` scrapes (gzip, as Prometheus asks). `cpu`: (pid, list) to
+    append that process's CPU seconds during each scrape to (clock ticks: a hundredth of a
+    second each, which averages out over the scrapes)."""
     latencies = []
     for i in range(count):
         if before is not None:
             before(i)
+        cpu_before = cpu_seconds(cpu[0]) if cpu is not None else 0.0
         start = time.perf_counter()
         response = session.get(url)
         latencies.append(time.perf_counter() - start)
+        if cpu is not None:
+            cpu[1].append(cpu_seconds(cpu[0]) - cpu_before)
         response.raise_for_status()
     return sorted(latencies)
 
@@ -373,7 +393,9 @@ def main(argv=None) -> int:
             r = results[-1]
             print(f"{layout:<5} {r['drives']:>5} drives {r['pci_devices']:>5} PCI devices {r['series']:>6} series  "
                   f"p50 {r['p50_ms']:>6.1f} ms  p95 {r['p95_ms']:>6.1f} ms  "
-                  f"CPU {r['cpu_ms_per_scrape']:>6.1f} ms/scrape  peak RSS {r['peak_rss_mb']:>5.1f} MB  "
+                  f"CPU {r['cpu_ms_per_scrape']:>6.1f} ms/scrape ({r['cpu_ms_per_scrape_with_background']:.1f} with the "
+                  f"background between scrapes; {r['background_cpu_ms_per_second']:.1f} ms/s idle)  "
+                  f"peak RSS {r['peak_rss_mb']:>5.1f} MB  "
                   f"first scrape {r['first_ms']:>6.1f} ms  p50 with all AER counts moving "
                   f"{r['p50_all_aer_moving_ms']:>6.1f} ms", flush=True)
             print(f"{'':<5} the kernel's part: the listings and {r['bare_reads_files']} file reads of a scrape, bare, "

@@ -58,7 +58,7 @@ def test_window_forgets_old_samples_and_gone_devices():
 
 
 def test_samples_and_bus_id_spelling():
-    assert parse_sample("16.0 GT/s PCIe", "16") == (16e9, 16)
-    assert parse_sample("Unknown", None) == (None, None)
+    assert parse_sample(b"16.0 GT/s PCIe\n", b"16\n") == (16e9, 16)
+    assert parse_sample(b"Unknown\n", None) == (None, None)
     assert nvml_bus_id("0000:3b:00.0") == "00000000:3B:00.0"
     assert nvml_bus_id("10000:e1:00.1") == "00010000:E1:00.1"

@@ -36,16 +36,15 @@ def _both(b):
 
 
 def _counting_reads(monkeypatch):
-    """The real read_attr, its calls for the GPU's link speed counted (the reads still happen)."""
+    """The real read_many, its reads of the GPU's link speed counted (the reads still happen)."""
     calls = []
-    real = link_samples.read_attr
+    real = link_samples.read_many
 
-    def counted(path, *args, **kwargs):
-        if path.endswith(GPU + "/current_link_speed"):
-            calls.append(path)
-        return real(path, *args, **kwargs)
+    def counted(paths, *args, **kwargs):
+        calls.extend(path for path in paths if path.endswith(GPU + "/current_link_speed"))
+        return real(paths, *args, **kwargs)
 
-    monkeypatch.setattr(link_samples, "read_attr", counted)
+    monkeypatch.setattr(link_samples, "read_many", counted)
     return calls
 
 

@@ -130,7 +130,7 @@ class Trace:
             held = any(self.holds(a) for a in args) or self._row(args)
             with self._lock:
                 self._open[id(frame)] = len(self.calls)
-                self.calls.append([name, held, any(isinstance(a, str) and a.endswith(FILE) for a in args)])
+                self.calls.append([name, held, _handed_file(args)])
         else:
             with self._lock:
                 index = self._open.pop(id(frame), None)
@@ -141,10 +141,26 @@ class Trace:
                 # A number or a string is no form by itself: equal ones are often one object (a
                 # table's constant), whose identity would name other devices' values too. The
                 # text a call handed the file's path returns is this file's.
-                text = (str, bytes) if not self.calls[index][2] else ()
+                handed = self.calls[index][2]
+                text = (str, bytes) if handed is None else ()
                 forms = [arg] + list(arg) if isinstance(arg, tuple) else [arg]
+                if type(handed) is int and isinstance(arg, (list, tuple)) and handed < len(arg):
+                    forms.append(arg[handed])  # of a read of several files, the one of this file
                 with self._lock:
                     self.forms.extend(f for f in forms if not hops._small(f) and not isinstance(f, (int, float) + text))
+
+
+def _handed_file(args) -> Optional[object]:
+    """Whether a call was handed the file's path: True for the path itself, its index for a
+    sequence of paths (a read of several files, sysfs.read_many), None when not."""
+    for arg in args:
+        if isinstance(arg, str) and arg.endswith(FILE):
+            return True
+        if isinstance(arg, (list, tuple)):
+            for index, item in enumerate(arg):
+                if isinstance(item, str) and item.endswith(FILE):
+                    return index
+    return None
 
 
 def traced_serve(root: str) -> Trace:
@@ -204,35 +220,40 @@ def test_a_step_bypassed_for_the_value_is_caught(machine_tree, monkeypatch, bypa
     from storpath.readers import pci
 
     if bypass == "read":  # the file read without storpath.base.sysfs
-        real = pci.read_attr_why
+        real = pci.read_many
 
-        def read(path, *args, **kwargs):
-            if path.endswith(FILE):
-                with open(path, encoding="utf-8") as handle:
-                    return handle.read().strip(), None
-            return real(path, *args, **kwargs)
+        def read(paths, *args, **kwargs):
+            if any(path.endswith(FILE) for path in paths):
+                out = []
+                for path in paths:
+                    try:
+                        with open(path, "rb") as handle:
+                            out.append(handle.read())
+                    except OSError:
+                        out.append(None)
+                return out
+            return real(paths, *args, **kwargs)
 
-        monkeypatch.setattr(pci, "read_attr_why", read)
-        step = "base.sysfs.read_attr_why"
-    elif bypass == "parse":  # the speed taken without parse_pcie_speed
-        real_parse = pci.parse_pcie_speed
-        real_read = pci.read_attr_why
+        monkeypatch.setattr(pci, "read_many", read)
+        step = "base.sysfs.read_many"
+    elif bypass == "parse":  # the speed taken without parse_pcie_speed_raw
+        real_parse = pci.parse_pcie_speed_raw
+        real_read = pci.read_many
         mine = []
 
-        def read(path, *args, **kwargs):
-            found = real_read(path, *args, **kwargs)
-            if path.endswith(FILE):
-                mine.append(found[0])
+        def read(paths, *args, **kwargs):
+            found = real_read(paths, *args, **kwargs)
+            mine.extend(raw for path, raw in zip(paths, found) if path.endswith(FILE))
             return found
 
-        def parse(text):
-            if mine and text is mine[-1]:
-                return float(text.split()[0]) * 1e9, None
-            return real_parse(text)
+        def parse(raw):
+            if mine and raw is mine[-1]:
+                return float(raw.split()[0]) * 1e9, None
+            return real_parse(raw)
 
-        monkeypatch.setattr(pci, "read_attr_why", read)
-        monkeypatch.setattr(pci, "parse_pcie_speed", parse)
-        step = "base.parse.parse_pcie_speed"
+        monkeypatch.setattr(pci, "read_many", read)
+        monkeypatch.setattr(pci, "parse_pcie_speed_raw", parse)
+        step = "base.parse.parse_pcie_speed_raw"
     else:  # the row put into its family's series without Rows.add
         real_add = families.Rows.add
 
@@ -256,8 +277,8 @@ def test_a_walkthrough_that_lies_is_caught(tmp_path, machine_tree, plant):
     """The checks above on a copy of CONTRIBUTING.md with a planted untruth."""
     text = section()
     if plant == "renamed":  # a name that no longer exists
-        copy = text.replace("`base.sysfs.read_attr_why`", "`base.sysfs.read_attr_cached`", 1)
-        assert unresolved(copy) == ["base.sysfs.read_attr_cached"]
+        copy = text.replace("`base.sysfs.read_many`", "`base.sysfs.read_many_cached`", 1)
+        assert unresolved(copy) == ["base.sysfs.read_many_cached"]
     else:  # two steps in the wrong order: the answer's pieces before the flight that makes them
         copy = text.replace("**`http.scrape.Flight.chunks`**", "**`@@`**", 1) \
             .replace("**`exposition.pieces`**", "**`http.scrape.Flight.chunks`**", 1) \

@@ -72,6 +72,11 @@ _PCIE_SPEED_TEXT.update({f"{rate:.1f} GT/s PCIe": rate * 1e9 for rate in (2.5, 5
 
 _PCIE_WIDTH_TEXT = {str(width): width for width in PCIE_WIDTHS}
 
+# The same spellings as the files hold them, newline included, for the attributes read every
+# scrape: a match needs neither decoding nor cut_text (parse_pcie_speed_raw, parse_pcie_width_raw).
+_PCIE_SPEED_RAW = {f"{text}\n".encode(): rate for text, rate in _PCIE_SPEED_TEXT.items()}
+_PCIE_WIDTH_RAW = {f"{text}\n".encode(): width for text, width in _PCIE_WIDTH_TEXT.items()}
+
 
 def parse_pcie_speed(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
     """'16.0 GT/s PCIe' -> (1.6e10, None); 'Unknown' -> (None, 'reason')."""
@@ -106,6 +111,28 @@ def parse_pcie_width(text: Optional[str], allow_zero: bool) -> Tuple[Optional[in
     if value not in PCIE_WIDTHS:
         return None, f"implausible link width {value}"
     return value, None
+
+
+def parse_pcie_speed_raw(raw: Optional[bytes]) -> Tuple[Optional[float], Optional[str]]:
+    """parse_pcie_speed of a link speed file's bytes as read (None: absent or unreadable):
+    the kernel's spellings are looked up as they are, anything else is decoded, cut
+    (cut_text) and parsed."""
+    known = _PCIE_SPEED_RAW.get(raw)
+    if known is not None:
+        return known, None
+    if raw is None:
+        return None, "missing"
+    return parse_pcie_speed(cut_text(raw.decode("utf-8", "replace")))
+
+
+def parse_pcie_width_raw(raw: Optional[bytes], allow_zero: bool) -> Tuple[Optional[int], Optional[str]]:
+    """parse_pcie_width of a link width file's bytes as read (None: absent or unreadable)."""
+    known = _PCIE_WIDTH_RAW.get(raw)
+    if known is not None:
+        return known, None
+    if raw is None:
+        return None, "missing"
+    return parse_pcie_width(cut_text(raw.decode("utf-8", "replace")), allow_zero)
 
 
 def _link_rate(text: Optional[str], pattern: "re.Pattern[str]") -> Tuple[Optional[float], Optional[str]]:

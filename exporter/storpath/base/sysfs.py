@@ -222,8 +222,8 @@ def read_bytes(path: str, limit: int = 4096) -> Optional[bytes]:
         _done(ident)
 
 
-def _plain_open(path: str) -> int:
-    return os.open(path, os.O_RDONLY)
+def _open_inside_for_read(path: str, _flags: int) -> int:
+    return _open_for_read(path)
 
 
 def read_many(paths: Sequence[str], limit: int = ATTRIBUTE_BYTES) -> List[Optional[bytes]]:
@@ -232,24 +232,25 @@ def read_many(paths: Sequence[str], limit: int = ATTRIBUTE_BYTES) -> List[Option
     ident = threading.get_ident()
     out: List[Optional[bytes]] = []
     append = out.append
+    reading, now, read, close = _READING, _now, os.read, os.close
     # (a support folder being read inside itself goes through its confinement, as read_attr does)
-    opener = _open_for_read if _INSIDE else _plain_open
+    opener = _open_inside_for_read if _INSIDE else os.open
     try:
         for path in paths:
-            _READING[ident] = (path, _now())
+            reading[ident] = (path, now())
             try:
-                fd = opener(path)
+                fd = opener(path, os.O_RDONLY)
             except OSError:
                 append(None)
                 continue
             try:
-                append(os.read(fd, limit))
+                append(read(fd, limit))
             except OSError:
                 append(None)
             finally:
-                os.close(fd)
+                close(fd)
     finally:
-        _READING.pop(ident, None)
+        reading.pop(ident, None)
     return out
 
 

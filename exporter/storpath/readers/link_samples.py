@@ -11,17 +11,17 @@ import threading
 import time
 from typing import Callable, Dict, Mapping, Optional, Tuple
 
-from storpath.base.parse import parse_pcie_speed, parse_pcie_width
-from storpath.base.sysfs import read_attr
+from storpath.base.parse import parse_pcie_speed_raw, parse_pcie_width_raw
+from storpath.base.sysfs import read_many
 from storpath.readers.power import read_sleep
 
 Sample = Tuple[Optional[float], Optional[int]]  # (transfers per second, lanes); None: unreadable
 
 
-def parse_sample(speed_text: Optional[str], width_text: Optional[str]) -> Sample:
-    """One function's link from its two attributes' texts (None: not read). No I/O."""
-    speed = parse_pcie_speed(speed_text)[0] if speed_text is not None else None
-    width = parse_pcie_width(width_text, allow_zero=True)[0] if width_text is not None else None
+def parse_sample(speed_raw: Optional[bytes], width_raw: Optional[bytes]) -> Sample:
+    """One function's link from its two attributes' bytes as read (None: not read). No I/O."""
+    speed = parse_pcie_speed_raw(speed_raw)[0] if speed_raw is not None else None
+    width = parse_pcie_width_raw(width_raw, allow_zero=True)[0] if width_raw is not None else None
     return speed, width
 
 
@@ -33,11 +33,10 @@ def read_samples(paths: Mapping[str, str]) -> Dict[str, Sample]:
     for address, path in paths.items():
         if read_sleep(path) is not None:
             continue
-        speed_text = read_attr(path + "/current_link_speed")
-        width_text = read_attr(path + "/current_link_width")
-        if speed_text is None and width_text is None:
+        speed_raw, width_raw = read_many((path + "/current_link_speed", path + "/current_link_width"))
+        if speed_raw is None and width_raw is None:
             continue
-        out[address] = parse_sample(speed_text, width_text)
+        out[address] = parse_sample(speed_raw, width_raw)
     return out
 
 

@@ -52,12 +52,12 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath.base import atomicfile, boundedjson, privhelper
 from storpath.base.subprocesses import run_command
-from storpath.base.parse import parse_identity, parse_int
+from storpath.base.parse import cut_text, parse_identity, parse_int
 from storpath.readers.block import physical_block_size
 from storpath.readers.instances import InstanceCache
 from storpath.readers.pci import PCI_ADDRESS
 from storpath.base.roots import Roots
-from storpath.base.sysfs import list_dir, list_entries, read_attr, read_bytes, read_int
+from storpath.base.sysfs import list_dir, list_entries, read_attr, read_bytes, read_int, read_many
 
 IDENTIFY_BYTES = 4096
 OPCODE_IDENTIFY = 0x06
@@ -317,11 +317,12 @@ class NvmeReader:
             found = self._namespaces.refresh(base, entries, _namespace_place)
             previous, self._previous = self._previous, {}
             instances = dict(entries)
-            for name, _, place in found:
-                if place is None:
-                    continue
+            found = [(name, place) for name, _, place in found if place is not None]
+            # One pass over the files read every scrape (the reading thread looked up once).
+            sizes = read_many([place[2] + "/queue/logical_block_size" for _, place in found])
+            for (name, place), raw in zip(found, sizes):
                 controller, nsid, real = place
-                lba = parse_int(read_attr(real + "/queue/logical_block_size"))
+                lba = parse_int(cut_text(raw.decode("utf-8", "replace"))) if raw is not None else None
                 instance, before = previous.get(name, (None, None))
                 if instance is place and before.logical_block_size == lba:
                     ns = before  # the same instance and format: size and I/O sizes as read then

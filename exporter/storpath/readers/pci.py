@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from storpath.base.parse import parse_int, parse_numa_node
-from storpath.base.parse import parse_pcie_speed, parse_pcie_width
+from storpath.base.parse import parse_pcie_speed, parse_pcie_speed_raw, parse_pcie_width, parse_pcie_width_raw
 from storpath.base.problems import Problem
 from storpath.readers.instances import InstanceCache
 from storpath.readers.power import read_sleep, read_suspended_seconds
@@ -79,6 +79,9 @@ class PciStatic:
     # False: the device slept when first seen, so what reading would have woken it (its link's
     # capability, config space) is not read yet; read once it is awake (storpath.readers.power)
     complete: bool = True
+    # The files in `path` read every scrape while the device is awake: its link's current speed
+    # and width (when it has a link), then its AER files in the order of `aer_files`.
+    every_scrape: Tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -222,7 +225,11 @@ def parse_static(address: str, real_path: str, texts: Dict[str, Optional[str]], 
         aer_files=aer_files,
         path=real_path,
         complete=complete,
+        every_scrape=(LINK_NOW if has_link else ()) + tuple(name for _, name in aer_files),
     ), problems
+
+
+LINK_NOW = ("current_link_speed", "current_link_width")  # a link's attributes read every scrape
 
 
 def _parent_address(real_path: str) -> Optional[str]:
@@ -337,36 +344,41 @@ class PciReader:
 
     def _read_device(self, static: PciStatic, asleep: Optional[str] = None) -> Optional[PciDevice]:
         """What changes while the device exists: its driver, its link as trained, its AER
-        counters. None when the device is gone. A sleeping device's link is not read."""
+        counters, read in one pass over `static.every_scrape`. None when the device is gone.
+        A sleeping device's link is not read."""
         at = static.path + "/"
         driver = link_name(at + "driver")
         speed = width = None
+        files = [at + name for name in static.every_scrape]
         if static.has_link and asleep is None:
-            speed_text = read_attr_why(at + "current_link_speed")[0]
-            width_text = read_attr(at + "current_link_width")
-            if speed_text is None and width_text is None and not os.path.isdir(static.path):
+            raws = read_many(files)
+            speed_raw, width_raw = raws[0], raws[1]
+            if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
                 return None
-            speed, why = parse_pcie_speed(speed_text) if speed_text is not None else (None, "missing")
+            speed, why = parse_pcie_speed_raw(speed_raw)
             if why and static.max_link_width is not None:  # (no link capability: Unknown is right)
                 self._warn(static.address, "current_link_speed", why)
-            width, why = (parse_pcie_width(width_text, allow_zero=True) if width_text is not None
-                          else (None, "missing"))
+            width, why = parse_pcie_width_raw(width_raw, allow_zero=True)
             if why:
                 self._warn(static.address, "current_link_width", why)
-        elif (driver is None or asleep is not None) and not os.path.isdir(static.path):
-            return None
+            aer_raws = raws[2:]
+        else:
+            if (driver is None or asleep is not None) and not os.path.isdir(static.path):
+                return None
+            # A sleeping device's AER files are kept by the kernel, not read from the device.
+            aer_raws = read_many(files[len(LINK_NOW):] if static.has_link else files) if static.aer_files else ()
         device = PciDevice(static=static, driver=driver, current_link_speed=speed, current_link_width=width)
         if speed is not None and static.max_link_speed is not None and speed < static.max_link_speed:
             device.target_link_speed = parse_target_link_speed(read_bytes(at + "config", 256))
         if asleep is not None:
             device.asleep = asleep
             device.suspended_seconds = read_suspended_seconds(static.path)
-        if static.aer_files:
-            raws = read_many([at + name for _, name in static.aer_files])
-            for (severity, _), raw in zip(static.aer_files, raws):
+        if aer_raws:
+            totals = device.aer_totals
+            for (severity, _), raw in zip(static.aer_files, aer_raws):
                 total = parse_aer_total(raw)
                 if total is not None:
-                    device.aer_totals[severity] = total
+                    totals[severity] = total
         return device
 
 

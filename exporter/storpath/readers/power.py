@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from storpath.base.sysfs import read_attr
+from storpath.base.parse import cut_text
+from storpath.base.sysfs import read_attr, read_bytes
 
 # What a sleeping function must not have read (the kernel resumes it to answer, or in D3cold
 # answers all-ones before the powered config reads); max_link_speed too: kernels before 6.13
@@ -50,7 +51,10 @@ def read_sleep(path: str) -> Optional[str]:
     """parse_sleep of the function whose sysfs directory is `path`, reading no more than it
     needs: power_state only where runtime_status does not say active (asleep: to name the
     state; unsupported, error or absent: the D state is then the only word)."""
-    runtime = read_attr(path + "/power/runtime_status")
+    raw = read_bytes(path + "/power/runtime_status")
+    if raw == b"active\n":  # as the kernel prints it: most functions, every scrape
+        return None
+    runtime = cut_text(raw.decode("utf-8", "replace")) if raw is not None else None
     if runtime == "active":
         return None
     if runtime in ASLEEP_RUNTIME or runtime in UNSURE_RUNTIME or runtime is None:

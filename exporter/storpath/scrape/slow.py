@@ -250,7 +250,7 @@ class NvmeSmart(SlowRead):
             if result.error is not None:
                 failed.setdefault(result.error.replace(name, "nvme*"), []).append(name)
         return [Problem("NVMe SMART log unknown: exporting the hwmon temperatures only",
-                        (("controllers", ",".join(names)), ("reason", reason)))
+                        (("controllers", _shown(names, "controllers")), ("reason", reason)))
                 for reason, names in failed.items()]
 
 
