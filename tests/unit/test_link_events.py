@@ -69,6 +69,16 @@ def _collector(b, **config):
                                  scheduler=Scheduler()))
 
 
+def _tracepoint_source(b, **config):
+    """The pcie_link_changes source reading the tracepoint, told of the machine's functions by a
+    scrape: (the source, the scrape's PCI tree)."""
+    slow = LinkChanges(Roots(sysfs=b.sys, procfs=b.proc, dev=""),
+                       dict(PcieCollector.config_defaults, link_change_source="tracepoint", **config))
+    devices = snapshot_for(_collector(b)).pci
+    slow.scraped(devices)
+    return slow, devices
+
+
 def _series(collector, family):
     rows = collector.values(snapshot_for(collector))
     series = rows.get(family)
@@ -91,10 +101,7 @@ def test_a_flap_between_scrapes_is_counted_from_the_tracepoint_with_its_cause(tm
 
 def test_the_tracepoint_pass_samples_no_link(tmp_path):
     b = _machine(tmp_path)
-    slow = LinkChanges(Roots(sysfs=b.sys, procfs=b.proc, dev=""),
-                       dict(PcieCollector.config_defaults, link_change_source="tracepoint"))
-    devices = snapshot_for(_collector(b)).pci
-    slow.scraped(devices)
+    slow, devices = _tracepoint_source(b)
     slow.read(None, devices)
     b.set_link(NVME, cur_speed=2.5, cur_width=1)  # a sampler would count this; no event says it
     record, _ = slow.read(None, devices)
@@ -103,10 +110,7 @@ def test_the_tracepoint_pass_samples_no_link(tmp_path):
 
 def test_events_of_other_ports_and_malformed_lines_are_skipped_with_a_message(tmp_path):
     b = _machine(tmp_path)
-    slow = LinkChanges(Roots(sysfs=b.sys, procfs=b.proc, dev=""),
-                       dict(PcieCollector.config_defaults, link_change_source="tracepoint"))
-    devices = snapshot_for(_collector(b)).pci
-    slow.scraped(devices)
+    slow, devices = _tracepoint_source(b)
     _emit(b, event(port=AUDIO_PORT, speed=20),  # the audio function is not watched
           "  kworker/0:1-12 [000] ..... 9.1: pcie_link_event: 0000:00:01.0 type:4, reason:x\n",
           "garbage without an event\n", event(speed=22, width=4))
@@ -118,11 +122,7 @@ def test_events_of_other_ports_and_malformed_lines_are_skipped_with_a_message(tm
 
 def test_a_burst_is_read_in_bounded_passes_and_an_endless_line_is_dropped(tmp_path):
     b = _machine(tmp_path)
-    slow = LinkChanges(Roots(sysfs=b.sys, procfs=b.proc, dev=""),
-                       dict(PcieCollector.config_defaults, link_change_source="tracepoint",
-                            link_trace_max_bytes=8192))
-    devices = snapshot_for(_collector(b)).pci
-    slow.scraped(devices)
+    slow, devices = _tracepoint_source(b, link_trace_max_bytes=8192)
     flaps = [event(speed=20 if i % 2 == 0 else 23, width=1 if i % 2 == 0 else 4, when=f"{600 + i}.000001")
              for i in range(2000)]
     _emit(b, "x" * 200_000, "\n", *flaps)  # a line with no end in sight, then 2000 changes (~300 KB)
@@ -182,10 +182,7 @@ def test_the_kernels_format_parses_and_unknown_values_stay_bounded():
 
 def test_an_unreadable_pipe_falls_back_to_sampling(tmp_path):
     b = _machine(tmp_path)
-    slow = LinkChanges(Roots(sysfs=b.sys, procfs=b.proc, dev=""),
-                       dict(PcieCollector.config_defaults, link_change_source="tracepoint"))
-    devices = snapshot_for(_collector(b)).pci
-    slow.scraped(devices)
+    slow, devices = _tracepoint_source(b)
     os.remove(_pipe(b))  # the instance removed while serving
     record, problems = slow.read(None, devices)
     assert slow.source == "sampler" and record.source == "sampler"

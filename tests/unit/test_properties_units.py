@@ -64,6 +64,24 @@ def test_pcie_speed_round_trips_both_kernel_spellings(speed, modern):
     assert parse.parse_pcie_speed(units.human_transfers(speed)) == (speed, None)
 
 
+@given(st.one_of(st.none(), st.binary(max_size=40), TEXT.map(lambda text: text.encode("utf-8", "surrogatepass"))),
+       st.booleans())
+@example(b"16.0 GT/s PCIe\n", False)
+@example(b"8 GT/s\n", False)  # before Linux 4.17
+@example(b"16.0 GT/s PCIe\n\x00\x00\x00", False)  # a tar copy of a file that shrank: NUL-padded
+@example(b"\x00Unknown\n", True)
+@example(b"4\n", True)
+@example(b"0\n", True)
+@example(b"x16\n", False)
+def test_the_link_read_as_bytes_is_what_its_text_says(raw, allow_zero):
+    """The raw parsers (the bytes as read, every scrape) give what the text parsers give for
+    the text read_attr makes of the same bytes: the table of the kernel's spellings is a
+    shortcut, never another answer."""
+    text = parse.cut_text(raw.decode("utf-8", "replace")) if raw is not None else None
+    assert parse.parse_pcie_speed_raw(raw) == parse.parse_pcie_speed(text)
+    assert parse.parse_pcie_width_raw(raw, allow_zero) == parse.parse_pcie_width(text, allow_zero)
+
+
 @given(st.one_of(st.none(), TEXT), st.booleans())
 @example("1_6", False)
 @example("+4", False)

@@ -26,7 +26,7 @@ from storpath.base.config import DEFAULT_PORT, ConfigError
 from storpath.report.exporter import StorpathExporter, build_collectors
 from storpath.scrape.exposition import FamilyTexts, SeriesFamily
 from storpath.http import webconfig
-from storpath.http.process import RELOAD, STOP, Signals, raise_open_files_limit
+from storpath.http.process import RELOAD, STOP, Signals, one_malloc_heap, raise_open_files_limit
 from storpath.http.scrape import Scraper
 from storpath.http.server import Server, Site, exporter_metrics
 from storpath.report.reloads import FAMILIES as RELOAD_FAMILIES
@@ -197,6 +197,7 @@ class Service:
 
 
 def run(args, config) -> int:
+    one_malloc_heap()
     raise_open_files_limit()
     privhelper.use(config["helper"]["socket"])
     try:
