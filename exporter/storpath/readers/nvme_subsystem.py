@@ -33,11 +33,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Dict, List, Optional, Tuple
 
-from storpath.base.parse import natural_key, parse_identity, parse_numa_node
+from storpath.base.parse import cut_text, natural_key, parse_identity, parse_numa_node
 from storpath.base.problems import INFO, Problem
 from storpath.base.roots import Roots
 from storpath.readers.instances import InstanceCache
-from storpath.base.sysfs import list_dir, list_entries, read_attr_noting, read_attr_why
+from storpath.base.sysfs import list_dir, list_entries, read_attr_noting, read_attr_why, read_many
 
 CAPTURE_SYSFS = (
     "class/nvme-subsystem/*",
@@ -193,7 +193,12 @@ class NvmeSubsystemReader:
 
         listed = _natural(list_entries(base, self.roots.sysfs))
         inodes.update(listed)
-        subsystems = [self._subsystem(folder, name, statics, problems, inodes[name])
+        # The local drives kept (one PCIe controller each: most subsystems of a host): their
+        # controllers' states read in one pass, each compared with the state its record holds.
+        local = [(name, kept[3]) for name, kept in self._listed.items()
+                 if kept[3] is not None and kept[0] == inodes.get(name)]
+        states = dict(zip((name for name, _ in local), read_many([state for _, (state, _) in local])))
+        subsystems = [self._subsystem(folder, name, statics, problems, inodes[name], states.get(name))
                       for name, folder, statics in self._subsystems.refresh(base, listed, derive)]
         for gone in set(self._controllers) - {s.name for s in subsystems}:
             del self._controllers[gone]
@@ -212,14 +217,15 @@ class NvmeSubsystemReader:
         return controllers, tuple(e for e in block_listing if e[0].startswith("nvme"))
 
     def _subsystem(self, folder: str, name: str, statics: Dict[str, Optional[str]],
-                   problems: List[Problem], inode: int) -> NvmeSubsystem:
+                   problems: List[Problem], inode: int, state_now: Optional[bytes] = None) -> NvmeSubsystem:
+        """The subsystem's record. `state_now`: for a local drive kept, its controller's state
+        as read this pass (None: not read, or unreadable: then read again here, with why)."""
         kept = self._listed.get(name)
         if kept is not None and kept[0] == inode:
             controllers, heads, local = kept[1], kept[2], kept[3]
-            if local is not None:
+            if local is not None and state_now is not None:
                 # The same folder, the same one controller instance: only its state can differ.
-                text, why = read_attr_why(local[0])
-                if why is None and text == local[1].paths[0].raw_state:
+                if cut_text(state_now.decode("utf-8", "replace")) == local[1].paths[0].raw_state:
                     return local[1]
         else:
             controllers, heads = self._list(folder)
