@@ -31,6 +31,22 @@ def test_a_family_is_rendered_again_only_when_its_rows_change():
     assert b'storpath_t_errors_total{address="0000:01:00.0",severity="fatal"} 2.0' in moved[1].piece
 
 
+def test_a_label_that_moves_or_a_value_the_hash_cannot_tell_apart_renders_again():
+    """What is kept of the last rows is their values and a hash of their labels: a label value
+    that changes (the same values) is rendered again, and so are values whose hashes are equal
+    (CPython hashes -1 and -2 alike, and a tuple of them alike too)."""
+    texts = FamilyTexts((SPEED, INFO))
+    first = texts.families(_rows({SPEED: [(("0000:01:00.0",), 8e9)], INFO: [(("x", "y"), -1)]}))
+    renamed = texts.families(_rows({SPEED: [(("0000:02:00.0",), 8e9)], INFO: [(("x", "y"), -1)]}))
+    assert renamed[0].body is not first[0].body and b'address="0000:02:00.0"' in renamed[0].body
+    assert renamed[1].body is first[1].body
+    assert hash((-1,)) == hash((-2,))
+    moved = texts.families(_rows({SPEED: [(("0000:02:00.0",), 8e9)], INFO: [(("x", "y"), -2)]}))
+    assert moved[1].body.endswith(b" -2.0\n")
+    reordered = texts.families(_rows({SPEED: [(("0000:02:00.0",), 8e9)], INFO: [(("y", "x"), -2)]}))
+    assert reordered[1].body == b'storpath_t_info{a="x",z="y"} -2.0\n'
+
+
 def test_rows_without_a_value_are_left_out_and_families_without_samples_are_left_out_whole():
     """As node_exporter writes them: a family with no sample (no rows, or only rows whose
     value the kernel did not give) has no HELP or TYPE either; it comes back with its first
