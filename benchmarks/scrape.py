@@ -57,9 +57,9 @@ FORMATS = [Fmt(512, 0, relative_performance=2), Fmt(4096, 0, relative_performanc
 # The first release line with the pcidevice collector's link speed and width metrics is
 # 1.9; the targets are set against 1.12.1 (1.10.1 before 2026-11-28).
 NODE_EXPORTER_VERSION = "v1.12.1"
+NODE_EXPORTER_MODULE = "github.com/prometheus/node_exporter"
 
 IDLE_SECONDS = 5.0  # how long the exporter is left alone to measure its background tasks' CPU
-NODE_EXPORTER_MODULE = "github.com/prometheus/node_exporter"
 
 
 def node_exporter_binary(cache: str = os.path.join(ROOT, ".cache")) -> str:

@@ -77,7 +77,7 @@ def test_the_link_read_as_bytes_is_what_its_text_says(raw, allow_zero):
     """The raw parsers (the bytes as read, every scrape) give what the text parsers give for
     the text read_attr makes of the same bytes: the table of the kernel's spellings is a
     shortcut, never another answer."""
-    text = parse.cut_text(raw.decode("utf-8", "replace")) if raw is not None else None
+    text = parse.attribute_text(raw)
     assert parse.parse_pcie_speed_raw(raw) == parse.parse_pcie_speed(text)
     assert parse.parse_pcie_width_raw(raw, allow_zero) == parse.parse_pcie_width(text, allow_zero)
 

@@ -122,7 +122,7 @@ def parse_pcie_speed_raw(raw: Optional[bytes]) -> Tuple[Optional[float], Optiona
         return known, None
     if raw is None:
         return None, "missing"
-    return parse_pcie_speed(cut_text(raw.decode("utf-8", "replace")))
+    return parse_pcie_speed(attribute_text(raw))
 
 
 def parse_pcie_width_raw(raw: Optional[bytes], allow_zero: bool) -> Tuple[Optional[int], Optional[str]]:
@@ -132,7 +132,7 @@ def parse_pcie_width_raw(raw: Optional[bytes], allow_zero: bool) -> Tuple[Option
         return known, None
     if raw is None:
         return None, "missing"
-    return parse_pcie_width(cut_text(raw.decode("utf-8", "replace")), allow_zero)
+    return parse_pcie_width(attribute_text(raw), allow_zero)
 
 
 def _link_rate(text: Optional[str], pattern: "re.Pattern[str]") -> Tuple[Optional[float], Optional[str]]:
@@ -169,6 +169,12 @@ def cut_text(text: str) -> str:
     published tree of an Apple NVMe controller: `apple-nvme\n` and 4085 NULs), and what follows a
     NUL is never part of a text attribute."""
     return text.lstrip("\x00").partition("\x00")[0].strip()
+
+
+def attribute_text(raw: Optional[bytes]) -> Optional[str]:
+    """The text sysfs.read_attr gives for an attribute's bytes as read (sysfs.read_many,
+    read_bytes): decoded with U+FFFD for what is not UTF-8, then cut_text; None stays None."""
+    return cut_text(raw.decode("utf-8", "replace")) if raw is not None else None
 
 
 def parse_identity(text: Optional[str]) -> Optional[str]:

@@ -59,8 +59,8 @@ def one_malloc_heap() -> bool:
 
     By default each thread that allocates gets a heap of its own (up to eight per core), and
     what one thread frees stays in its heap: the reading lane, the scraper and each HTTP worker
-    kept their own pages of a scrape's records and texts. The interpreter's lock already lets one
-    thread allocate at a time, so one heap costs nothing in speed; peak RSS of the 2048-function
+    kept their own pages of a scrape's records and texts. Almost every allocation is made holding
+    the interpreter's lock, so threads seldom wait on the one heap's own; peak RSS of the 2048-function
     benchmark host fell by about 5 MB (docs/performance.md). A family's text above the threshold
     (a few hundred KB on a big host) is mapped and unmapped whole instead of the threshold
     growing past it and leaving it in the heap. False where the C library is not glibc (nothing

@@ -52,7 +52,7 @@ from typing import Dict, List, Optional, Tuple
 
 from storpath.base import atomicfile, boundedjson, privhelper
 from storpath.base.subprocesses import run_command
-from storpath.base.parse import cut_text, parse_identity, parse_int
+from storpath.base.parse import attribute_text, parse_identity, parse_int
 from storpath.readers.block import physical_block_size
 from storpath.readers.instances import InstanceCache
 from storpath.readers.pci import PCI_ADDRESS
@@ -317,12 +317,12 @@ class NvmeReader:
             found = self._namespaces.refresh(base, entries, _namespace_place)
             previous, self._previous = self._previous, {}
             instances = dict(entries)
-            found = [(name, place) for name, _, place in found if place is not None]
+            placed = [(name, place) for name, _, place in found if place is not None]
             # One pass over the files read every scrape (the reading thread looked up once).
-            sizes = read_many([place[2] + "/queue/logical_block_size" for _, place in found])
-            for (name, place), raw in zip(found, sizes):
+            sizes = read_many([place[2] + "/queue/logical_block_size" for _, place in placed])
+            for (name, place), raw in zip(placed, sizes):
                 controller, nsid, real = place
-                lba = parse_int(cut_text(raw.decode("utf-8", "replace"))) if raw is not None else None
+                lba = parse_int(attribute_text(raw))
                 instance, before = previous.get(name, (None, None))
                 if instance is place and before.logical_block_size == lba:
                     ns = before  # the same instance and format: size and I/O sizes as read then

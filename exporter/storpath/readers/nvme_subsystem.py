@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Dict, List, Optional, Tuple
 
-from storpath.base.parse import cut_text, natural_key, parse_identity, parse_numa_node
+from storpath.base.parse import attribute_text, natural_key, parse_identity, parse_numa_node
 from storpath.base.problems import INFO, Problem
 from storpath.base.roots import Roots
 from storpath.readers.instances import InstanceCache
@@ -195,9 +195,9 @@ class NvmeSubsystemReader:
         inodes.update(listed)
         # The local drives kept (one PCIe controller each: most subsystems of a host): their
         # controllers' states read in one pass, each compared with the state its record holds.
-        local = [(name, kept[3]) for name, kept in self._listed.items()
-                 if kept[3] is not None and kept[0] == inodes.get(name)]
-        states = dict(zip((name for name, _ in local), read_many([state for _, (state, _) in local])))
+        local = {name: kept[3][0] for name, kept in self._listed.items()
+                 if kept[3] is not None and kept[0] == inodes.get(name)}
+        states = dict(zip(local, read_many(list(local.values()))))
         subsystems = [self._subsystem(folder, name, statics, problems, inodes[name], states.get(name))
                       for name, folder, statics in self._subsystems.refresh(base, listed, derive)]
         for gone in set(self._controllers) - {s.name for s in subsystems}:
@@ -225,7 +225,7 @@ class NvmeSubsystemReader:
             controllers, heads, local = kept[1], kept[2], kept[3]
             if local is not None and state_now is not None:
                 # The same folder, the same one controller instance: only its state can differ.
-                if cut_text(state_now.decode("utf-8", "replace")) == local[1].paths[0].raw_state:
+                if attribute_text(state_now) == local[1].paths[0].raw_state:
                     return local[1]
         else:
             controllers, heads = self._list(folder)

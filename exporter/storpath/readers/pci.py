@@ -79,9 +79,6 @@ class PciStatic:
     # False: the device slept when first seen, so what reading would have woken it (its link's
     # capability, config space) is not read yet; read once it is awake (storpath.readers.power)
     complete: bool = True
-    # The files in `path` read every scrape while the device is awake: its link's current speed
-    # and width (when it has a link), then its AER files in the order of `aer_files`.
-    every_scrape: Tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -225,11 +222,7 @@ def parse_static(address: str, real_path: str, texts: Dict[str, Optional[str]], 
         aer_files=aer_files,
         path=real_path,
         complete=complete,
-        every_scrape=(LINK_NOW if has_link else ()) + tuple(name for _, name in aer_files),
     ), problems
-
-
-LINK_NOW = ("current_link_speed", "current_link_width")  # a link's attributes read every scrape
 
 
 def _parent_address(real_path: str) -> Optional[str]:
@@ -344,14 +337,14 @@ class PciReader:
 
     def _read_device(self, static: PciStatic, asleep: Optional[str] = None) -> Optional[PciDevice]:
         """What changes while the device exists: its driver, its link as trained, its AER
-        counters, read in one pass over `static.every_scrape`. None when the device is gone.
-        A sleeping device's link is not read."""
+        counters, read in one pass (the link's current speed and width, then the AER files).
+        None when the device is gone. A sleeping device's link is not read."""
         at = static.path + "/"
         driver = link_name(at + "driver")
         speed = width = None
-        files = [at + name for name in static.every_scrape]
+        aer_paths = [at + name for _, name in static.aer_files]
         if static.has_link and asleep is None:
-            raws = read_many(files)
+            raws = read_many([at + "current_link_speed", at + "current_link_width", *aer_paths])
             speed_raw, width_raw = raws[0], raws[1]
             if speed_raw is None and width_raw is None and not os.path.isdir(static.path):
                 return None
@@ -366,7 +359,7 @@ class PciReader:
             if (driver is None or asleep is not None) and not os.path.isdir(static.path):
                 return None
             # A sleeping device's AER files are kept by the kernel, not read from the device.
-            aer_raws = read_many(files[len(LINK_NOW):] if static.has_link else files) if static.aer_files else ()
+            aer_raws = read_many(aer_paths) if aer_paths else ()
         device = PciDevice(static=static, driver=driver, current_link_speed=speed, current_link_width=width)
         if speed is not None and static.max_link_speed is not None and speed < static.max_link_speed:
             device.target_link_speed = parse_target_link_speed(read_bytes(at + "config", 256))

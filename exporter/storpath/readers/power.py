@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from storpath.base.parse import cut_text
+from storpath.base.parse import attribute_text
 from storpath.base.sysfs import read_attr, read_bytes
 
 # What a sleeping function must not have read (the kernel resumes it to answer, or in D3cold
@@ -54,7 +54,7 @@ def read_sleep(path: str) -> Optional[str]:
     raw = read_bytes(path + "/power/runtime_status")
     if raw == b"active\n":  # as the kernel prints it: most functions, every scrape
         return None
-    runtime = cut_text(raw.decode("utf-8", "replace")) if raw is not None else None
+    runtime = attribute_text(raw)
     if runtime == "active":
         return None
     if runtime in ASLEEP_RUNTIME or runtime in UNSURE_RUNTIME or runtime is None:

@@ -170,8 +170,8 @@ class FamilyTexts:
 
     A family's series are compared with the last call's by their values (kept: Python's list
     equality checks identity first, so values taken from the same objects compare at almost
-    no cost) and by a hash of their label values (the interpreter's 64-bit hash of the label
-    tuples, with their number), not by the label tuples themselves: keeping those held a second
+    no cost) and by a hash of their label values (the interpreter's 64-bit hash of the tuple of
+    label tuples), not by the label tuples themselves: keeping those held a second
     copy of every label tuple of a scrape (about 2 MB on the 2048-function benchmark host, and
     twice that while the next scrape's rows were built beside it). A family whose series compare
     equal is served from the text kept for it. Used by one collector, one scrape at a time."""
@@ -192,7 +192,7 @@ class FamilyTexts:
             series = rows.get(family)
             if series is None:
                 series = _NONE
-            labels = hash((len(series.labels), tuple(series.labels)))
+            labels = hash(tuple(series.labels))
             last = kept.get(family)
             if last is None or last[0] != labels or last[1] != series.values:
                 last = kept[family] = (labels, series.values, sample_lines(family, series))
