@@ -29,6 +29,7 @@ half behind PCIe switches of four downstream ports (more PCI devices per drive).
 from __future__ import annotations
 
 import argparse
+import glob
 import hashlib
 import inspect
 import json
@@ -142,7 +143,9 @@ def _drive(b, port, address, index):
 def bare_reads(root: str, runs: int = 15) -> tuple:
     """(median ms, files) of the kernel's part of a scrape: the listings and the reads every
     scrape makes of files that change (each PCI device's driver link, runtime PM status,
-    current link speed and width and AER counters; each NVMe namespace's logical block size), in the cheapest
+    current link speed and width and AER counters; each NVMe namespace's logical block size;
+    each NVMe controller's state, read every scrape for a local drive's one path; the NUMA
+    nodes' CPU lists and each CPU's socket), in the cheapest
     form Python has (open, read, close relative to each device's directory held open, as
     the exporter reads them), with nothing parsed or written. What a scrape costs beyond
     this is the exporter's own work."""
@@ -162,11 +165,29 @@ def bare_reads(root: str, runs: int = 15) -> tuple:
             held.append((os.open(os.path.realpath(os.path.join(block, name)), os.O_RDONLY | os.O_DIRECTORY),
                          ["queue/logical_block_size"], False))
             files += 1
+    controllers = os.path.join(sysfs, "class", "nvme")
+    for name in sorted(os.listdir(controllers)) if os.path.isdir(controllers) else ():
+        if os.path.exists(os.path.join(controllers, name, "state")):
+            held.append((os.open(os.path.realpath(os.path.join(controllers, name)), os.O_RDONLY | os.O_DIRECTORY),
+                         ["state"], False))
+            files += 1
+    # The NUMA nodes' CPUs and each CPU's socket (the topology is read every scrape too).
+    system = os.path.join(sysfs, "devices", "system")
+    for folder, pattern in (("node", "node*/cpulist"), ("cpu", "cpu*/topology/physical_package_id")):
+        where = os.path.join(system, folder)
+        names = sorted(os.path.relpath(f, where) for f in glob.glob(os.path.join(where, pattern)))
+        if folder == "cpu" and os.path.exists(os.path.join(where, "possible")):
+            names.insert(0, "possible")
+        if names:
+            held.append((os.open(where, os.O_RDONLY | os.O_DIRECTORY), names, False))
+            files += len(names)
+    listings = [d for d in (pci, block, controllers, os.path.join(sysfs, "class", "nvme-subsystem"),
+                            os.path.join(system, "node"), os.path.join(system, "cpu")) if os.path.isdir(d)]
     times = []
     try:
         for _ in range(runs):
             start = time.perf_counter()
-            for listing in (pci, block, os.path.join(sysfs, "class", "nvme")):
+            for listing in listings:
                 with os.scandir(listing) as it:
                     [(entry.name, entry.inode()) for entry in it]
             for dir_fd, names, driver in held:

@@ -41,3 +41,23 @@ def test_logs_are_removed_after_a_good_measurement_and_kept_after_a_failed_one(t
         with scrape._logs(str(tmp_path)) as logs:
             raise RuntimeError("exporter did not answer")
     assert os.path.isdir(logs)
+
+
+def test_the_bare_reads_are_the_files_every_scrape_reads(tmp_path):
+    """The ratio's floor reads what a scrape reads of the host's devices, no file more or fewer:
+    every file a scrape of `storpath serve` opens below sys/devices (after the first, which
+    also reads what never changes), and each PCI device's `driver` link (read, not opened). A
+    read added to the scrape path without its bare twin fails here."""
+    from tests.architecture.recorder import recording
+    from tests.architecture.served import Served
+
+    root = str(tmp_path / "host-ports-4")
+    devices = scrape.host_tree(root, 4, "ports")
+    with Served(root, "--log.level=error") as served:
+        served.scrape()
+        with recording() as events:
+            served.scrape()
+    opened = sorted(e.target for e in events if e.event == "open" and "/sys/devices/" in e.target)
+    assert any("/state'" in target for target in opened)  # the local drives' controller states
+    _, files = scrape.bare_reads(root, runs=1)
+    assert len(opened) + devices == files, opened

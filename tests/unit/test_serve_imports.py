@@ -1,5 +1,6 @@
 """What `storpath serve` imports: only what serving needs. The other subcommands, the
-landing page's modules (tree, findings), PyYAML without a config file, bcrypt without basic
+landing page's modules (tree, findings), prometheus_client (storpath.http.runtime makes its
+process and Python families), PyYAML without a config file, bcrypt without basic
 auth, fio's machinery without probe targets, tarfile without --example (the example
 machines' archives), secrets (atomicfile names its temporary files from os.urandom), the
 lspci dump parser (`check --lspci` only) and the RAID tools' parsers without their outputs
@@ -26,14 +27,15 @@ built = serve.Built(resolve_config(args))
 built.start()
 import gc
 built.settle()  # before any complete scrape: nothing
-before = gc.get_freeze_count()
+before, young = gc.get_freeze_count(), gc.get_threshold()[0]
 rows = built.scraper.scrape(10.0).families  # the scrape the server's requests get
 built.settle()  # what serve's main loop does after it
 built.close(wait=0)
-print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen": [before, gc.get_freeze_count()]}))
+print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen": [before, gc.get_freeze_count()],
+                  "young": [young, gc.get_threshold()[0]]}))
 """
 
-NOT_SERVED = ("yaml", "bcrypt", "storpath.base.configfile", "storpath.report.tree", "storpath.report.findings", "storpath.http.landing",
+NOT_SERVED = ("prometheus_client", "yaml", "bcrypt", "storpath.base.configfile", "storpath.report.tree", "storpath.report.findings", "storpath.http.landing",
               "storpath.report.capture", "storpath.manpage", "storpath.report.metricsdoc", "storpath.commands.check",
               "storpath.commands.tree", "storpath.commands.capture", "storpath.commands.probe",
               "storpath.scrape.probes.engine", "storpath.scrape.probes.fio", "tarfile", "secrets",
@@ -52,7 +54,7 @@ def serve_imports(machine_tree, exporter=os.path.join(ROOT, "exporter")):
 def test_serve_imports_only_what_serving_needs(machine_tree):
     found = serve_imports(machine_tree)
     assert found["families"] > 0  # it did scrape
-    assert "storpath.commands.serve" in found["modules"] and "prometheus_client" in found["modules"]
+    assert "storpath.commands.serve" in found["modules"] and "cheroot.wsgi" in found["modules"]
     loaded = [m for m in found["modules"] if any(m == n or m.startswith(n + ".") for n in NOT_SERVED)]
     assert loaded == []
 
@@ -60,9 +62,14 @@ def test_serve_imports_only_what_serving_needs(machine_tree):
 def test_serve_freezes_what_lives_after_its_first_complete_scrape(machine_tree):
     """gc.freeze() once a scrape in which every collector succeeded has been served (serve's
     main loop calls Built.settle): the cyclic collector then leaves alone the modules, records
-    and texts the exporter keeps (benchmarks/gc_scrape.py)."""
-    before, after = serve_imports(machine_tree)["frozen"]
+    and texts the exporter keeps (benchmarks/gc_scrape.py), and its young collections wait for
+    serve.YOUNG_COLLECTION allocations instead of 700."""
+    from storpath.commands.serve import YOUNG_COLLECTION
+
+    found = serve_imports(machine_tree)
+    before, after = found["frozen"]
     assert before == 0 and after > 10_000
+    assert found["young"] == [700, YOUNG_COLLECTION]
 
 
 # `storpath serve --help` as the command line runs it: the command's modules loaded, the

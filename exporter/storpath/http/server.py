@@ -25,8 +25,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
-
 from storpath import __version__
 from storpath.scrape import exposition
 from storpath.base import log
@@ -90,16 +88,6 @@ def _ipv6_available() -> bool:
         return True
     except OSError:
         return False
-
-
-def exporter_metrics() -> CollectorRegistry:
-    """The exporter's own process_* and python_* families (--web.disable-exporter-metrics leaves
-    them out), from prometheus_client's collectors. A registry of their own: the global one
-    would also serve whatever else registers there."""
-    registry = CollectorRegistry(auto_describe=False)
-    for collector in (ProcessCollector, PlatformCollector, GCCollector):
-        collector(registry=registry)
-    return registry
 
 
 def max_connections(addresses: int = 1) -> int:

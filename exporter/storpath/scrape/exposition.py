@@ -14,9 +14,9 @@ label values through storpath.base.safetext.utf8 (`sdh\xff`), so the body is alw
 UTF-8 and one name costs no collector. Only a family whose text fails to encode pays.
 
 A collector's families reach the writer as `SeriesFamily`: a family spec and its sample
-lines, rendered by FamilyTexts below. Families of prometheus_client's own types
-(its process, platform and GC collectors on the serve path; tests) are written from their
-samples.
+lines, rendered by FamilyTexts below (the exporter's own process and Python families too:
+storpath.http.runtime). Families of prometheus_client's own types (tests comparing the two
+writers) are written from their samples.
 
 OpenMetrics (what Prometheus asks for first) shares every sample line with the text
 format: only the family headers differ, so serving it costs no second rendering.
