@@ -3,7 +3,8 @@ Python client names them (its ProcessCollector, PlatformCollector and GCCollecto
 names, help, types and labels, in the same order; tests/unit/test_exporter_metrics.py
 compares the two), built on storpath's family tables so that `storpath serve` does not import
 prometheus_client: its package loads `http.server`, `urllib.request` and the e-mail modules
-with it, a tenth of serve's start (docs/performance.md, "The start without prometheus_client").
+with it: 8 ms of the import, 13-16 ms of the start (docs/performance.md, "Serving without
+prometheus_client").
 
 Like the client's, they describe this process from its own /proc/self, never the
 --path.procfs of the host being observed. A file that cannot be read leaves its families
