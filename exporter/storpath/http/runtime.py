@@ -19,6 +19,7 @@ import platform
 import resource
 from typing import List, Optional
 
+from storpath.base.sysfs import WHOLE_FILE, read_bytes
 from storpath.scrape.exposition import FamilyTexts, SeriesFamily
 from storpath.scrape.families import COUNTER, GAUGE, Family, Rows
 
@@ -41,16 +42,16 @@ GC_COLLECTIONS = Family("python_gc_collections", COUNTER, "Number of times this 
 FAMILIES = (VIRTUAL_MEMORY, RESIDENT_MEMORY, START_TIME, CPU_SECONDS, OPEN_FDS, MAX_FDS, PYTHON_INFO,
             GC_COLLECTED, GC_UNCOLLECTABLE, GC_COLLECTIONS)
 
+
 def boot_time(proc: str = PROC) -> Optional[float]:
-    """The `btime` of /proc/stat (seconds since the epoch), None where it cannot be read."""
+    """The `btime` of /proc/stat (seconds since the epoch), None where it cannot be read.
+    Read whole (bounded): the per-CPU and interrupt lines before it run to tens of KB."""
+    raw = read_bytes(os.path.join(proc, "stat"), WHOLE_FILE)
+    found = (b"\n" + (raw or b"")).partition(b"\nbtime ")[2]
     try:
-        with open(os.path.join(proc, "stat"), "rb") as stat:
-            for line in stat:
-                if line.startswith(b"btime "):
-                    return float(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return float(found.split(b"\n", 1)[0]) if found else None
+    except ValueError:
+        return None
 
 
 class Runtime:
@@ -88,14 +89,13 @@ class Runtime:
         return rows
 
     def _process(self, rows: Rows) -> None:
+        # The fields after the command name, which may itself hold spaces and ")".
+        fields = (read_bytes(os.path.join(self.self_dir, "stat")) or b"").rpartition(b")")[2].split()
         try:
-            with open(os.path.join(self.self_dir, "stat"), "rb") as stat:
-                # The fields after the command name, which may itself hold spaces and ")".
-                fields = stat.read().rpartition(b")")[2].split()
             virtual, resident = float(fields[20]), float(fields[21]) * self.pagesize
             started = float(fields[19]) / self.ticks + self.btime
             cpu = (float(fields[11]) + float(fields[12])) / self.ticks
-        except (OSError, ValueError, IndexError):
+        except (ValueError, IndexError):
             pass
         else:
             rows.add(VIRTUAL_MEMORY, (), virtual)
@@ -103,14 +103,14 @@ class Runtime:
             rows.add(START_TIME, (), started)
             rows.add(CPU_SECONDS, (), cpu)
         max_fds = open_fds = None
-        try:
-            with open(os.path.join(self.self_dir, "limits"), "rb") as limits:
-                for line in limits:
-                    if line.startswith(b"Max open files"):
-                        max_fds = float(line.split()[3])  # the soft limit ("unlimited": left out)
-                        break
-        except (OSError, ValueError, IndexError):
-            pass
+        limits = read_bytes(os.path.join(self.self_dir, "limits")) or b""
+        for line in limits.splitlines():
+            if line.startswith(b"Max open files"):
+                try:
+                    max_fds = float(line.split()[3])  # the soft limit ("unlimited": left out)
+                except (ValueError, IndexError):
+                    pass
+                break
         try:
             # Listed, as the client counts them (the listing's own descriptor included).
             open_fds = len(os.listdir(os.path.join(self.self_dir, "fd")))
