@@ -108,6 +108,60 @@ def test_a_client_that_sends_nothing_does_not_hold_the_helper(in_process, monkey
         silent.close()
 
 
+def test_a_refusal_sent_before_the_request_is_still_read(tmp_path, monkeypatch):
+    """The helper refuses a peer it does not serve before reading its request and closes: the
+    client's send then fails (EPIPE), yet the refusal is in its socket and is what it reports."""
+    path = str(tmp_path / "helper.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(1)
+    answered = threading.Event()
+    sent = privhelper.send_frame
+
+    def refuse():
+        conn, _ = listener.accept()
+        with conn:
+            sent(conn, {"ok": False, "error": "user 65534 is not served by this helper"})
+        answered.set()
+
+    server = threading.Thread(target=refuse, daemon=True)
+    server.start()
+    failures = []
+
+    def send_after_the_close(sock, doc):
+        assert answered.wait(5)
+        try:
+            sent(sock, doc)
+        except OSError as exc:
+            failures.append(exc)
+            raise
+
+    monkeypatch.setattr(privhelper, "send_frame", send_after_the_close)
+    try:
+        with pytest.raises(privhelper.HelperError, match="refused dmsetup-status: user 65534 is not served"):
+            privhelper.ask({"cmd": "dmsetup-status"}, 5.0, path)
+    finally:
+        server.join(5)
+        listener.close()
+    assert [type(exc) for exc in failures] == [BrokenPipeError]  # the order this test is about did happen
+
+
+def test_a_helper_that_closes_without_a_word_is_a_clear_problem(tmp_path):
+    path = str(tmp_path / "helper.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(1)
+    server = threading.Thread(target=lambda: listener.accept()[0].close(), daemon=True)
+    server.start()
+    try:
+        with pytest.raises(privhelper.HelperError, match="cannot be asked dmsetup-status: "
+                           "(connection closed after 0 of 4 bytes|Connection reset by peer)"):
+            privhelper.ask({"cmd": "dmsetup-status"}, 5.0, path)
+    finally:
+        server.join(5)
+        listener.close()
+
+
 # ---- a helper in its own process, tools only on its PATH ------------------------------------
 
 def _start_helper(tmp_path: Path, bin_dir: Path, prefix=(), extra=()) -> subprocess.Popen:

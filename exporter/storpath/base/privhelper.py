@@ -106,7 +106,10 @@ def ask(request: dict, timeout: float, path: Optional[str] = None) -> dict:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(max(0.01, timeout))
             sock.connect(path)
-            send_frame(sock, request)
+            try:
+                send_frame(sock, request)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # it may have answered (a refusal) and closed before reading: its answer is still there
             reply = recv_frame(sock, MAX_REPLY, deadline)
     except socket.timeout:
         raise HelperError(f"helper at {path} did not answer {what} within {timeout:g} s") from None
