@@ -144,8 +144,8 @@ def bare_reads(root: str, runs: int = 15) -> tuple:
     """(median ms, files) of the kernel's part of a scrape: the listings and the reads every
     scrape makes of files that change (each PCI device's driver link, runtime PM status,
     current link speed and width and AER counters; each NVMe namespace's logical block size;
-    each NVMe controller's state, read every scrape for a local drive's one path; the NUMA
-    nodes' CPU lists and each CPU's socket), in the cheapest
+    the NUMA nodes' CPU lists and each CPU's socket; not a local NVMe drive's controller
+    state, which the nvme-controller-states task reads between scrapes), in the cheapest
     form Python has (open, read, close relative to each device's directory held open, as
     the exporter reads them), with nothing parsed or written. What a scrape costs beyond
     this is the exporter's own work."""
@@ -166,11 +166,6 @@ def bare_reads(root: str, runs: int = 15) -> tuple:
                          ["queue/logical_block_size"], False))
             files += 1
     controllers = os.path.join(sysfs, "class", "nvme")
-    for name in sorted(os.listdir(controllers)) if os.path.isdir(controllers) else ():
-        if os.path.exists(os.path.join(controllers, name, "state")):
-            held.append((os.open(os.path.realpath(os.path.join(controllers, name)), os.O_RDONLY | os.O_DIRECTORY),
-                         ["state"], False))
-            files += 1
     # The NUMA nodes' CPUs and each CPU's socket (the topology is read every scrape too).
     system = os.path.join(sysfs, "devices", "system")
     for folder, pattern in (("node", "node*/cpulist"), ("cpu", "cpu*/topology/physical_package_id")):

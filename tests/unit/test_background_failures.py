@@ -104,3 +104,26 @@ def test_a_zpool_task_that_raises_is_zpool_up_0_and_the_pool_states_stay():
     assert _value(text, 'storpath_zfs_pool_state{state="degraded",zpool="zpool1"}') == 1  # from kstat
     assert "storpath_zfs_vdev_state{" not in text  # the details of the pass before are not served as current
     assert _value(text, 'storpath_scrape_collector_success{collector="zfs"}') == 1
+
+
+def test_a_controller_states_task_that_raises_leaves_the_scrape_reading_the_states(tmp_path):
+    """The local NVMe drives' states are read by a task only to spare the scrape: when it
+    fails (logged), each scrape reads them itself, as before the task's first pass."""
+    from storpath.collectors.nvme_subsystem import NvmeSubsystemCollector
+
+    b = machines.load("am4-x570-firecuda").build(str(tmp_path), "healthy")
+    scheduler = Scheduler()
+    collector = NvmeSubsystemCollector(Context(roots=Roots(sysfs=b.sys), scheduler=scheduler,
+                                               config=dict(NvmeSubsystemCollector.config_defaults)))
+    task = scheduler.tasks["nvme-controller-states"]
+    task.run_once()
+    assert "storpath_nvme_subsystem_paths_live" not in _scrape(collector)  # the local drives, all live
+    task.func = _raise
+    with log_records("storpath") as records:
+        task.run_once()
+        with open(f"{b.sys}/class/nvme/nvme1/state", "w") as state:
+            state.write("dead\n")
+        text = _scrape(collector)
+    assert [r.getMessage() for r in records if r.levelname == "ERROR"] == ["background task failed"]
+    assert _value(text, 'storpath_scrape_source_success{source="nvme_subsystems"}') == 1
+    assert _value(text, 'storpath_nvme_subsystem_paths_live{subsystem="nvme-subsys1"}') == 0

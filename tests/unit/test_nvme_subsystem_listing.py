@@ -138,3 +138,59 @@ def test_no_subsystem_folder_is_listed_while_nothing_changed(tmp_path, monkeypat
     controller(root, 7, "0000:07:00.0")  # a new controller: every folder is listed again
     read(root, reader)
     assert len([path for path in listed if "/nvme-subsystem/" in path]) == 3
+
+
+# ---- the local drives' states read on their own schedule (storpath serve) -----------------
+
+def test_controller_states_reads_every_controller_once_per_pass(tmp_path):
+    """ControllerStates: one listing of /sys/class/nvme and each controller's `state`, as the
+    kernel printed it; one whose state cannot be read is None; a controller replaced under
+    its name (a new instance) is read at its new place."""
+    root = str(tmp_path)
+    local_host(root)
+    fabrics = controller(root, 5, "traddr=10.0.0.5,trsvcid=4420", state="connecting")
+    states = nvme_subsystem.ControllerStates(Roots(sysfs=f"{root}/sys"))
+    assert states.read() == {"nvme0": b"live\n", "nvme1": b"live\n", "nvme2": b"live\n", "nvme5": b"connecting\n"}
+    os.remove(os.path.join(root, fabrics, "state"))
+    gone(root, "sys/class/nvme/nvme2")
+    gone(root, "sys/devices/pci0000:00/0000:03:00.0")
+    controller(root, 2, "0000:0a:00.0", state="resetting")
+    assert states.read() == {"nvme0": b"live\n", "nvme1": b"live\n", "nvme2": b"resetting\n", "nvme5": None}
+    assert nvme_subsystem.ControllerStates(Roots(sysfs=f"{tmp_path}/nothing")).read() == {}
+
+
+def test_a_local_drive_kept_reads_nothing_and_follows_the_states_pass(tmp_path, monkeypatch):
+    """Given the states' last pass, a scrape reads no local drive's state: a controller that
+    went resetting shows once a pass read it (then read again, now, with the subsystem), and
+    a controller the pass has not seen yet keeps the record read when it appeared."""
+    root = str(tmp_path)
+    local_host(root)
+    roots = Roots(sysfs=f"{root}/sys")
+    reader, states = NvmeSubsystemReader(roots), nvme_subsystem.ControllerStates(roots)
+    first = reader.read(None, states.read())  # a fresh reader: every subsystem read whole, states included
+    assert first == NvmeSubsystemReader(roots).read()
+    opened = []
+    real = nvme_subsystem.read_many
+    monkeypatch.setattr(nvme_subsystem, "read_many", lambda paths, *a: opened.extend(paths) or real(paths, *a))
+    passed = states.read()
+    opened.clear()
+    write(root, "sys/devices/pci0000:00/0000:02:00.0/nvme/nvme1/state", "resetting")
+    assert reader.read(None, passed) == first and opened == []  # nothing read: the pass said live
+    passed = states.read()
+    subsystems, problems = reader.read(None, passed)
+    assert [s.paths[0].state for s in subsystems] == ["live", "resetting", "live"] and problems == []
+    assert (subsystems, problems) == NvmeSubsystemReader(roots).read()
+    assert reader.read(None, passed) == (subsystems, problems)  # kept again, as resetting
+    # A drive that appeared after the pass: read whole when it appears, then kept.
+    device = controller(root, 3, "0000:04:00.0")
+    link(root, device, f"{subsystem(root, 3)}/nvme3")
+    assert "nvme3" not in passed
+    write(root, f"{device}/state", "dead")
+    grown = reader.read(None, passed)
+    assert grown == NvmeSubsystemReader(roots).read() and grown[0][3].paths[0].state == "dead"
+    write(root, f"{device}/state", "live")
+    assert reader.read(None, passed)[0][3].paths[0].state == "dead"  # until a pass sees it
+    assert reader.read(None, states.read())[0][3].paths[0].state == "live"
+    # Without a pass (None), every kept local drive's state is read each call.
+    write(root, "sys/devices/pci0000:00/0000:01:00.0/nvme/nvme0/state", "dead")
+    assert reader.read()[0][0].paths[0].state == "dead"

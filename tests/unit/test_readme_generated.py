@@ -84,6 +84,7 @@ SLOW_WORK = {
     "sas-drive-phys": "SAS drives' own PHYs", "dmsetup": "`dmsetup status`", "raid": "RAID controllers' tools",
     "zpool": "`zpool`", "gpu-link-samples": "GPU link sampler", "link-change-samples": "link change sampler",
     "pcie-target-speeds": "Target Link Speed reads", "probe": "fio probes",
+    "nvme-controller-states": "local NVMe drives' controller states",
 }
 
 

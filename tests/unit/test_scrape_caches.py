@@ -84,6 +84,11 @@ def _replace_device(b, address):
         os.replace(link + ".new", link)
 
 
+def _controller_state(b, controller, state):
+    with open(os.path.join(os.path.realpath(os.path.join(b.sys, "class", "nvme", controller)), "state"), "w") as out:
+        out.write(state + "\n")
+
+
 def _unbind(b, address):
     os.unlink(os.path.join(b.sys, b.nodes[address].path, "driver"))
 
@@ -106,6 +111,10 @@ CHANGES = [
     ("device replaced, new max speed", lambda b: (_replace_device(b, "0000:06:00.0"),
                                                   b.set_attr("0000:06:00.0", "max_link_speed", "8.0 GT/s PCIe")), True),
     ("NVMe namespace reformatted", lambda b: reformat(b, "nvme0", 4096), True),
+    # A local drive's controller state is read by its own background pass (nvme-controller-states):
+    # served once that pass ran, with the subsystem read again.
+    ("local NVMe controller resetting", lambda b: _controller_state(b, "nvme1", "resetting"), True),
+    ("local NVMe controller live again", lambda b: _controller_state(b, "nvme1", "live"), True),
     ("drive removed", lambda b: _remove_device(b, "0000:07:00.0"), False),
 ]
 
@@ -153,6 +162,26 @@ def test_a_disk_swapped_under_the_same_name_shows_its_new_identity(tmp_path):
         os.replace(link + ".new", link)
         served = exporter.scrape()
         assert 'serial="S45PNA0M5REPLACED"' in served and 'serial="S45PNA0M500000"' not in served
+        assert served == _fresh(str(tmp_path))
+    finally:
+        exporter.close()
+
+
+def test_a_local_controller_found_dead_is_served_after_its_states_pass(tmp_path):
+    """A scrape reads nothing of a local drive's subsystem: its controller's state comes from
+    the nvme-controller-states task. Dead on disk, the drive is served as before until that
+    pass ran; then as a subsystem with its one path down, as a fresh exporter serves it."""
+    b = machines.load("am4-x570-firecuda").build(str(tmp_path), "healthy")
+    exporter = _Exporter(_roots(str(tmp_path)))
+    try:
+        before = exporter.scrape()
+        assert "storpath_nvme_subsystem_paths_live" not in before  # local drives, all live: none exported
+        _controller_state(b, "nvme1", "dead")
+        assert exporter.scrape() == before
+        exporter.scheduler.run_all_once()
+        served = exporter.scrape()
+        lost = [line for line in served.splitlines() if line.startswith("storpath_nvme_subsystem_paths_live{")]
+        assert lost == ['storpath_nvme_subsystem_paths_live{subsystem="nvme-subsys1"} 0.0']
         assert served == _fresh(str(tmp_path))
     finally:
         exporter.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from storpath.analysis.paths import crosses_numa, multipathed, optimized_paths, subsystem_count
+from storpath.base.config import Duration
 from storpath.collectors import Collector, register
 from storpath.scrape.families import GAUGE, Family, Rows
 from storpath.readers.nvme_subsystem import ANA_STATES, PATH_STATES
@@ -82,6 +83,12 @@ class NvmeSubsystemCollector(Collector):
 
     families = FAMILIES
     reads = ("nvme_subsystems",)
+    config_defaults = {
+        # How often every controller's state is read for the local drives (one PCIe controller
+        # each), whose subsystems a scrape then reads nothing of: a local controller found
+        # resetting or dead shows within this (storpath.scrape.slow.NvmeControllerStates).
+        "state_interval": Duration(15),
+    }
 
     def values(self, snapshot) -> Optional[Rows]:
         # A local single-port drive is a subsystem of one live PCIe controller: the nvme

@@ -31,7 +31,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from storpath.base.parse import attribute_text, natural_key, parse_identity, parse_numa_node
 from storpath.base.problems import INFO, Problem
@@ -145,12 +145,34 @@ def _unreadable(device: str, attribute: str, why: str) -> Problem:
 
 # ---- reading -----------------------------------------------------------------
 
+_NOT_SEEN = object()  # a controller the states' pass did not list (it came after): its record kept stands
+
+
+class ControllerStates:
+    """Every NVMe controller's `state`, in one pass over /sys/class/nvme: what `storpath serve`
+    reads on its own schedule (storpath.scrape.slow.NvmeControllerStates) so that a scrape
+    reads nothing of a local drive's subsystem. Where each state file is (the controller's
+    own folder, no class link to follow each pass) is found once per controller instance."""
+
+    def __init__(self, roots: Roots):
+        self.roots = roots
+        self._where = InstanceCache()
+
+    def read(self) -> Dict[str, Optional[bytes]]:
+        """Controller (nvme0) -> its `state` as read (None: unreadable); no controllers: {}."""
+        base = self.roots.sys("class", "nvme")
+        listed = [entry for entry in list_entries(base) if _CONTROLLER.match(entry[0])]
+        known = self._where.refresh(base, listed, lambda name, path: os.path.realpath(path) + "/state")
+        return dict(zip((name for name, _, _ in known), read_many([where for _, _, where in known])))
+
+
 class NvmeSubsystemReader:
     """Reads /sys/class/nvme-subsystem on each call. What cannot change while a subsystem or
     controller exists (NQN, model, serial; transport, address, NUMA node) is read once per
     instance (readers.instances.InstanceCache); states, the I/O policy and ANA states every call.
     A subsystem's listing is kept while the controllers and NVMe disks are unchanged (`read`),
-    and a local drive's record while its one controller's state reads the same."""
+    and a local drive's record while its one controller's state reads the same: read by this
+    reader each call, or, given `ControllerStates`' latest pass, as that pass read it."""
 
     def __init__(self, roots: Roots):
         self.roots = roots
@@ -165,10 +187,15 @@ class NvmeSubsystemReader:
         self._members: Optional[tuple] = None  # (/sys/class/nvme, NVMe disks of /sys/class/block) then
         self._unsure = False  # this read met a controller going away: list again next time
 
-    def read(self, block_listing: Optional[List[Tuple[str, int]]] = None
+    def read(self, block_listing: Optional[List[Tuple[str, int]]] = None,
+             local_states: Optional[Mapping[str, Optional[bytes]]] = None
              ) -> Tuple[List[NvmeSubsystem], List[Problem]]:
         """Every subsystem. `block_listing`: /sys/class/block's (name, inode) listed this
-        scrape (else it is listed here).
+        scrape (else it is listed here). `local_states`: the controllers' states as the last
+        pass of `ControllerStates` read them (storpath serve reads them on their own schedule):
+        a local drive kept is compared with its controller's state there, and served as kept
+        when that pass did not see its controller; None: each local drive kept has its
+        controller's state read here, now.
 
         A subsystem's folder gains or loses a controller link only with a controller of
         /sys/class/nvme (drivers/nvme/host/core.c: nvme_init_subsystem links a controller
@@ -195,9 +222,13 @@ class NvmeSubsystemReader:
         inodes.update(listed)
         # The local drives kept (one PCIe controller each: most subsystems of a host): their
         # controllers' states read in one pass, each compared with the state its record holds.
-        local = {name: kept[3][0] for name, kept in self._listed.items()
+        local = {name: kept[3] for name, kept in self._listed.items()
                  if kept[3] is not None and kept[0] == inodes.get(name)}
-        states = dict(zip(local, read_many(list(local.values()))))
+        if local_states is None:
+            states = dict(zip(local, read_many([where for where, _ in local.values()])))
+        else:
+            states = {name: local_states.get(record.paths[0].controller, _NOT_SEEN)
+                      for name, (_, record) in local.items()}
         subsystems = [self._subsystem(folder, name, statics, problems, inodes[name], states.get(name))
                       for name, folder, statics in self._subsystems.refresh(base, listed, derive)]
         for gone in set(self._controllers) - {s.name for s in subsystems}:
@@ -217,15 +248,16 @@ class NvmeSubsystemReader:
         return controllers, tuple(e for e in block_listing if e[0].startswith("nvme"))
 
     def _subsystem(self, folder: str, name: str, statics: Dict[str, Optional[str]],
-                   problems: List[Problem], inode: int, state_now: Optional[bytes] = None) -> NvmeSubsystem:
+                   problems: List[Problem], inode: int, state_now: object = None) -> NvmeSubsystem:
         """The subsystem's record. `state_now`: for a local drive kept, its controller's state
-        as read this pass (None: not read, or unreadable: then read again here, with why)."""
+        as read this pass (None: not read, or unreadable: then read again here, with why;
+        _NOT_SEEN: the states' pass has not seen its controller yet, the record kept stands)."""
         kept = self._listed.get(name)
         if kept is not None and kept[0] == inode:
             controllers, heads, local = kept[1], kept[2], kept[3]
             if local is not None and state_now is not None:
                 # The same folder, the same one controller instance: only its state can differ.
-                if attribute_text(state_now) == local[1].paths[0].raw_state:
+                if state_now is _NOT_SEEN or attribute_text(state_now) == local[1].paths[0].raw_state:
                     return local[1]
         else:
             controllers, heads = self._list(folder)

@@ -41,6 +41,7 @@ from storpath.readers.dm_multipath import DmsetupStatus, find_dmsetup, multipath
 from storpath.readers.nvme import NvmeController, NvmeNamespace, identify_namespace
 from storpath.readers.link_events import TracePipe, instance_dir, unavailable
 from storpath.readers.link_samples import shared_reads
+from storpath.readers.nvme_subsystem import ControllerStates
 from storpath.readers.nvme_health import HealthResult, TemperatureThresholds, read_health
 from storpath.base import privhelper
 from storpath.readers import pci_targets
@@ -215,6 +216,31 @@ class NvmeIdentify(SlowRead):
 
     def changed(self, namespaces: List[NvmeNamespace]) -> Hashable:
         return tuple((ns.device, ns.fingerprint) for ns in namespaces or ())
+
+
+class NvmeControllerStates(SlowRead):
+    """Every NVMe controller's `state` (readers.nvme_subsystem.ControllerStates). A local
+    drive's subsystem (one PCIe controller) is kept between scrapes while that state reads
+    the same; in serve its state is read here, on `collectors.nvme_subsystem.state_interval`,
+    so that a scrape reads nothing of it (on a host of 1024 drives, 1024 files a scrape). A
+    local controller found resetting or dead is then served by the next scrape after this
+    pass (a subsystem with its path down: StoragePathLost), within the interval. Subsystems of
+    more than one path or of fabrics controllers have every state read each scrape."""
+
+    name, collector, task = "nvme_controller_states", "nvme_subsystem", "nvme-controller-states"
+    min_interval = 10.0
+    interval_key = "state_interval"
+    jitter_cap = 1.0
+
+    def __init__(self, roots: Roots, settings: Settings, full_config: Optional[Settings] = None):
+        super().__init__(roots, settings)
+        self.reader = ControllerStates(roots)
+
+    def read(self, previous: Any) -> Read:
+        return self.reader.read(), ()
+
+    def failed(self, reason: str, previous: Any, when: Optional[float]) -> None:
+        return None  # the scrape reads the local drives' states itself, as before the first pass
 
 
 class NvmeSmart(SlowRead):
@@ -616,7 +642,7 @@ class Probes(SlowRead):
 
 
 # Every slow source, in the order a snapshot reads them.
-SLOW: Tuple[Type[SlowRead], ...] = (SasErrors, SasDrivePhys, NvmeIdentify, NvmeSmart, Dmsetup, Raid, Zpool, GpuLinks,
+SLOW: Tuple[Type[SlowRead], ...] = (SasErrors, SasDrivePhys, NvmeIdentify, NvmeControllerStates, NvmeSmart, Dmsetup, Raid, Zpool, GpuLinks,
                                     LinkChanges, PcieTargets, Probes)
 # The collectors whose slow sources a one-shot command reads now.
 COLLECTORS = tuple(dict.fromkeys(cls.collector for cls in SLOW if cls.read_now))

@@ -110,6 +110,7 @@ class Snapshot:
     # The slow sources (storpath.scrape.slow): in serve the latest pass of their background tasks,
     # in a one-shot command one pass read now.
     nvme_identify: Optional[Dict[str, Identified]] = None  # namespace -> what Identify said
+    nvme_controller_states: Optional[Dict[str, Optional[bytes]]] = None  # controller -> its state as read
     nvme_smart: Optional[Dict[str, HealthResult]] = None  # controller -> its SMART log
     sas_errors: Optional[Tuple[Dict[str, SasPhyErrors], Optional[float]]] = None  # (PHY -> counters, when read)
     sas_drive_phys: Optional[Dict[str, DrivePhysResult]] = None  # end device -> its SAS drive's PHYs
@@ -201,7 +202,10 @@ def sysfs_sources(roots: Roots) -> Dict[str, Source]:
         Source("alignment", no_problems(alignment.read), needs=("block_listing",)),
         Source("inventory", no_problems(inventory.read), needs=("pci", "blocks", "block_listing")),
         Source("md", partial(read_md_arrays, roots)),
-        Source("nvme_subsystems", NvmeSubsystemReader(roots).read, needs=("block_listing",)),
+        # storpath serve reads the controllers' states on their own schedule (storpath.scrape.slow);
+        # elsewhere the reader reads them itself.
+        Source("nvme_controller_states", no_problems(lambda: None)),
+        Source("nvme_subsystems", NvmeSubsystemReader(roots).read, needs=("block_listing", "nvme_controller_states")),
         Source("multipath_maps", MultipathReader(roots).read),
         Source("scsi_disks", ScsiPathReader(roots).read),
         Source("numa", partial(read_numa, roots), needs=("pci",)),
