@@ -250,6 +250,49 @@ def test_gzip_answers_are_the_plain_answers_gzipped_once_per_flight():
         assert done.returncode == 0 and done.stdout == plain, done.stderr
 
 
+def test_gzip_keeps_the_blocks_of_unchanged_families_between_flights(monkeypatch):
+    """Scrape after scrape, only the pieces not in the last answer are deflated again (a
+    family whose series changed, a piece made anew each time); the rest of the gzip is the
+    last answer's blocks. GNU gzip and Python's decoder read every answer as exactly its
+    plain text, whichever pieces changed, and one format's answers do not evict the other's."""
+    import gzip
+    import subprocess
+    import zlib
+
+    from storpath.http import scrape as http_scrape
+    from storpath.scrape.exposition import FamilyTexts
+    from storpath.scrape.families import GAUGE, Family, Rows
+
+    families = [Family(f"storpath_t{i}", GAUGE, f"T{i}.", ("device",)) for i in range(4)]
+    texts = FamilyTexts(families)
+    moving = [0]
+
+    def collect(timeout):
+        rows = Rows()
+        for i, family in enumerate(families):
+            for n in range(200):
+                rows.add(family, (f"nvme{n}",), moving[0] if i == 2 else n)
+        return texts.families(rows)
+
+    deflated = []
+    real = zlib.compressobj
+    scraper = Scraper(collect)
+    monkeypatch.setattr(http_scrape.zlib, "compressobj", lambda *a: deflated.append(a) or real(*a))
+    for step in range(4):
+        moving[0] = step // 2  # the third family changes every other scrape
+        flight = scraper.scrape(5.0)
+        deflated.clear()
+        for openmetrics in (False, True):
+            plain = b"".join(flight.chunks(openmetrics, False))
+            body = b"".join(flight.chunks(openmetrics, True))
+            assert gzip.decompress(body) == plain
+            done = subprocess.run(["gzip", "-dc"], input=body, capture_output=True, timeout=30)
+            assert done.returncode == 0 and done.stdout == plain, done.stderr
+        pieces = 2 * len(exposition.pieces(flight.families)) + 1  # both formats, OpenMetrics' "# EOF"
+        # First: every piece. Then: the third family's body in both formats when it changed, else none.
+        assert len(deflated) == {0: pieces, 1: 0, 2: 2, 3: 0}[step], (step, len(deflated))
+
+
 def test_unknown_user_takes_as_long_as_a_wrong_password():
     """The dummy hash unknown users are checked against has the configured cost (here 12, where
     a cost-10 dummy answered in a quarter of the time): no user enumeration by timing."""

@@ -9,6 +9,7 @@ written at most once per format and gzipped at most once, whoever asks first.
 from __future__ import annotations
 
 import queue
+import struct
 import threading
 import time
 import zlib
@@ -20,6 +21,47 @@ from storpath.scrape import exposition
 # 6.5 ms of CPU for 161 KB, level 6 27 ms for 139 KB.
 GZIP_LEVEL = 1
 
+# RFC 1952: the member header (deflate, no flags, no time, no extra flags, OS unknown) and,
+# after the pieces' deflate blocks, an empty final block of fixed codes (RFC 1951 3.2.6: BFINAL
+# 1, BTYPE 01, the end-of-block code 0000000), which the trailer's CRC-32 and size follow.
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+_FINAL_BLOCK = b"\x03\x00"
+
+
+class Deflated:
+    """The gzip of an answer, made of each piece's deflate blocks, kept while the piece is served.
+
+    An answer is the families' pieces (storpath.scrape.exposition.pieces), and a family whose
+    series did not change is served from the very bytes object it was last time (its headers
+    always are). Each piece is deflated on its own (a fresh compressor flushed to a byte
+    boundary, Z_SYNC_FLUSH, never final), so the blocks of the pieces kept from the last answer
+    are used again as they are; one gzip member holds them all, and only its CRC-32 is computed
+    over the whole text each time. A piece of bytes the last answer did not hold is deflated;
+    what the last answer held and this one does not is let go."""
+
+    def __init__(self) -> None:
+        self._kept: Dict[int, Tuple[bytes, bytes]] = {}  # id(piece) -> (piece, its deflate blocks)
+        self._lock = threading.Lock()
+
+    def gzip(self, pieces: List[bytes]) -> bytes:
+        with self._lock:
+            kept: Dict[int, Tuple[bytes, bytes]] = {}
+            last = self._kept
+            out = [_GZIP_HEADER]
+            crc = size = 0
+            for piece in pieces:
+                entry = last.get(id(piece))
+                if entry is None or entry[0] is not piece:
+                    packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
+                    entry = (piece, packer.compress(piece) + packer.flush(zlib.Z_SYNC_FLUSH))
+                kept[id(piece)] = entry
+                out.append(entry[1])
+                crc = zlib.crc32(piece, crc)
+                size += len(piece)
+            self._kept = kept
+            out.append(_FINAL_BLOCK + struct.pack("<II", crc, size & 0xFFFFFFFF))
+            return b"".join(out)
+
 # How old the last complete answer may be when a client's deadline ends before the scrape in
 # progress: Prometheus' default lookback (query.lookback-delta). Older samples would read as
 # stale anyway, so such a client gets 503 instead.
@@ -27,7 +69,9 @@ STALE_AFTER = 300.0
 
 
 class Flight:
-    def __init__(self) -> None:
+    def __init__(self, deflated: Optional[Dict[bool, Deflated]] = None) -> None:
+        # Per format (OpenMetrics or not): the gzip's kept blocks, shared with the flights before.
+        self.deflated = deflated if deflated is not None else {False: Deflated(), True: Deflated()}
         self.done = threading.Event()
         self.families: List = []
         self.error: Optional[BaseException] = None
@@ -46,10 +90,7 @@ class Flight:
                 return plain
             body = self._bodies.get((openmetrics, True))
             if body is None:
-                # One gzip stream (wbits 31: gzip header and trailer) fed piece by piece.
-                packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
-                body = [packer.compress(piece) for piece in plain]
-                body = self._bodies[(openmetrics, True)] = [b"".join(body) + packer.flush()]
+                body = self._bodies[(openmetrics, True)] = [self.deflated[openmetrics].gzip(plain)]
             return body
 
 
@@ -76,6 +117,7 @@ class Scraper:
         self._flights: "queue.SimpleQueue[Flight]" = queue.SimpleQueue()
         self._thread: Optional[threading.Thread] = None
         self.flights = 0  # scrapes computed (for tests and the load benchmark)
+        self._deflated = {False: Deflated(), True: Deflated()}  # each format's gzip: unchanged pieces' blocks kept
 
     def busy(self) -> bool:
         with self._lock:
@@ -88,7 +130,7 @@ class Scraper:
         with self._lock:
             flight = self._current
             if flight is None:
-                flight = self._current = Flight()
+                flight = self._current = Flight(self._deflated)
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._loop, name="scrape", daemon=True)
                     self._thread.start()
