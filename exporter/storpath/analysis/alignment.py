@@ -11,15 +11,15 @@ indirection unit or preferred write granularity), full-stripe writes become part
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Optional
 
+from storpath.base.records import datarecord
 from storpath.readers.alignment import Limits
 
 PHYSICAL_BLOCK, OPTIMAL_IO = "physical_block", "optimal_io"
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Verdict:
     boundary: str  # physical_block | optimal_io
     boundary_bytes: int

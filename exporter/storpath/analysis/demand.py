@@ -20,9 +20,9 @@ Pure functions over the PCI records, the links and the network ports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping
 
+from storpath.base.records import datarecord
 from storpath.analysis.pcie import PcieLink
 from storpath.readers.net import NetPort
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
@@ -31,7 +31,7 @@ NETWORK_PORTS = "network_ports"  # a NIC: its ports' line rates added up
 SWITCH_LINKS = "switch_links"  # a switch's upstream port: the links below its downstream ports added up
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Demand:
     bytes_per_second: float  # what the device can use per direction, at most its own link's capability
     source: str  # NETWORK_PORTS | SWITCH_LINKS

@@ -21,8 +21,9 @@ these words; collectors export them as the `basis` and `reason` labels of the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
+
+from storpath.base.records import datarecord
 
 # What a verdict rests on.
 BOTH_ENDS = "both_ends"
@@ -40,7 +41,7 @@ NO_PARTNER = "no_partner"  # nothing at the other end (an empty slot, an integra
 RATE_IS_EXPANDER_LINK = "rate_is_expander_link"  # a RAID tool's rate is the expander's link, not the drive's
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class LinkExpectation:
     """What one link should run at, in the unit of its rate (PCIe: transfers per second;
     SAS, SATA: bits per second)."""

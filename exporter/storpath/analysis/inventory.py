@@ -4,9 +4,9 @@ not bifurcated). Pure functions over records."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.log import describe
 from storpath.readers.inventory import KINDS, storage_kind
 from storpath.readers.pci import PciDevice
@@ -38,7 +38,7 @@ def shortfalls(expected: Mapping[str, int], present: Mapping[str, int]) -> Dict[
     return {k: (present.get(k, 0), n) for k, n in expected.items() if present.get(k, 0) < n}
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class WidePort:
     port: PciDevice
     device: PciDevice  # the one storage controller below it

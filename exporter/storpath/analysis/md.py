@@ -7,13 +7,13 @@ Pure functions: the collector passes in what the readers found.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterable, Mapping, Optional
 
+from storpath.base.records import datarecord
 from storpath.readers.md import MdArray
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class MemberPlacement:
     numa_nodes: FrozenSet[int]  # nodes of the members whose PCI function reports one
     unplaced: int  # members with no known node (virtual disks, no PCI function, numa_node -1)

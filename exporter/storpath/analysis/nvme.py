@@ -11,10 +11,10 @@ ships at 512 B while its 4 KiB format is rated better.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import sys
 from typing import Iterable, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.readers.nvme import IdentifyNamespace, IdentifyResult, LbaFormat, NvmeNamespace
 
 
@@ -29,7 +29,7 @@ def best_format(formats: Iterable[LbaFormat], in_use: LbaFormat) -> LbaFormat:
     return best
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class FormatVerdict:
     in_use: LbaFormat
     best: LbaFormat
@@ -47,7 +47,7 @@ def judge(identify: IdentifyNamespace) -> Optional[FormatVerdict]:
     return FormatVerdict(in_use=in_use, best=best_format(identify.formats, in_use))
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Identified:
     """What one Identify pass gives a namespace's series, derived once per pass."""
 

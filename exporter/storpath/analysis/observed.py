@@ -5,9 +5,9 @@ from the `pcie_observed` slow source's background task (storpath.scrape.slow, re
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Deque, Dict, Iterable, Mapping, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.readers.link_samples import Sample
 from storpath.readers.pci import PciDevice
 
@@ -27,7 +27,7 @@ def sampled(devices: Iterable[PciDevice]) -> Dict[str, str]:
             if d.static.has_link and d.static.path and follows_load(d.static.class_code)}
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Observed:
     """One function's link over the window: the highest speed and width sampled (each on
     its own: a width fault shows while the speed is at its top), how many samples."""
@@ -128,7 +128,7 @@ class ChangeCounter:
         return dict(self._counts)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class LinkChangeCounts:
     """The `pcie_link_changes` slow source's record: changes per watched function, by which
     source they were counted (`tracepoint`, `sampler`, `none`), and, from the tracepoint, per

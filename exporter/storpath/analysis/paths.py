@@ -26,9 +26,9 @@ The verdicts, and what they compare with (decided here, once, for the collector,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from storpath.base.records import datarecord
 from storpath.readers.dm_multipath import SERVING_STATES, DmsetupStatus, MapPath, MultipathMap, StatusPath
 from storpath.readers.nvme_subsystem import NvmeSubsystem
 from storpath.readers.sas import SasPhy
@@ -38,7 +38,7 @@ from storpath.readers.scsi_paths import ScsiDisk
 SPREADING_POLICIES = frozenset({"round-robin", "queue-depth"})
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class PathCount:
     paths: int
     live: int
@@ -58,7 +58,7 @@ class PathCount:
         return self.paths > 0 and self.failed == self.paths
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class JudgedPath:
     """One path of a dm-multipath map with the verdict on it."""
 
@@ -148,7 +148,7 @@ def map_link_rates(judged: Iterable[JudgedPath], device_rate: Mapping[str, float
     return {device_rate[j.path.device] for j in judged if not j.failed and j.path.device in device_rate}
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class DrivePaths:
     """One SCSI drive (one WWID) and the sd devices through which the host reaches it."""
 

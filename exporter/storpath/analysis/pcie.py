@@ -15,16 +15,17 @@ Two situations are kept apart:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.analysis import platform, virtual
 from storpath.analysis.expectation import BOTH_ENDS, NONE, LinkExpectation
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice, path_to_root
 from storpath.base.units import pcie_link_bytes_per_second
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class PcieLink:
     """What one end's PCIe link should be: depends only on what cannot change while devices
     exist. `speed` is the link's expectation in the one vocabulary of analysis.expectation
@@ -47,7 +48,7 @@ class PcieLink:
     design: Optional[str] = None  # a platform fact wires this link narrower than its ends (analysis.platform)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class LinkAnalysis(PcieLink):
     """A link's expectation (the fields it inherits) together with how it is doing now."""
 

@@ -16,11 +16,12 @@ one that differs from its model's peers is a fault (rules/fleet.yml compares the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
+from storpath.base.records import datarecord
 
-@dataclass(frozen=True)
+
+@datarecord(frozen=True)
 class PlatformFact:
     name: str  # what the label and the reports call the design
     port_ids: FrozenSet[Tuple[str, str]]  # (vendor, device) of the port end, as sysfs spells them ("0x1022")

@@ -21,22 +21,22 @@ Other levels have no expectation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from storpath.base.records import datarecord
 from storpath.analysis.pcie import LinkAnalysis
 from storpath.readers.pci import PciDevice, path_to_root
 from storpath.readers.block import BlockDevice
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class MdShape:
     name: str
     level: str  # as /sys/block/mdX/md/level spells it: raid0, raid1, raid10, raid5, linear ...
     members: Tuple[str, ...]  # member disks (kernel names)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class PathExpectation:
     device: str
     bytes_per_second: Optional[float]

@@ -25,9 +25,9 @@ builds the expectations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from storpath.base.records import datarecord
 from storpath.analysis.expectation import (BOTH_ENDS, DEVICE_ONLY, EMULATED_DEVICE, EMULATED_PORT, ENDS_DISAGREE,
                                            NO_PARTNER, NONE)
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
@@ -53,7 +53,7 @@ BORROWED_IDS = {("0x8086", "0x3420"), ("0x104c", "0x8232"), ("0x104c", "0x8233")
 
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class LinkTrust:
     """What a verdict on one end's link can rest on."""
 

@@ -7,8 +7,9 @@ each one once per exporter run).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Tuple
+
+from storpath.base.records import datarecord
 
 
 # How loud a problem is, as the snapshot step logs it: readers name a level from here, never
@@ -21,7 +22,7 @@ PLACE_FIELDS = frozenset({"source", "address", "attribute", "device", "link", "p
                           "cpu", "tool", "controllers", "end_devices"})
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Problem:
     """An attribute that cannot be parsed, a device that cannot be read... `fields` are
     the log line's key=value pairs. The message and the fields that name the place

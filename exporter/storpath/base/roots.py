@@ -4,11 +4,12 @@ machine can be replayed from a fixture tree (--path.sysfs, --path.procfs, --path
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Optional
 
+from storpath.base.records import datarecord
 
-@dataclass(frozen=True)
+
+@datarecord(frozen=True)
 class Roots:
     sysfs: str = "/sys"
     procfs: str = "/proc"

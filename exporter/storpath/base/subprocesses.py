@@ -19,8 +19,9 @@ import selectors
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
+
+from storpath.base.records import datarecord
 
 # How long a killed process group gets to go before it is given up on.
 GRACE = 1.0
@@ -29,7 +30,7 @@ GRACE = 1.0
 MAX_OUTPUT = 64 << 20
 
 
-@dataclass
+@datarecord
 class Finished:
     """How a command ended. `returncode` None: it ran past its deadline and was killed."""
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
 from typing import Callable, Dict, Type
 
+from storpath.base.records import datarecord
 from storpath.collectors.base import Collector, Context  # noqa: F401  (re-exported)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class CollectorSpec:
     name: str
     cls: Type[Collector]

@@ -14,9 +14,10 @@ part. See CONTRIBUTING.md for a worked example.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import log
 from storpath.base.background import Scheduler
 from storpath.scrape.exposition import FamilyTexts
@@ -26,7 +27,7 @@ from storpath.scrape.slow import SlowRunner
 from storpath.scrape.snapshot import Snapshot, Source
 
 
-@dataclass
+@datarecord
 class Context:
     roots: Roots
     config: Dict[str, Any] = field(default_factory=dict)  # its config section (Collector.settings adds defaults)

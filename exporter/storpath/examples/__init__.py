@@ -16,14 +16,15 @@ import atexit
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from typing import Dict, Tuple
+
+from storpath.base.records import datarecord
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIST = "list"
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Example:
     name: str
     shows: str  # what storpath finds on it, for `--example list`

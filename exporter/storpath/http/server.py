@@ -22,9 +22,10 @@ import resource
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
+from storpath.base.records import datarecord
 from storpath import __version__
 from storpath.scrape import exposition
 from storpath.base import log
@@ -100,7 +101,7 @@ def max_connections(addresses: int = 1) -> int:
     return max(16, (soft - RESERVED_DESCRIPTORS) // addresses)
 
 
-@dataclass
+@datarecord
 class Site:
     """Everything a reload may change, swapped as one object so a request sees one version."""
 

@@ -25,9 +25,10 @@ import os
 import ssl
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Dict, List, Optional
 
+from storpath.base.records import datarecord
 from storpath.base import log
 from storpath.base.config import ConfigError
 
@@ -84,7 +85,7 @@ UNSUPPORTED = {
 }
 
 
-@dataclass
+@datarecord
 class WebConfig:
     path: Optional[str] = None
     ssl_context: Optional[ssl.SSLContext] = None

@@ -24,9 +24,9 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_int
 from storpath.readers.instances import InstanceCache
 from storpath.base.roots import Roots
@@ -49,7 +49,7 @@ _NVME_PATH_DISK = re.compile(r"^nvme\d+c\d+n\d+$")
 _STACKED = re.compile(r"^(md\d+|md_.+|dm-\d+)$")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Limits:
     """What a device asks of writes, bytes."""
 
@@ -58,7 +58,7 @@ class Limits:
     optimal_io_size: Optional[int]  # None when 0: no preference stated
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Partition:
     device: str  # sda1, nvme0n1p2
     disk: str  # sda, nvme0n1
@@ -68,7 +68,7 @@ class Partition:
     alignment_offset: Optional[int]  # the kernel's verdict on this partition, bytes
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class MdMember:
     array: str  # md0
     member: str  # sda1
@@ -78,7 +78,7 @@ class MdMember:
     limits: Limits
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class BlockAlignment:
     partitions: Tuple[Partition, ...]
     md_members: Tuple[MdMember, ...]

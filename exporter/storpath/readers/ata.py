@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_sata_rate
 from storpath.base.problems import DEBUG, Problem
 from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_id_text
@@ -54,7 +54,7 @@ _HOST = re.compile(r"^host\d+$")
 _TARGET = re.compile(r"^target\d+:(\d+):\d+$")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class AtaLink:
     name: str  # link1, link2.3 (behind a port multiplier)
     port: Optional[str]  # ata1

@@ -22,8 +22,9 @@ Words (ACS-3, 7.12.7):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
+
+from storpath.base.records import datarecord
 
 IDENTIFY_WORDS = 256
 VPD_PG89_IDENTIFY_OFFSET = 60
@@ -33,7 +34,7 @@ VPD_PG89_PAGE_CODE = 0x89
 GENERATION_RATES = {1: 1.5e9, 2: 3.0e9, 3: 6.0e9}
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class SataCapability:
     """What a SATA drive says of its link in IDENTIFY words 76 and 77."""
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_int
 from storpath.readers.instances import InstanceCache
 from storpath.readers.pci import PCI_ADDRESS
@@ -40,7 +40,7 @@ _NVME_PATH_DISK = re.compile(r"^nvme\d+c\d+n\d+$")
 _SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class BlockDevice:
     name: str  # kernel name: nvme0n1, sda, md0
     real_path: str

@@ -40,10 +40,11 @@ from __future__ import annotations
 import os
 import shutil
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from typing import Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import atomicfile
 from storpath.base.parse import natural_key, parse_int
 from storpath.base.problems import Problem
@@ -69,7 +70,7 @@ _DM_NAME = re.compile(r"^dm-\d+$", re.ASCII)
 _DEVNO = re.compile(r"^\d+:\d+$", re.ASCII)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class MapPath:
     """One path of a map: a slave block device."""
 
@@ -78,7 +79,7 @@ class MapPath:
     state: Optional[str]  # device/state; None when there is none or it cannot be read
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class MultipathMap:
     device: str  # dm-5: the kernel's block device name (joins node_disk_*)
     name: Optional[str]  # mpatha
@@ -88,7 +89,7 @@ class MultipathMap:
     paths: Tuple[MapPath, ...]
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class StatusPath:
     devno: str  # "8:128"
     active: bool  # A (True) or F (False)
@@ -97,7 +98,7 @@ class StatusPath:
     group_state: str  # A (in use), E (enabled), D (disabled)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class DmsetupStatus:
     """The latest `dmsetup status --target multipath`: map name -> its paths, or why not."""
 

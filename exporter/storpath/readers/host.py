@@ -14,9 +14,9 @@ None of it changes while the machine runs: it is read once, at start.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_identity
 from storpath.base.roots import Roots
 from storpath.base.sysfs import read_attr, read_bytes
@@ -69,7 +69,7 @@ CAPTURE_PROCFS = ("cpuinfo",)
 _FLAGS = re.compile(r"^flags\s*:(.*)$", re.M)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class HostIdentity:
     dmi: Dict[str, str]  # DMI_FIELDS that could be read ("" when absent)
     hypervisor: str  # systemd-detect-virt's name (kvm, qemu, vmware, microsoft, xen, amazon...), "" on bare metal

@@ -25,9 +25,9 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_identity
 from storpath.readers.block import BlockDevice
 from storpath.readers.pci import PciDevice
@@ -52,13 +52,13 @@ _ATA_PORT = re.compile(r"^ata\d+$")
 _SLOT_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}$")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Identity:
     model: str  # "" when unreadable
     serial: str
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class InventoryDevice:
     kind: str  # one of KINDS
     name: str  # nvme0, nvme0n1, sda; the PCI address for an HBA

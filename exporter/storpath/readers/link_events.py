@@ -28,8 +28,9 @@ from __future__ import annotations
 import errno
 import os
 import re
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
+
+from storpath.base.records import datarecord
 
 # enum pcie_link_change_reason (drivers/pci/pci.h): the `cause` label. A fixed set, so the
 # label's values are bounded; a number the kernel adds later is "other".
@@ -48,7 +49,7 @@ _LINE = re.compile(r"pcie_link_event: (?P<port>[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0
                    r"max_bus_speed:\d+, width:(?P<width>\d+), flit_mode:\d+, status:\S*\s*$")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class LinkEvent:
     port: str  # the port above the link (its PCI address)
     cause: str  # a name of REASONS, or "other"

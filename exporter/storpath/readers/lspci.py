@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
+from storpath.base.records import datarecord
 from storpath.base import sysfs
 from storpath.base.parse import PCIE_SPEEDS
 from storpath.base.problems import INFO, WARNING, Problem
@@ -103,7 +104,7 @@ ALWAYS_MISSING = (
 )
 
 
-@dataclass
+@datarecord
 class _Function:
     """One function's block as it is read, before it becomes a PciDevice."""
 
@@ -128,7 +129,7 @@ class _Function:
     unnamed: List[str] = field(default_factory=list)  # link registers whose speed lspci printed as unknown
 
 
-@dataclass
+@datarecord
 class LspciDump:
     """What one lspci text held: the devices (with their port types) and what the dump
     cannot show."""
@@ -412,7 +413,7 @@ def _lines(fd: int) -> Iterator[str]:
             yield line.decode("utf-8", "replace").rstrip("\r\n")
 
 
-@dataclass
+@datarecord
 class DumpFiles:
     """Where a support archive (or one file) keeps the lspci text, and /proc/cpuinfo's text
     where the archive kept it (whether the machine is a VM). The lspci text is streamed
@@ -482,7 +483,7 @@ def find_dump(path: str) -> DumpFiles:
                             f"lspci -vv section of {SUPPORTCONFIG_HARDWARE}")
 
 
-@dataclass
+@datarecord
 class DumpRecord:
     """An lspci dump read: the devices, the machine as far as the dump says, where it came from."""
 

@@ -53,9 +53,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Dict, List, Optional, Set, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import natural_key, parse_int
 from storpath.base.problems import Problem
 from storpath.base.roots import Roots
@@ -93,7 +94,7 @@ _PROGRESS = re.compile(r"\b(?P<action>resync|recovery|check|repair|reshape)\s*=\
 _PENDING = re.compile(r"\b(?P<action>resync|recovery|check|repair|reshape)\s*=\s*(?P<what>DELAYED|PENDING)\b")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class MdMember:
     """One member (rdev) of an array."""
 
@@ -104,7 +105,7 @@ class MdMember:
     slot_known: bool = True  # False when there is no slot file (only /proc/mdstat described the member)
 
 
-@dataclass
+@datarecord
 class MdArray:
     name: str  # md0, md127
     array_state: Optional[str] = None
@@ -128,14 +129,14 @@ class MdArray:
         return self.level == "container"
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class MdstatMember:
     name: str
     descriptor: int
     flags: Tuple[str, ...]
 
 
-@dataclass
+@datarecord
 class MdstatArray:
     name: str
     active: bool

@@ -13,9 +13,9 @@ What a NIC can use of its PCIe link is the sum of its ports' line rates (analysi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_int
 from storpath.base.problems import Problem
 from storpath.readers.pci import PCI_ADDRESS
@@ -28,7 +28,7 @@ CAPTURE_SYSFS = ("class/net/*", "class/net/*/{device,speed}")
 MBIT = 1e6
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class NetPort:
     name: str  # eno1, enp4s0f0
     pci_address: str  # the PCI function the port belongs to

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_int, parse_numa_node  # noqa: F401 (parse_numa_node re-exported)
 from storpath.base.problems import Problem
 from storpath.base.roots import Roots
@@ -39,14 +39,14 @@ _NODE = re.compile(r"^node(\d+)$")
 _CPU = re.compile(r"^cpu(\d+)$")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class NumaNode:
     node: int
     cpulist: str  # the kernel's text, "0-23,48-71"; "" for a memory-only node
     cpus: Tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class PciNuma:
     address: str
     class_code: Optional[int]  # 24-bit PCI class code
@@ -164,7 +164,7 @@ def pci_numa(devices, nodes: Optional[int] = None, problems: Optional[List[Probl
             for d in devices]
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class NumaTopology:
     """The NUMA nodes with their CPUs, each online CPU's socket, the node bound, and the
     node of every PCI function (given the PCI reader's records)."""

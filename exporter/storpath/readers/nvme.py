@@ -47,9 +47,9 @@ import shutil
 import stat
 import threading
 import time
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import atomicfile, boundedjson, privhelper
 from storpath.base.subprocesses import run_command
 from storpath.base.parse import attribute_text, parse_identity, parse_int
@@ -79,7 +79,7 @@ _PATH_DISK_CONTROLLER = re.compile(r"^nvme\d+c(\d+)n\d+$")
 
 # ---- records -----------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class NvmeController:
     name: str  # nvme0
     address: Optional[str]  # PCI address for the pcie transport, None for fabrics
@@ -89,7 +89,7 @@ class NvmeController:
     transport: Optional[str]  # pcie, tcp, rdma, fc, loop
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class NvmeNamespace:
     device: str  # block device: nvme0n1
     controller: Optional[str]  # the controller to send Identify to (first path with multipath)
@@ -107,7 +107,7 @@ class NvmeNamespace:
         return (self.controller, self.nsid, self.size_bytes, self.logical_block_size, self.instance)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class LbaFormat:
     index: int
     data_size: int  # bytes
@@ -119,7 +119,7 @@ class LbaFormat:
         return RELATIVE_PERFORMANCE[self.relative_performance]
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class IdentifyNamespace:
     formats: Tuple[LbaFormat, ...]  # the available formats (LBADS >= 9), by index
     in_use_index: int
@@ -133,7 +133,7 @@ class IdentifyNamespace:
         return None
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class IdentifyResult:
     identify: Optional[IdentifyNamespace]
     source: Optional[str]  # captured, ioctl, nvme-cli

@@ -49,9 +49,9 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import atomicfile, privhelper
 from storpath.readers.nvme import (CAPTURED_DIR, NO_DEVICES_REASON, OPCODE_IDENTIFY, IdentifyError, admin_command,
                                    identify_nvme_cli, json_object, read_controllers)
@@ -89,7 +89,7 @@ class SmartLogError(IdentifyError):
 
 # ---- records ---------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class HwmonSensor:
     controller: str  # nvme0
     sensor: str  # composite, sensor_1 ... (the label, lower case), else temp3
@@ -100,7 +100,7 @@ class HwmonSensor:
     alarm: Optional[int]
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class SmartLog:
     critical_warning: int
     composite_kelvin: Optional[int]  # None when the drive reports 0
@@ -118,7 +118,7 @@ class SmartLog:
         return [(name, (self.critical_warning >> bit) & 1) for bit, name in enumerate(CRITICAL_WARNING_BITS)]
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class TemperatureThresholds:
     """WCTEMP / CCTEMP from Identify Controller, kelvin; None when the drive reports 0."""
 
@@ -126,7 +126,7 @@ class TemperatureThresholds:
     critical_kelvin: Optional[int]
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class HealthResult:
     smart: Optional[SmartLog]
     thresholds: Optional[TemperatureThresholds]
@@ -239,7 +239,7 @@ def sensor_name(label: Optional[str], index: int) -> str:
 
 # ---- hwmon -------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class _HwmonSensorFiles:
     """What is fixed for one sensor while its controller exists: its name, the files it
     has that change (input, max, min, alarm) and its critical threshold (CCTEMP, which the

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import attribute_text, natural_key, parse_identity, parse_numa_node
 from storpath.base.problems import INFO, Problem
 from storpath.base.roots import Roots
@@ -63,7 +64,7 @@ _PATH_DISK = re.compile(r"^nvme(?P<subsys>\d+)c(?P<ctrl>\d+)n(?P<ns>\d+)$", re.A
 _WORD_NUMBER = re.compile(r"^(\D+)(\d+)$")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class NamespacePath:
     """One namespace reached through one controller: the hidden path disk nvmeXcYnZ."""
 
@@ -72,7 +73,7 @@ class NamespacePath:
     ana_state: Optional[str]  # None when the controller does not report ANA
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class SubsystemPath:
     """One controller of a subsystem: one path to its namespaces."""
 
@@ -89,7 +90,7 @@ class SubsystemPath:
         return self.state == "live"
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class NvmeSubsystem:
     name: str  # nvme-subsys0
     nqn: Optional[str]

@@ -19,9 +19,10 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_int, parse_numa_node
 from storpath.base.parse import parse_pcie_speed, parse_pcie_speed_raw, parse_pcie_width, parse_pcie_width_raw
 from storpath.base.problems import Problem
@@ -58,7 +59,7 @@ AER_FILES = (("correctable", "aer_dev_correctable"), ("nonfatal", "aer_dev_nonfa
 
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class PciStatic:
     """What stays true for as long as this device instance exists."""
 
@@ -81,7 +82,7 @@ class PciStatic:
     complete: bool = True
 
 
-@dataclass(slots=True)
+@datarecord(slots=True)
 class PciDevice:
     static: PciStatic
     driver: Optional[str]
@@ -375,7 +376,7 @@ class PciReader:
         return device
 
 
-@dataclass
+@datarecord
 class _Awake:
     """A device instance's link as last read while awake; `read_at` is set when it is found
     asleep: the time of the read before (the last one that saw it awake)."""

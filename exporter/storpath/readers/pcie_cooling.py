@@ -17,9 +17,9 @@ capped link nothing here is read.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_int
 from storpath.base.roots import Roots
 from storpath.base.sysfs import list_entries, read_attr
@@ -34,7 +34,7 @@ CAPTURE_SYSFS = (
 )
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class LinkCooling:
     port: str  # PCI address of the downstream port
     cur_state: Optional[int]

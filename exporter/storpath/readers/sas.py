@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from functools import partial
 from typing import Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import parse_identity, parse_int, parse_sas_rate
 from storpath.base.problems import DEBUG, INFO, WARNING, Problem
 from storpath.readers.ata_identify import UNREPORTED, SataCapability, capability_of, parse_vpd_pg89
@@ -71,7 +71,7 @@ _REMOTE = re.compile(r"^(end_device|expander)-\d+:\d+(?::\d+)?$")
 VPD_PG89_BYTES = 1024  # the page is 572 bytes
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class SasRemote:
     """The device at the far end of a PHY's port: an end device or an expander."""
 
@@ -85,7 +85,7 @@ class SasRemote:
     sata_capability: SataCapability = UNREPORTED
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class SasPhyErrors:
     """The link error counters of one PHY (None: the driver did not answer)."""
 
@@ -98,7 +98,7 @@ class SasPhyErrors:
 NO_ERRORS_READ = SasPhyErrors(None, None, None, None)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class SasPhy:
     name: str  # phy-0:3, phy-0:1:12 (a PHY of expander 1)
     sas_address: Optional[str]  # the PHY's own address (the HBA's or the expander's)

@@ -45,9 +45,9 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import atomicfile, privhelper
 from storpath.readers.block import scsi_devices_below
 from storpath.readers.sas import parse_sas_address
@@ -75,7 +75,7 @@ CAPTURE_SYSFS = (
 
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class DrivePhy:
     """One PHY of a SAS drive, as its Phy Control And Discover mode page describes it.
     Rates in bit transfers per second; None for a code that is no rate."""
@@ -90,7 +90,7 @@ class DrivePhy:
     programmed_maximum_rate: Optional[float]
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class DrivePhysResult:
     """What one read of a drive's page gave: its PHYs, or why they are unknown."""
 
@@ -153,7 +153,7 @@ def parse_phy_control_discover(data: Optional[bytes]) -> Tuple[Optional[Tuple[Dr
 
 # ---- which drives, and their device nodes ------------------------------------------
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class SasDrive:
     end_device: str  # end_device-0:3
     sas_address: Optional[str]

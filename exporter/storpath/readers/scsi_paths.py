@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.parse import natural_key
 from storpath.base.problems import Problem
 from storpath.base.roots import Roots
@@ -37,7 +37,7 @@ CAPTURE_SYSFS = ("class/block/sd*/device/{wwid,vendor,model,sas_address}",)
 _SD = re.compile(r"^sd[a-z]+$", re.ASCII)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class ScsiDisk:
     name: str  # sdX
     wwid: Optional[str]

@@ -40,9 +40,9 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import atomicfile
 from storpath.base.subprocesses import run_command
 from storpath.base.problems import INFO, WARNING, Problem
@@ -101,7 +101,7 @@ def zfs_present(roots: Roots) -> bool:
 
 # ---- running zpool ---------------------------------------------------------------
 
-@dataclass
+@datarecord
 class CommandResult:
     ok: bool
     stdout: str = ""
@@ -153,7 +153,7 @@ def run_zpool(zpool: str, args: List[str], timeout: float) -> CommandResult:
     return CommandResult(ok=True, stdout=text)
 
 
-@dataclass
+@datarecord
 class ZpoolRun:
     """One run of the zpool commands (or one read of their captured outputs)."""
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import calendar
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import boundedjson
 from storpath.base.parse import parse_int
 
@@ -31,7 +32,7 @@ class ZpoolOutputError(ValueError):
     """zpool printed something this parser does not understand."""
 
 
-@dataclass
+@datarecord
 class Vdev:
     name: str  # as zpool prints it with -L: raidz2-0, mirror-1, nvme0n1, sda
     type: Optional[str]  # root, raidz, mirror, disk, file, draid...; None from the text layout
@@ -44,7 +45,7 @@ class Vdev:
     leaf: bool = False
 
 
-@dataclass
+@datarecord
 class ScanStatus:
     function: str  # one of SCAN_FUNCTIONS
     state: str  # one of SCAN_STATES
@@ -54,7 +55,7 @@ class ScanStatus:
     errors: Optional[int] = None
 
 
-@dataclass
+@datarecord
 class ZfsPool:
     name: str
     state: Optional[str] = None  # lower case, one of POOL_STATES

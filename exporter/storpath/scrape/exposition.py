@@ -25,9 +25,9 @@ format: only the family headers differ, so serving it costs no second rendering.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import safetext
 from storpath.scrape.families import Family, SeriesColumns
 
@@ -72,7 +72,7 @@ def header(sample_name: str, kind: str, documentation: str) -> str:
     return f"# HELP {sample_name} {_escape_help(documentation)}\n# TYPE {sample_name} {kind}\n"
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class SeriesFamily:
     """A family of a collector's table (storpath.scrape.families.Family) and its sample lines, as
     FamilyTexts rendered them. It offers what prometheus_client's registry and writer read

@@ -21,8 +21,10 @@ pcie collector's time with a tuple per series).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import List, Optional, Tuple
+
+from storpath.base.records import datarecord
 
 
 
@@ -54,7 +56,7 @@ class SeriesColumns:
         return len(self.values)
 
 
-@dataclass(frozen=True, eq=False)
+@datarecord(frozen=True, eq=False)
 class Family:
     """One metric family: what `# HELP`/`# TYPE` say, its label names and its unit
     (the base unit its name ends with, for the docs; empty for ratios of things, info

@@ -34,10 +34,11 @@ import queue
 import threading
 import time
 from functools import partial
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional,
                     Sequence, Tuple)
 
+from storpath.base.records import datarecord
 from storpath.base import log, sysfs
 from storpath.analysis.nvme import Identified
 from storpath.analysis.observed import LinkChangeCounts, Observed
@@ -78,7 +79,7 @@ class ProbeResults(NamedTuple):
     expected: Dict[Tuple[str, str], Optional[float]]  # (target, profile) -> expected read bytes/s
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Snapshot:
     """What one scrape read. A source that was not needed, or could not be read, is None
     (`failed` says which and why); an empty list is hardware that is not there."""
@@ -147,7 +148,7 @@ SOURCE_NAMES = tuple(f.name for f in fields(Snapshot)
 Read = Tuple[Any, Sequence[Problem]]  # what a source's read returns: (its record, the problems met)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Source:
     """One thing a snapshot reads. `read` is called with what the sources named in `needs`
     read, in that order, and returns (the record for the snapshot field of the same name,

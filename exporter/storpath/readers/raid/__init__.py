@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.problems import INFO, Problem
 from storpath.readers.raid.merge import (Kept, ToolStatus, deduplicated, fill_addresses, fill_devices,
                                          parse_outputs, parse_storcli, with_last_known)
@@ -49,7 +50,7 @@ REPLAY_WITHOUT_CAPTURE = Problem(
     "controllers would be reported as the replayed one's", level=INFO)
 
 
-@dataclass
+@datarecord
 class RaidRun:
     """One pass of the tools (or one read of their captured outputs)."""
 

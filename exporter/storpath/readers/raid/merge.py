@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
+from storpath.base.records import datarecord
 from storpath.base.problems import WARNING, Problem
 from storpath.readers.raid.records import (BATTERY_STATES, DRIVE_STATES, VOLUME_STATES, RaidController,
                                            RaidInventory)
@@ -50,13 +51,13 @@ MAX_VOLUMES = 2048
 MAX_DRIVES = 8192
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class ToolStatus:
     ok: bool
     reason: Optional[str] = None  # why not: missing, exit status, timeout, unreadable output
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Kept:
     """A tool's inventory from its last successful pass, and when that pass ended."""
 

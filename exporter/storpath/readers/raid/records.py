@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Pattern, Set, Tuple, TypeVar, Union
 
+from storpath.base.records import datarecord
 from storpath.base import boundedjson
 from storpath.base.parse import parse_int
 from storpath.base.problems import Problem
@@ -39,7 +40,7 @@ BATTERY_STATES = ("ok", "learning", "degraded", "failed", "missing")
 TOOLS = ("storcli", "ssacli", "arcconf", "megacli", "smartctl")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class RaidController:
     name: str  # <tool>/<id>: storcli/c0, ssacli/slot5, arcconf/1, megacli/a0
     tool: str
@@ -58,7 +59,7 @@ class RaidController:
     cache_status: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class RaidDrive:
     controller: str  # RaidController.name
     slot: str  # as the tool names it: 252:0, 2E:1:1, 0,3
@@ -80,7 +81,7 @@ class RaidDrive:
     device_id: Optional[int] = None  # storcli DID / MegaCli Device Id: smartctl's megaraid,N
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class RaidVolume:
     controller: str
     id: str  # as the tool names it: 0/0 (DG/VD), 1 (logical drive), 0 (logical device)
@@ -98,7 +99,7 @@ class RaidVolume:
     wwn: Optional[str] = None  # the volume's NAA id / unique identifier (lower case hex)
 
 
-@dataclass
+@datarecord
 class RaidInventory:
     """What one tool's outputs say (or several merged). Problems are what could not be
     understood, one per field or block; an output that is not the tool's at all (not JSON, no

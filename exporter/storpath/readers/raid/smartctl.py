@@ -17,9 +17,9 @@ of the controller (c0, a0, slot5, 1), `<N>` the drive's number for smartctl.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.problems import Problem
 from storpath.readers.raid.records import PLAUSIBLE_RATES, Fields, RaidOutputError, clean, fenced, load_json
 
@@ -29,7 +29,7 @@ _MAX_UNITS = 10_000
 _MAX_BITS_PER_UNIT = 10 ** 9
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class SmartctlDrive:
     serial: Optional[str]
     model: Optional[str]

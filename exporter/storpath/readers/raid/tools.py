@@ -31,9 +31,9 @@ import stat
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from storpath.base.records import datarecord
 from storpath.readers.raid.merge import ToolStatus, fill_addresses, parse_storcli
 from storpath.readers.raid.records import RaidInventory
 from storpath.base import privhelper
@@ -175,7 +175,7 @@ def live_groups() -> List[int]:
         return sorted(_GROUPS)
 
 
-@dataclass
+@datarecord
 class Run:
     ok: bool
     text: str = ""

@@ -8,9 +8,10 @@ import importlib
 import os
 import pkgutil
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath import readers
 from storpath.base.roots import Roots
 from storpath.readers.power import WAKING_ATTRIBUTES, read_sleep
@@ -20,7 +21,7 @@ MAX_FILE_BYTES = 1 << 20
 
 # ---- what the readers read ----------------------------------------------------------
 
-@dataclass
+@datarecord
 class ReaderFiles:
     name: str
     sysfs: Tuple[str, ...] = ()
@@ -63,7 +64,7 @@ def expand_braces(pattern: str) -> List[str]:
 
 # ---- a snapshot of part of a filesystem, symlinks kept ------------------------------
 
-@dataclass
+@datarecord
 class Tree:
     """Paths relative to one root: regular files (content), directories, symlinks."""
 

@@ -31,9 +31,9 @@ length, the same header and page length, so a replay parses the file as before.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable, List, Optional
 
+from storpath.base.records import datarecord
 from storpath.readers.ata_identify import IDENTIFY_WORDS, VPD_PG89_IDENTIFY_OFFSET, VPD_PG89_PAGE_CODE
 from storpath.readers.nvme_health import ID_CTRL_FILE
 from storpath.readers.sas_pcd import CAPTURED_NAME as PCD_FILE
@@ -44,14 +44,14 @@ from storpath.readers.sas_pcd import DESCRIPTOR_BYTES, MODE_SENSE10_HEADER
 TEXT, NUMBER, OPAQUE = "text", "number", "opaque"
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Field:
     start: int
     end: int
     kind: str  # TEXT, NUMBER or OPAQUE
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Layout:
     """Fields of a file's bytes as `decode` gives them; `encode(rewritten, original)`
     turns rewritten bytes back into the file's own form."""

@@ -18,9 +18,10 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath import collectors
 from storpath.base import log
 from storpath.analysis.demand import link_demands
@@ -39,7 +40,7 @@ SEVERITIES = (CRITICAL, WARNING, INFO)  # worst first
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Finding:
     subject: str  # PCI address, block device, SAS phy, md array, zpool: the key findings are grouped by
     severity: str  # critical | warning | info
@@ -274,7 +275,7 @@ class Outcome:
 CheckFunc = Callable[[Facts, Outcome], None]
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Subsystem:
     name: str
     func: CheckFunc
@@ -311,7 +312,7 @@ def load_all() -> Dict[str, Subsystem]:
     return dict(sorted(REGISTRY.items(), key=lambda item: (item[1].order, item[0])))
 
 
-@dataclass
+@datarecord
 class CheckResult:
     findings: List[Finding] = field(default_factory=list)
     checked: List[Tuple[int, str]] = field(default_factory=list)

@@ -30,9 +30,10 @@ where throughput is lost today. A switch's x8 uplink above four x4 drives limits
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from storpath.base.records import datarecord
 from storpath.analysis.expectation import which_end
 from storpath.analysis.links import drive_phys, expander_capabilities, sas_expectation, sata_expectation
 from storpath.readers.pci import DOWNSTREAM_FACING, PciDevice
@@ -56,7 +57,7 @@ MULTIPATH = "multipath"  # an NVMe subsystem or a dm-multipath map: its paths ar
 RAID = "raid"  # a hardware RAID volume or a drive behind the controller (storpath.report.tree.sources.raid_nodes)
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Array:
     """An md array or a ZFS pool: a name, what it is, and the block devices it is made of."""
 
@@ -69,7 +70,7 @@ class Array:
     notes: Tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Link:
     """One hop's numbers, in transfers per second and lanes."""
 
@@ -87,7 +88,7 @@ class Link:
     cap_cause: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Node:
     id: str  # PCI address, block device, md array, pool; members are "<array>/<device>"
     kind: str  # PCI, BLOCK, MD, ZPOOL, MEMBER
@@ -114,7 +115,7 @@ class Node:
             yield from child.walk()
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Topology:
     roots: Tuple[Node, ...]  # PCI trees, then arrays and pools
     elsewhere: Tuple[Finding, ...] = ()  # findings about no node of the tree (NUMA, the host)
@@ -127,7 +128,7 @@ class Topology:
         return None
 
 
-@dataclass
+@datarecord
 class TreeInput:
     """What the tree is built from; storpath.report.tree.sources fills it."""
 

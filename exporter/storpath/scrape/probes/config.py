@@ -28,9 +28,10 @@ lives in the state directory storpath owns, nowhere else.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.config import SECTION_VALIDATORS, ConfigError, check_duration, check_size, shown_key
 from storpath.base.log import describe
 from storpath.scrape.probes.profiles import (BUILTIN_PROFILES, DEFAULT_PROFILES, PATH_EXPECTATION_MIN_BLOCK,  # noqa: F401
@@ -46,7 +47,7 @@ SKIP_REASONS = ("busy", "budget", "concurrent_probe")
 STATE_FILE_NAME = "probes.json"
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class ProbesConfig:
     targets: Tuple[Target, ...] = ()
     profiles: Mapping[str, Profile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))

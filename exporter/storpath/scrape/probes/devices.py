@@ -19,9 +19,9 @@ import logging
 import os
 import stat
 import time
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import atomicfile, log
 from storpath.analysis.throughput import MdShape
 from storpath.base.parse import parse_int
@@ -34,7 +34,7 @@ LOG = log.get("probes")
 
 # ---- /proc/diskstats ----------------------------------------------------------------
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class DiskStat:
     name: str
     sectors_read: int  # 512-byte sectors, whatever the device's block size
@@ -119,7 +119,7 @@ def md_shapes(arrays) -> Dict[str, MdShape]:
     return {a.name: shape for a in arrays for shape in (md_shape(a),) if shape is not None}
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Resolved:
     """What a target is on this machine right now."""
     fio_path: str  # what fio opens

@@ -24,9 +24,9 @@ import re
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import log
 from storpath.analysis.throughput import PathExpectation, expected_read_bandwidth
 from storpath.scrape.probes import devices, fio, state as state_file
@@ -39,7 +39,7 @@ HOUR = 3600.0
 MIN_PROBE_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Outcome:
     target: str
     profile: str

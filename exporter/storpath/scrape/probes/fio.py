@@ -14,9 +14,9 @@ import os
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import boundedjson
 from storpath.base.subprocesses import kill_group, run_command  # noqa: F401 (kill_group: the engine stops runs)
 from storpath.scrape.probes.profiles import Profile
@@ -27,7 +27,7 @@ _PRIO_CLASS = {"idle": "3", "best-effort": "2"}
 QUANTILES = (("0.5", "50.000000"), ("0.99", "99.000000"), ("0.999", "99.900000"))
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class FioResult:
     read_bytes_per_second: float
     read_iops: float

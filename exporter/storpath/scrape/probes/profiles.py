@@ -8,9 +8,9 @@ allow-list reach fio. fio also always gets --readonly and --direct=1 (probes.fio
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.config import ConfigError, shown_key
 from storpath.base.log import describe
 from storpath.base.units import parse_size
@@ -20,7 +20,7 @@ from storpath.base.units import parse_size
 PATH_EXPECTATION_MIN_BLOCK = 32 * 1024
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Profile:
     name: str
     options: Tuple[Tuple[str, str], ...]  # fio job options in order, values as fio reads them

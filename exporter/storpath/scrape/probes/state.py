@@ -22,9 +22,10 @@ import json
 import logging
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base import atomicfile, boundedjson, log
 from storpath.scrape.probes.fio import FioResult
 
@@ -34,7 +35,7 @@ VERSION = 1
 _MAX_STATE_BYTES = 64 << 20
 
 
-@dataclass
+@datarecord
 class ProbeRecord:
     result: Optional[FioResult] = None
     last_run: Optional[float] = None  # when the latest run started (success or failure)
@@ -50,7 +51,7 @@ class ProbeRecord:
                            dict(self.failures), dict(self.skipped), self.last_error)
 
 
-@dataclass
+@datarecord
 class ProbeState:
     records: Dict[Tuple[str, str], ProbeRecord] = field(default_factory=dict)  # (target, profile)
     io: Dict[str, List[Tuple[float, int]]] = field(default_factory=dict)  # device -> [(time, bytes read)]

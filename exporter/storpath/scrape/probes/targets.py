@@ -9,9 +9,10 @@ fill the filesystem it measures.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from storpath.base.records import datarecord
 from storpath.base.config import ConfigError, check_size
 from storpath.base.log import describe
 from storpath.scrape.probes.profiles import DEFAULT_PROFILES, Profile
@@ -23,7 +24,7 @@ MAX_FILE_SIZE = 64 << 30
 _PSEUDO_FILESYSTEMS = ("/dev", "/sys", "/proc")
 
 
-@dataclass(frozen=True)
+@datarecord(frozen=True)
 class Target:
     name: str  # the `target` label
     kind: str  # "device" (a block device node) or "file" (a regular file storpath creates once)
