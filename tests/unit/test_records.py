@@ -119,18 +119,22 @@ def test_slots():
     assert Slotted(1) == Slotted(1) and not hasattr(Slotted(1), "__dict__") and repr(Slotted(2)) == f"{Slotted.__qualname__}(a=2)"
 
 
-def test_every_record_of_the_exporter_is_a_datarecord():
+def test_every_record_of_the_exporter_is_a_documented_datarecord():
     """The methods written once only help if every record takes them: a plain @dataclass
-    anywhere in the package fails here (found by what is made, not by spelling)."""
+    anywhere in the package fails here (found by what is made, not by spelling). Each says
+    what it holds in a docstring of its own (one without makes dataclasses write one from
+    inspect.signature at import)."""
     for module in pkgutil.walk_packages(storpath.__path__, "storpath."):
         if not module.name.endswith("__main__"):  # (runs the command line)
             importlib.import_module(module.name)
-    plain = []
+    plain, undocumented = [], []
     for name, module in list(sys.modules.items()):
         if not name.startswith("storpath.") or module is None:
             continue
         for value in vars(module).values():
-            if isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value) \
-                    and "__record_shown__" not in value.__dict__:
-                plain.append(f"{name}.{value.__qualname__}")
-    assert plain == []
+            if isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value):
+                if "__record_shown__" not in value.__dict__:
+                    plain.append(f"{name}.{value.__qualname__}")
+                if (value.__dict__.get("__doc__") or "").startswith(value.__name__ + "("):
+                    undocumented.append(f"{name}.{value.__qualname__}")
+    assert plain == [] and undocumented == []

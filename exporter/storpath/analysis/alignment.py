@@ -21,6 +21,8 @@ PHYSICAL_BLOCK, OPTIMAL_IO = "physical_block", "optimal_io"
 
 @datarecord(frozen=True)
 class Verdict:
+    """Where one start lies against one boundary the device states: the sizes in bytes and how far off it is."""
+
     boundary: str  # physical_block | optimal_io
     boundary_bytes: int
     start_bytes: int

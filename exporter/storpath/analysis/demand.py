@@ -33,6 +33,8 @@ SWITCH_LINKS = "switch_links"  # a switch's upstream port: the links below its d
 
 @datarecord(frozen=True)
 class Demand:
+    """What the device below one PCIe link can use per direction, and what was added up to tell."""
+
     bytes_per_second: float  # what the device can use per direction, at most its own link's capability
     source: str  # NETWORK_PORTS | SWITCH_LINKS
     parts: int  # how many ports or links were added up

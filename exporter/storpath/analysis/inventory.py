@@ -40,6 +40,8 @@ def shortfalls(expected: Mapping[str, int], present: Mapping[str, int]) -> Dict[
 
 @datarecord(frozen=True)
 class WidePort:
+    """A root port much wider than the one storage controller below it, and that controller."""
+
     port: PciDevice
     device: PciDevice  # the one storage controller below it
 

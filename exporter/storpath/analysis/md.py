@@ -15,6 +15,8 @@ from storpath.readers.md import MdArray
 
 @datarecord(frozen=True)
 class MemberPlacement:
+    """Where one md array's members sit: the NUMA nodes behind them, and how many have no known node."""
+
     numa_nodes: FrozenSet[int]  # nodes of the members whose PCI function reports one
     unplaced: int  # members with no known node (virtual disks, no PCI function, numa_node -1)
 

@@ -31,6 +31,8 @@ def best_format(formats: Iterable[LbaFormat], in_use: LbaFormat) -> LbaFormat:
 
 @datarecord(frozen=True)
 class FormatVerdict:
+    """A namespace's LBA format in use and the best one it could be reformatted to."""
+
     in_use: LbaFormat
     best: LbaFormat
 

@@ -40,6 +40,8 @@ SPREADING_POLICIES = frozenset({"round-robin", "queue-depth"})
 
 @datarecord(frozen=True)
 class PathCount:
+    """The paths of one NVMe subsystem or dm-multipath map: how many, how many live, how many unknown."""
+
     paths: int
     live: int
     unknown: int = 0  # paths whose state nothing could tell (a map's path without dmsetup's verdict)

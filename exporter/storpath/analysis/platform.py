@@ -23,6 +23,8 @@ from storpath.base.records import datarecord
 
 @datarecord(frozen=True)
 class PlatformFact:
+    """One link a platform wires narrow by design: its two ends' IDs, the lanes wired, the source."""
+
     name: str  # what the label and the reports call the design
     port_ids: FrozenSet[Tuple[str, str]]  # (vendor, device) of the port end, as sysfs spells them ("0x1022")
     device_ids: FrozenSet[Tuple[str, str]]  # (vendor, device) of the device end

@@ -31,6 +31,8 @@ from storpath.readers.block import BlockDevice
 
 @datarecord(frozen=True)
 class MdShape:
+    """One md array: its name, its level and the member disks its reads go to."""
+
     name: str
     level: str  # as /sys/block/mdX/md/level spells it: raid0, raid1, raid10, raid5, linear ...
     members: Tuple[str, ...]  # member disks (kernel names)
@@ -38,6 +40,8 @@ class MdShape:
 
 @datarecord(frozen=True)
 class PathExpectation:
+    """What the PCIe path lets one disk or md array read per second, and the links that set it (or why unknown)."""
+
     device: str
     bytes_per_second: Optional[float]
     limited_by: Tuple[str, ...] = ()  # device ends (PCI addresses) of the links that set the value

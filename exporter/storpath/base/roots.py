@@ -11,6 +11,8 @@ from storpath.base.records import datarecord
 
 @datarecord(frozen=True)
 class Roots:
+    """The filesystem roots every path is built from: sysfs, procfs, /dev, captured outputs, tracefs."""
+
     sysfs: str = "/sys"
     procfs: str = "/proc"
     # "" when no device node may be opened: --path.sysfs replays another machine and

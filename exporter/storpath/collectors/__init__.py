@@ -18,6 +18,8 @@ from storpath.collectors.base import Collector, Context  # noqa: F401  (re-expor
 
 @datarecord(frozen=True)
 class CollectorSpec:
+    """One registered collector: its name, class, whether it is on by default, its help line."""
+
     name: str
     cls: Type[Collector]
     default_enabled: bool

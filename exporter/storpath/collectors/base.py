@@ -29,6 +29,9 @@ from storpath.scrape.snapshot import Snapshot, Source
 
 @datarecord
 class Context:
+    """What one collector is given: the roots, its config section, the scheduler, the whole
+    config and the slow sources' runner."""
+
     roots: Roots
     config: Dict[str, Any] = field(default_factory=dict)  # its config section (Collector.settings adds defaults)
     scheduler: Scheduler = field(default_factory=Scheduler)

@@ -26,6 +26,8 @@ LIST = "list"
 
 @datarecord(frozen=True)
 class Example:
+    """One example machine: its name, what it shows, the fixture machine and variant it is made from."""
+
     name: str
     shows: str  # what storpath finds on it, for `--example list`
     machine: str  # the fixture machine it is made from (tests/fixtures/machines/)

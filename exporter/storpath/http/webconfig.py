@@ -87,6 +87,8 @@ UNSUPPORTED = {
 
 @datarecord
 class WebConfig:
+    """A checked web config file: its path, TLS context, basic auth users and response headers."""
+
     path: Optional[str] = None
     ssl_context: Optional[ssl.SSLContext] = None
     users: Dict[str, bytes] = field(default_factory=dict)  # user -> bcrypt hash

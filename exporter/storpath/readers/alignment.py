@@ -60,6 +60,8 @@ class Limits:
 
 @datarecord(frozen=True)
 class Partition:
+    """One partition: its disk, where it starts, the disk's limits and both alignment offsets."""
+
     device: str  # sda1, nvme0n1p2
     disk: str  # sda, nvme0n1
     start_bytes: Optional[int]
@@ -70,6 +72,8 @@ class Partition:
 
 @datarecord(frozen=True)
 class MdMember:
+    """One member of an md array: its disk, where md's data starts on that disk, its limits."""
+
     array: str  # md0
     member: str  # sda1
     disk: str  # the whole disk under the member
@@ -80,6 +84,8 @@ class MdMember:
 
 @datarecord(frozen=True)
 class BlockAlignment:
+    """One read of the host's alignment: its partitions, md members and stacked devices' offsets."""
+
     partitions: Tuple[Partition, ...]
     md_members: Tuple[MdMember, ...]
     stacked_offsets: Tuple[Tuple[str, Optional[int]], ...]  # (md/dm device, alignment_offset)

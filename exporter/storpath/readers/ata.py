@@ -56,6 +56,8 @@ _TARGET = re.compile(r"^target\d+:(\d+):\d+$")
 
 @datarecord(frozen=True)
 class AtaLink:
+    """One SATA link: its port, speed and limits, its disks, and the drive's own capability."""
+
     name: str  # link1, link2.3 (behind a port multiplier)
     port: Optional[str]  # ata1
     speed: Optional[float]  # bit transfers per second the link runs at ("6.0 Gbps" is 6e9); None when down

@@ -42,6 +42,8 @@ _SCSI_DEVICE = re.compile(r"^\d+:\d+:\d+:\d+$")
 
 @datarecord(frozen=True)
 class BlockDevice:
+    """One block device (no partition) and where it hangs: its controller and nearest PCI function."""
+
     name: str  # kernel name: nvme0n1, sda, md0
     real_path: str
     pci_address: Optional[str]  # nearest PCI function above, None for virtual devices

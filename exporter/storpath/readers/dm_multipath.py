@@ -81,6 +81,8 @@ class MapPath:
 
 @datarecord(frozen=True)
 class MultipathMap:
+    """One dm-multipath map as sysfs shows it: its names, size, whether suspended, its paths."""
+
     device: str  # dm-5: the kernel's block device name (joins node_disk_*)
     name: Optional[str]  # mpatha
     uuid: str  # mpath-<wwid>
@@ -91,6 +93,8 @@ class MultipathMap:
 
 @datarecord(frozen=True)
 class StatusPath:
+    """One path of a map as `dmsetup status` shows it: active or failed, fail count, its group."""
+
     devno: str  # "8:128"
     active: bool  # A (True) or F (False)
     fail_count: int  # times the kernel failed this path

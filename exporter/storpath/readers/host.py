@@ -71,6 +71,8 @@ _FLAGS = re.compile(r"^flags\s*:(.*)$", re.M)
 
 @datarecord(frozen=True)
 class HostIdentity:
+    """What machine this is: its DMI fields, whether it is a VM (which hypervisor), and why."""
+
     dmi: Dict[str, str]  # DMI_FIELDS that could be read ("" when absent)
     hypervisor: str  # systemd-detect-virt's name (kvm, qemu, vmware, microsoft, xen, amazon...), "" on bare metal
     virtualization: str  # "vm", "none" (bare metal), or "unknown" (nothing could be read)

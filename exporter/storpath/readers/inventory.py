@@ -54,12 +54,16 @@ _SLOT_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}$")
 
 @datarecord(frozen=True)
 class Identity:
+    """A device's model and serial, read once per device instance."""
+
     model: str  # "" when unreadable
     serial: str
 
 
 @datarecord(frozen=True)
 class InventoryDevice:
+    """One storage device counted: its kind, name, PCI function, model, serial and slot."""
+
     kind: str  # one of KINDS
     name: str  # nvme0, nvme0n1, sda; the PCI address for an HBA
     address: str  # the PCI function it is, or sits behind

@@ -51,6 +51,8 @@ _LINE = re.compile(r"pcie_link_event: (?P<port>[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0
 
 @datarecord(frozen=True)
 class LinkEvent:
+    """One pcie_link_event: the port above the link, why it fired, the link's speed and width."""
+
     port: str  # the port above the link (its PCI address)
     cause: str  # a name of REASONS, or "other"
     speed: Optional[float]  # transfers per second; None: unknown to the kernel

@@ -107,6 +107,8 @@ class MdMember:
 
 @datarecord
 class MdArray:
+    """One md array as sysfs shows it (/proc/mdstat filling the gaps), with its members."""
+
     name: str  # md0, md127
     array_state: Optional[str] = None
     level: Optional[str] = None  # raid0, raid1 ... None while not started
@@ -131,6 +133,8 @@ class MdArray:
 
 @datarecord(frozen=True)
 class MdstatMember:
+    """One member of an array as /proc/mdstat lists it: its name, descriptor number and flags."""
+
     name: str
     descriptor: int
     flags: Tuple[str, ...]
@@ -138,6 +142,8 @@ class MdstatMember:
 
 @datarecord
 class MdstatArray:
+    """One array as /proc/mdstat shows it: state, level, members, size and any sync."""
+
     name: str
     active: bool
     read_only: Optional[str] = None  # "read-only" / "auto-read-only" when shown

@@ -30,6 +30,8 @@ MBIT = 1e6
 
 @datarecord(frozen=True)
 class NetPort:
+    """One network interface of a PCI function and its line rate."""
+
     name: str  # eno1, enp4s0f0
     pci_address: str  # the PCI function the port belongs to
     speed: Optional[float]  # line rate in bits per second; None while the link is down or unknown

@@ -41,6 +41,8 @@ _CPU = re.compile(r"^cpu(\d+)$")
 
 @datarecord(frozen=True)
 class NumaNode:
+    """One NUMA node and its CPUs."""
+
     node: int
     cpulist: str  # the kernel's text, "0-23,48-71"; "" for a memory-only node
     cpus: Tuple[int, ...]
@@ -48,6 +50,8 @@ class NumaNode:
 
 @datarecord(frozen=True)
 class PciNuma:
+    """One PCI function's class code and the NUMA node the firmware placed it on."""
+
     address: str
     class_code: Optional[int]  # 24-bit PCI class code
     numa_node: Optional[int]  # -1: the firmware did not say; None: not readable

@@ -81,6 +81,8 @@ _PATH_DISK_CONTROLLER = re.compile(r"^nvme\d+c(\d+)n\d+$")
 
 @datarecord(frozen=True)
 class NvmeController:
+    """One NVMe controller as sysfs shows it: its PCI address, identity and transport."""
+
     name: str  # nvme0
     address: Optional[str]  # PCI address for the pcie transport, None for fabrics
     model: Optional[str]
@@ -91,6 +93,8 @@ class NvmeController:
 
 @datarecord(frozen=True)
 class NvmeNamespace:
+    """One NVMe namespace as sysfs shows it: its block device, controller, ID, size and block sizes."""
+
     device: str  # block device: nvme0n1
     controller: Optional[str]  # the controller to send Identify to (first path with multipath)
     nsid: Optional[int]
@@ -109,6 +113,8 @@ class NvmeNamespace:
 
 @datarecord(frozen=True)
 class LbaFormat:
+    """One LBA Format descriptor: its index, data and metadata sizes, relative performance."""
+
     index: int
     data_size: int  # bytes
     metadata_size: int  # bytes
@@ -121,6 +127,8 @@ class LbaFormat:
 
 @datarecord(frozen=True)
 class IdentifyNamespace:
+    """What Identify Namespace says: the available formats, the one in use, the size in blocks."""
+
     formats: Tuple[LbaFormat, ...]  # the available formats (LBADS >= 9), by index
     in_use_index: int
     size_blocks: int  # NSZE, in logical blocks
@@ -135,6 +143,8 @@ class IdentifyNamespace:
 
 @datarecord(frozen=True)
 class IdentifyResult:
+    """One Identify Namespace read: the data or why it is unknown, where it came from and when."""
+
     identify: Optional[IdentifyNamespace]
     source: Optional[str]  # captured, ioctl, nvme-cli
     error: Optional[str]  # why the formats are unknown

@@ -91,6 +91,8 @@ class SmartLogError(IdentifyError):
 
 @datarecord(frozen=True)
 class HwmonSensor:
+    """One temperature sensor of an NVMe controller's hwmon, in Celsius, with its thresholds and alarm."""
+
     controller: str  # nvme0
     sensor: str  # composite, sensor_1 ... (the label, lower case), else temp3
     celsius: Optional[float]
@@ -102,6 +104,8 @@ class HwmonSensor:
 
 @datarecord(frozen=True)
 class SmartLog:
+    """What storpath takes from one SMART / Health Information log."""
+
     critical_warning: int
     composite_kelvin: Optional[int]  # None when the drive reports 0
     available_spare: int  # percent
@@ -128,6 +132,8 @@ class TemperatureThresholds:
 
 @datarecord(frozen=True)
 class HealthResult:
+    """One read of a controller's SMART log and temperature thresholds, or why not; its source and time."""
+
     smart: Optional[SmartLog]
     thresholds: Optional[TemperatureThresholds]
     source: Optional[str]  # captured, ioctl, nvme-cli, helper

@@ -92,6 +92,8 @@ class SubsystemPath:
 
 @datarecord(frozen=True)
 class NvmeSubsystem:
+    """One NVMe subsystem: its identity, I/O policy, paths (controllers) and namespaces' head disks."""
+
     name: str  # nvme-subsys0
     nqn: Optional[str]
     model: Optional[str]

@@ -84,6 +84,8 @@ class PciStatic:
 
 @datarecord(slots=True)
 class PciDevice:
+    """One PCI function: its fixed identity, and its driver, link, AER totals and power state as last read."""
+
     static: PciStatic
     driver: Optional[str]
     current_link_speed: Optional[float]

@@ -36,6 +36,8 @@ CAPTURE_SYSFS = (
 
 @datarecord(frozen=True)
 class LinkCooling:
+    """One downstream port's bandwidth cooling device: its state and statistics."""
+
     port: str  # PCI address of the downstream port
     cur_state: Optional[int]
     max_state: Optional[int]

@@ -100,6 +100,8 @@ NO_ERRORS_READ = SasPhyErrors(None, None, None, None)
 
 @datarecord(frozen=True)
 class SasPhy:
+    """One SAS PHY (an HBA's or an expander's): its address, protocols, link rates, port, far end."""
+
     name: str  # phy-0:3, phy-0:1:12 (a PHY of expander 1)
     sas_address: Optional[str]  # the PHY's own address (the HBA's or the expander's)
     device_type: Optional[str]  # the PHY's own device type: "end device" on an HBA, "edge expander"...

@@ -155,6 +155,8 @@ def parse_phy_control_discover(data: Optional[bytes]) -> Tuple[Optional[Tuple[Dr
 
 @datarecord(frozen=True)
 class SasDrive:
+    """One SAS drive (an end device speaking SSP alone): its address and the node MODE SENSE goes to."""
+
     end_device: str  # end_device-0:3
     sas_address: Optional[str]
     node: Optional[str]  # sg3, sdd: the first SCSI device's sg node, else its disk; None when neither

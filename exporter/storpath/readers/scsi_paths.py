@@ -39,6 +39,8 @@ _SD = re.compile(r"^sd[a-z]+$", re.ASCII)
 
 @datarecord(frozen=True)
 class ScsiDisk:
+    """One sd device as a path: the drive's WWID, vendor and model, and the target port it reaches."""
+
     name: str  # sdX
     wwid: Optional[str]
     vendor: Optional[str]

@@ -103,6 +103,8 @@ def zfs_present(roots: Roots) -> bool:
 
 @datarecord
 class CommandResult:
+    """One zpool or zfs command's run: its output, or why it failed (and a zpool that would not die)."""
+
     ok: bool
     stdout: str = ""
     reason: Optional[str] = None  # why it failed: missing, timeout, exit status and stderr

@@ -34,6 +34,8 @@ class ZpoolOutputError(ValueError):
 
 @datarecord
 class Vdev:
+    """One vdev of a pool's tree: its type, class, state, parent and error counts."""
+
     name: str  # as zpool prints it with -L: raidz2-0, mirror-1, nvme0n1, sda
     type: Optional[str]  # root, raidz, mirror, disk, file, draid...; None from the text layout
     vdev_class: str  # normal, log, special, dedup, cache, spare
@@ -47,6 +49,8 @@ class Vdev:
 
 @datarecord
 class ScanStatus:
+    """A pool's last or running scan (scrub, resilver, error scrub): its state, times, progress and errors."""
+
     function: str  # one of SCAN_FUNCTIONS
     state: str  # one of SCAN_STATES
     start_time: Optional[float] = None  # Unix seconds
@@ -57,6 +61,8 @@ class ScanStatus:
 
 @datarecord
 class ZfsPool:
+    """One ZFS pool: its state, vdev tree, scan, data errors, capacity, ashift and creation time."""
+
     name: str
     state: Optional[str] = None  # lower case, one of POOL_STATES
     vdevs: List[Vdev] = field(default_factory=list)

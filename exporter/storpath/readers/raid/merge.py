@@ -53,6 +53,8 @@ MAX_DRIVES = 8192
 
 @datarecord(frozen=True)
 class ToolStatus:
+    """How one RAID tool's run went: ok, or why not."""
+
     ok: bool
     reason: Optional[str] = None  # why not: missing, exit status, timeout, unreadable output
 

@@ -42,6 +42,8 @@ TOOLS = ("storcli", "ssacli", "arcconf", "megacli", "smartctl")
 
 @datarecord(frozen=True)
 class RaidController:
+    """One RAID controller as a tool reports it: identity, PCI function, port rate, status, battery, cache."""
+
     name: str  # <tool>/<id>: storcli/c0, ssacli/slot5, arcconf/1, megacli/a0
     tool: str
     model: Optional[str] = None
@@ -61,6 +63,8 @@ class RaidController:
 
 @datarecord(frozen=True)
 class RaidDrive:
+    """One drive behind a RAID controller as a tool reports it: slot, identity, state, rates, volume."""
+
     controller: str  # RaidController.name
     slot: str  # as the tool names it: 252:0, 2E:1:1, 0,3
     interface: Optional[str] = None  # SAS, SATA, NVMe
@@ -83,6 +87,8 @@ class RaidDrive:
 
 @datarecord(frozen=True)
 class RaidVolume:
+    """One logical volume of a RAID controller: level, state, running operation, cache policy, size."""
+
     controller: str
     id: str  # as the tool names it: 0/0 (DG/VD), 1 (logical drive), 0 (logical device)
     name: Optional[str] = None

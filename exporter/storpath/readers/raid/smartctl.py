@@ -31,6 +31,8 @@ _MAX_BITS_PER_UNIT = 10 ** 9
 
 @datarecord(frozen=True)
 class SmartctlDrive:
+    """What smartctl says of one drive behind a RAID controller: its identity, protocol, link rates, problems."""
+
     serial: Optional[str]
     model: Optional[str]
     protocol: Optional[str]  # ATA, SCSI

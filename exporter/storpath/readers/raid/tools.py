@@ -177,6 +177,8 @@ def live_groups() -> List[int]:
 
 @datarecord
 class Run:
+    """One tool command's run: its output, or why it failed."""
+
     ok: bool
     text: str = ""
     reason: Optional[str] = None

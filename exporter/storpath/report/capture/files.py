@@ -23,6 +23,8 @@ MAX_FILE_BYTES = 1 << 20
 
 @datarecord
 class ReaderFiles:
+    """What one reader module reads: its CAPTURE_SYSFS and CAPTURE_PROCFS paths and its capture_commands."""
+
     name: str
     sysfs: Tuple[str, ...] = ()
     procfs: Tuple[str, ...] = ()

@@ -46,6 +46,8 @@ TEXT, NUMBER, OPAQUE = "text", "number", "opaque"
 
 @datarecord(frozen=True)
 class Field:
+    """One identity's bytes in a decoded file, from start up to end (excluded), and what kind of value it is."""
+
     start: int
     end: int
     kind: str  # TEXT, NUMBER or OPAQUE

@@ -42,6 +42,8 @@ _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 @datarecord(frozen=True)
 class Finding:
+    """One thing wrong (or worth knowing) about one subject: the evidence, what it costs, what to do."""
+
     subject: str  # PCI address, block device, SAS phy, md array, zpool: the key findings are grouped by
     severity: str  # critical | warning | info
     title: str  # one line: what is wrong
@@ -277,6 +279,8 @@ CheckFunc = Callable[[Facts, Outcome], None]
 
 @datarecord(frozen=True)
 class Subsystem:
+    """One registered findings subsystem: its check function, the collector it needs, and its place in the run."""
+
     name: str
     func: CheckFunc
     collector: Optional[str]  # skipped when this collector is disabled
@@ -314,6 +318,8 @@ def load_all() -> Dict[str, Subsystem]:
 
 @datarecord
 class CheckResult:
+    """What one `storpath check` found: the findings, what was checked, the subsystems that ran or were skipped."""
+
     findings: List[Finding] = field(default_factory=list)
     checked: List[Tuple[int, str]] = field(default_factory=list)
     ran: List[str] = field(default_factory=list)  # subsystems that ran

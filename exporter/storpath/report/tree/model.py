@@ -90,6 +90,8 @@ class Link:
 
 @datarecord(frozen=True)
 class Node:
+    """One node of the tree (a PCI function, block device, array, pool or member): its link, state and findings."""
+
     id: str  # PCI address, block device, md array, pool; members are "<array>/<device>"
     kind: str  # PCI, BLOCK, MD, ZPOOL, MEMBER
     what: str  # "root port", "NVMe controller nvme0", "md raid1", "ZFS pool raidz2"
@@ -117,6 +119,8 @@ class Node:
 
 @datarecord(frozen=True)
 class Topology:
+    """The whole tree: the PCI trees, then the arrays and pools, and the findings about no node of it."""
+
     roots: Tuple[Node, ...]  # PCI trees, then arrays and pools
     elsewhere: Tuple[Finding, ...] = ()  # findings about no node of the tree (NUMA, the host)
 

@@ -49,6 +49,8 @@ STATE_FILE_NAME = "probes.json"
 
 @datarecord(frozen=True)
 class ProbesConfig:
+    """The checked `probes:` section: targets, profiles, timing, I/O budget and fio settings."""
+
     targets: Tuple[Target, ...] = ()
     profiles: Mapping[str, Profile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
     runtime: float = 5.0

@@ -36,6 +36,7 @@ LOG = log.get("probes")
 
 @datarecord(frozen=True)
 class DiskStat:
+    """One device's line of /proc/diskstats: the sectors it read and its time with I/O in flight."""
     name: str
     sectors_read: int  # 512-byte sectors, whatever the device's block size
     io_ticks_ms: int  # time with at least one request in flight

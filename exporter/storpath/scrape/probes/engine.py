@@ -41,6 +41,8 @@ MIN_PROBE_BYTES = 1 << 20
 
 @datarecord(frozen=True)
 class Outcome:
+    """How one probe of (target, profile) ended: ok, failed or skipped, with fio's result or the reason."""
+
     target: str
     profile: str
     status: str  # ok, failed, skipped

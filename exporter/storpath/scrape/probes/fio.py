@@ -29,6 +29,8 @@ QUANTILES = (("0.5", "50.000000"), ("0.99", "99.000000"), ("0.999", "99.900000")
 
 @datarecord(frozen=True)
 class FioResult:
+    """What one fio run measured: read bandwidth and IOPS, bytes read and written, runtime and latency."""
+
     read_bytes_per_second: float
     read_iops: float
     io_bytes: int  # bytes the probe read

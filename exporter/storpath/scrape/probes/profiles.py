@@ -22,6 +22,8 @@ PATH_EXPECTATION_MIN_BLOCK = 32 * 1024
 
 @datarecord(frozen=True)
 class Profile:
+    """One probe profile: its read-only fio options and what its result is compared with."""
+
     name: str
     options: Tuple[Tuple[str, str], ...]  # fio job options in order, values as fio reads them
     block_bytes: Optional[int]  # the read size, None when it varies (bssplit)

@@ -37,6 +37,8 @@ _MAX_STATE_BYTES = 64 << 20
 
 @datarecord
 class ProbeRecord:
+    """What is remembered of one (target, profile): the latest result, its times, and run, failure and skip counts."""
+
     result: Optional[FioResult] = None
     last_run: Optional[float] = None  # when the latest run started (success or failure)
     last_success: Optional[float] = None  # when the latest successful run started
@@ -53,6 +55,8 @@ class ProbeRecord:
 
 @datarecord
 class ProbeState:
+    """What the probes remember: each (target, profile)'s record, the bytes read per device, each target's last try."""
+
     records: Dict[Tuple[str, str], ProbeRecord] = field(default_factory=dict)  # (target, profile)
     io: Dict[str, List[Tuple[float, int]]] = field(default_factory=dict)  # device -> [(time, bytes read)]
     last_attempt: Dict[str, float] = field(default_factory=dict)  # target -> when it was last tried

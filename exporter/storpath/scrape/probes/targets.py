@@ -26,6 +26,8 @@ _PSEUDO_FILESYSTEMS = ("/dev", "/sys", "/proc")
 
 @datarecord(frozen=True)
 class Target:
+    """One probe target, a block device or a file: the profiles it runs and what is expected of it."""
+
     name: str  # the `target` label
     kind: str  # "device" (a block device node) or "file" (a regular file storpath creates once)
     path: str
