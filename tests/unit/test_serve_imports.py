@@ -35,7 +35,7 @@ print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen
                   "young": [young, gc.get_threshold()[0]]}))
 """
 
-NOT_SERVED = ("prometheus_client", "yaml", "bcrypt", "storpath.base.configfile", "storpath.report.tree", "storpath.report.findings", "storpath.http.landing",
+NOT_SERVED = ("prometheus_client", "importlib.metadata", "yaml", "bcrypt", "storpath.base.configfile", "storpath.report.tree", "storpath.report.findings", "storpath.http.landing",
               "storpath.report.capture", "storpath.manpage", "storpath.report.metricsdoc", "storpath.commands.check",
               "storpath.commands.tree", "storpath.commands.capture", "storpath.commands.probe",
               "storpath.scrape.probes.engine", "storpath.scrape.probes.fio", "tarfile", "secrets",
@@ -97,3 +97,25 @@ def test_the_garbage_collector_waits_while_the_command_loads():
                           check=True)
     found = json.loads(done.stdout.splitlines()[-1])
     assert found["collections"] <= 1 and found["enabled"], found  # before: 30 collections
+
+
+CHEROOT = """
+import json, sys
+import storpath.http.cheroot_patches
+import cheroot
+spared = "importlib.metadata" not in sys.modules
+import importlib.metadata
+print(json.dumps([spared, cheroot.__version__, importlib.metadata.version("cheroot"),
+                  type(importlib.metadata.distribution("cheroot")).__name__]))
+"""
+
+
+def test_cheroot_is_imported_without_importlib_metadata_which_stays_whole():
+    """cheroot's package asks importlib.metadata for its version only for a Server header
+    storpath replaces: it is imported with a stand-in (storpath.http.cheroot_patches), which is
+    then taken away, so that whoever imports importlib.metadata later gets the real one."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "exporter"))
+    done = subprocess.run([sys.executable, "-c", CHEROOT], env=env, capture_output=True, text=True, timeout=60,
+                          check=True)
+    spared, told, real, distribution = json.loads(done.stdout)
+    assert spared and told == "unknown" and real[:1].isdigit() and distribution == "PathDistribution"
