@@ -108,6 +108,43 @@ def test_a_client_that_sends_nothing_does_not_hold_the_helper(in_process, monkey
         silent.close()
 
 
+def test_the_socket_appears_only_once_it_listens(tmp_path, monkeypatch):
+    """A client that finds the helper's path can connect: the socket is bound under a name of
+    its own, listens, and only then is renamed into place (one bound and not yet listening
+    refuses connections: CI saw "Connection refused" from a client that raced the helper).
+    A socket left by an earlier run is replaced; anything else at the path is left alone."""
+    path = tmp_path / "helper.sock"
+    seen = []
+
+    class Watched(socket.socket):
+        def listen(self, *args):
+            seen.append(path.exists())
+            super().listen(*args)
+
+    old = socket.socket(socket.AF_UNIX)
+    old.bind(str(path))  # an earlier run's socket, its process gone
+    old.close()
+    monkeypatch.setattr(helper.socket, "socket", Watched)
+    sock = helper.listening_socket(str(path))
+    try:
+        assert seen == [True]  # the earlier run's socket, still there while the new one starts to listen
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(path))
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["helper.sock"]
+    finally:
+        sock.close()
+    path.unlink()
+    seen.clear()
+    sock = helper.listening_socket(str(path))
+    sock.close()
+    assert seen == [False]
+    path.unlink()
+    path.write_text("not a socket")
+    with pytest.raises(OSError, match="exists and is not a socket"):
+        helper.listening_socket(str(path))
+    assert path.read_text() == "not a socket" and sorted(p.name for p in tmp_path.iterdir()) == ["helper.sock"]
+
+
 def test_a_refusal_sent_before_the_request_is_still_read(tmp_path, monkeypatch):
     """The helper refuses a peer it does not serve before reading its request and closes: the
     client's send then fails (EPIPE), yet the refusal is in its socket and is what it reports."""

@@ -28,6 +28,7 @@ every local user (a DynamicUser has no fixed group to give it) still answers no 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -335,17 +336,33 @@ def listening_socket(path: Optional[str], mode: int = 0o660) -> socket.socket:
     if not path:
         raise ValueError("--helper.socket PATH is needed (or systemd socket activation)")
     try:
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
-            os.unlink(path)  # a socket left by an earlier run
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):  # (a socket left by an earlier run is replaced)
+            raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
     except FileNotFoundError:
         pass
+    # Bound and listening under a name of its own, then renamed into place: a client never finds
+    # the path before it is accepted (a socket bound but not yet listening refuses connections).
+    temporary = f"{path}.{os.getpid()}.new"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o777 & ~mode)
     try:
-        sock.bind(path)
-    finally:
-        os.umask(old)
-    sock.listen(16)
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        old = os.umask(0o777 & ~mode)
+        try:
+            sock.bind(temporary)
+        finally:
+            os.umask(old)
+        sock.listen(16)
+        os.rename(temporary, path)
+    except OSError:
+        sock.close()
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
     return sock
 
 
