@@ -28,6 +28,7 @@ every local user (a DynamicUser has no fixed group to give it) still answers no 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -329,26 +330,31 @@ def _send(conn: socket.socket, doc: dict, timeout: float) -> None:
         pass
 
 
+def _socket_or_nothing(path: str) -> bool:
+    """Whether `path` is a socket or absent (a name the helper may take)."""
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True
+
+
 def listening_socket(path: Optional[str], mode: int = 0o660) -> socket.socket:
     """The socket systemd handed over (LISTEN_FDS=1 for this process), else one bound at `path`."""
     if os.environ.get("LISTEN_PID") == str(os.getpid()) and os.environ.get("LISTEN_FDS") == "1":
         return socket.socket(fileno=3)
     if not path:
         raise ValueError("--helper.socket PATH is needed (or systemd socket activation)")
-    try:
-        if not stat.S_ISSOCK(os.lstat(path).st_mode):  # (a socket left by an earlier run is replaced)
-            raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
-    except FileNotFoundError:
-        pass
+    if not _socket_or_nothing(path):  # (a socket left by an earlier run is replaced)
+        raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
     # Bound and listening under a name of its own, then renamed into place: a client never finds
     # the path before it is accepted (a socket bound but not yet listening refuses connections).
-    temporary = f"{path}.{os.getpid()}.new"
+    # The name is short (an AF_UNIX path has at most 107 bytes) and in the same folder (rename).
+    temporary = os.path.join(os.path.dirname(path), f".{os.getpid()}")
+    if _socket_or_nothing(temporary):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)  # left by a run of the same process ID
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
         old = os.umask(0o777 & ~mode)
         try:
             sock.bind(temporary)
@@ -358,10 +364,8 @@ def listening_socket(path: Optional[str], mode: int = 0o660) -> socket.socket:
         os.rename(temporary, path)
     except OSError:
         sock.close()
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temporary)
-        except OSError:
-            pass
         raise
     return sock
 

@@ -62,6 +62,7 @@ class Deflated:
             out.append(_FINAL_BLOCK + struct.pack("<II", crc, size & 0xFFFFFFFF))
             return b"".join(out)
 
+
 # How old the last complete answer may be when a client's deadline ends before the scrape in
 # progress: Prometheus' default lookback (query.lookback-delta). Older samples would read as
 # stale anyway, so such a client gets 503 instead.
@@ -69,9 +70,8 @@ STALE_AFTER = 300.0
 
 
 class Flight:
-    def __init__(self, deflated: Optional[Dict[bool, Deflated]] = None) -> None:
-        # Per format (OpenMetrics or not): the gzip's kept blocks, shared with the flights before.
-        self.deflated = deflated if deflated is not None else {False: Deflated(), True: Deflated()}
+    def __init__(self, deflated: Dict[bool, Deflated]) -> None:
+        self.deflated = deflated  # per format (OpenMetrics or not): the gzip's kept blocks, the scraper's
         self.done = threading.Event()
         self.families: List = []
         self.error: Optional[BaseException] = None
