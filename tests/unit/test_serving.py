@@ -487,9 +487,10 @@ def test_open_connections_are_counted_until_each_is_closed_however_it_ends():
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
         return [b"ok\n"]
 
-    # An idle timeout of 3 s: the idle connections below must still be open when they are counted
-    # and when the fifth comes, on a loaded 2-core machine too (1 s was not always enough).
-    server = WSGIServer(("127.0.0.1", 0), app, numthreads=2, max=2, timeout=3)
+    # An idle timeout of 8 s: the idle connections below must still be open when they are counted
+    # and when the fifth comes, on a loaded 2-core machine too (1 s was not always enough, nor
+    # 3 s under a full CI run: all four had expired before the count reached them).
+    server = WSGIServer(("127.0.0.1", 0), app, numthreads=2, max=2, timeout=8)
     server.clients.connections = 4
     server.prepare()
     thread = threading.Thread(target=server.serve, daemon=True)
@@ -498,7 +499,7 @@ def test_open_connections_are_counted_until_each_is_closed_however_it_ends():
     manager = server._connections
 
     def wait_until(check):
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30  # (past the idle timeout: the last wait is for it)
         while not check():
             assert time.monotonic() < end, (manager._open, manager._open_all)
             time.sleep(0.05)
