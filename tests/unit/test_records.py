@@ -111,6 +111,39 @@ def test_subclass_and_recursion():
     assert repr(Leaf("x")) == f"{Leaf.__qualname__}(name='x', children=[], size=0)"
 
 
+def _outcome(action):
+    try:
+        action()
+    except Exception as exc:  # the same kind of exception with the same message
+        return type(exc), str(exc)
+    return None
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_a_frozen_record_refuses_what_a_frozen_dataclass_refuses(slots):
+    """Setting or deleting a field, or any name on the record's own class, raises
+    FrozenInstanceError with dataclasses' message; a plain subclass (not a dataclass) may set
+    and delete names of its own, as with dataclasses. The two methods are not compiled per
+    class on the Pythons whose dataclasses would (3.11, 3.12)."""
+    from storpath.base import records
+
+    standard, ours = _pair(frozen=True, slots=slots)
+    for cls in (standard, ours):
+        cls.Plain = type("Plain", (cls,), {})
+    for name in ("speed", "address", "other"):
+        for make in (lambda cls: cls("a"), lambda cls: cls.Plain("a")):
+            a, x = make(standard), make(ours)
+            assert _outcome(lambda: setattr(a, name, 1)) == _outcome(lambda: setattr(x, name, 1)), name
+            assert _outcome(lambda: delattr(a, name)) == _outcome(lambda: delattr(x, name)), name
+            assert vars(a) == vars(x) if not slots else True
+    assert ours.__setattr__.__qualname__ == f"{ours.__qualname__}.__setattr__"
+    assert ours.__delattr__.__qualname__ == f"{ours.__qualname__}.__delattr__"
+    assert ours.__dataclass_params__.frozen and dataclasses.replace(ours("a"), speed=2.0).speed == 2.0
+    if sys.version_info < (3, 13):
+        assert records._OURS and ours.__setattr__.__code__ is records._frozen_methods(ours, [], {})[0].__code__
+    assert dataclasses._frozen_get_del_attr is records._GENERATED  # put back after each record
+
+
 def test_slots():
     @datarecord(slots=True)
     class Slotted:

@@ -1,11 +1,11 @@
 """What `storpath serve` imports: only what serving needs. The other subcommands, the
 landing page's modules (tree, findings), prometheus_client (storpath.http.runtime makes its
-process and Python families), PyYAML without a config file, bcrypt without basic
-auth, fio's machinery without probe targets, tarfile without --example (the example
+process and Python families), PyYAML without a config file, bcrypt and hashlib without
+basic auth, fio's machinery without probe targets, tarfile without --example (the example
 machines' archives), secrets (atomicfile names its temporary files from os.urandom), the
-lspci dump parser (`check --lspci` only) and the RAID tools' parsers without their outputs
-stay out of a scrape-only exporter's start (benchmarks/startup.py measures what that start
-costs), and the cyclic garbage collector does not run while the command loads."""
+lspci dump parser (`check --lspci` only), html (the runbooks' index page) and the RAID
+tools' parsers without their outputs stay out of a scrape-only exporter's start
+(benchmarks/startup.py measures what that start costs), and the cyclic garbage collector does not run while the command loads."""
 
 import json
 import os
@@ -35,7 +35,7 @@ print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen
                   "young": [young, gc.get_threshold()[0]]}))
 """
 
-NOT_SERVED = ("prometheus_client", "importlib.metadata", "yaml", "bcrypt", "storpath.base.configfile", "storpath.report.tree", "storpath.report.findings", "storpath.http.landing",
+NOT_SERVED = ("prometheus_client", "importlib.metadata", "yaml", "bcrypt", "hashlib", "html", "storpath.base.configfile", "storpath.report.tree", "storpath.report.findings", "storpath.http.landing",
               "storpath.report.capture", "storpath.manpage", "storpath.report.metricsdoc", "storpath.commands.check",
               "storpath.commands.tree", "storpath.commands.capture", "storpath.commands.probe",
               "storpath.scrape.probes.engine", "storpath.scrape.probes.fio", "tarfile", "secrets",

@@ -5,8 +5,9 @@ A storpath record is a standard dataclass (`dataclasses.fields`, `replace`, `asd
 for every record, instead of generated per class. Python 3.11's dataclasses compile each
 generated method with its own `exec`: frozen records cost six, and `storpath serve` imports
 about 85 records before its first scrape, so a third of the decorator's time went to methods
-that say the same thing in every class. Only `__init__` (which differs by signature and runs
-on every scrape) and a frozen record's `__setattr__`/`__delattr__` are still generated.
+that say the same thing in every class. A frozen record's `__setattr__` and `__delattr__`
+are closures made here (`_frozen_methods`) instead of compiled per class (another third).
+Only `__init__`, which differs by signature and runs on every scrape, is still generated.
 
 The methods behave as the generated ones do:
 - `__eq__`: the same class, and the tuples of the compared fields (`field(compare=False)`
@@ -22,7 +23,10 @@ A method the class writes itself is kept, as dataclasses keep it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import reprlib
+import sys
+import threading
 from operator import attrgetter
 from typing import Any, Callable, Optional, Tuple, TypeVar, overload
 
@@ -56,9 +60,52 @@ def _repr(self: Any) -> str:
     return f"{self.__class__.__qualname__}({shown})"
 
 
+def _frozen_methods(cls: type, fields: list, globals: dict) -> tuple:
+    """A frozen record's `__setattr__` and `__delattr__`, as dataclasses' generated ones
+    behave (the fields, and any name on the record's own class, cannot be set or deleted;
+    a subclass that is not a dataclass may set its other names), made as closures instead
+    of compiled from source for each class."""
+    names = frozenset(f.name for f in fields)
+    refuse = dataclasses.FrozenInstanceError
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise refuse(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise refuse(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    return __setattr__, __delattr__
+
+
+# Python 3.11's and 3.12's dataclasses compile a frozen class's `__setattr__` and `__delattr__`
+# with an `exec` each (a third of what the decorator costs at start-up), through
+# `_frozen_get_del_attr(cls, fields, globals)`; while a record is made, that function is
+# `_frozen_methods`. Python 3.13 compiles all of a class's methods in one `exec` and takes
+# other arguments there: where the function is not the one expected, it is left alone.
+_GENERATED = getattr(dataclasses, "_frozen_get_del_attr", None)
+_OURS = (_GENERATED is not None and sys.version_info < (3, 13)
+         and list(inspect.signature(_GENERATED).parameters) == ["cls", "fields", "globals"])
+_SWAP = threading.Lock()
+
+
+def _dataclass(cls: T, frozen: bool, slots: bool) -> T:
+    if not (frozen and _OURS):
+        return dataclasses.dataclass(cls, repr=False, eq=False, frozen=frozen, slots=slots)
+    with _SWAP:
+        dataclasses._frozen_get_del_attr = _frozen_methods  # type: ignore[attr-defined]
+        try:
+            return dataclasses.dataclass(cls, repr=False, eq=False, frozen=True, slots=slots)
+        finally:
+            dataclasses._frozen_get_del_attr = _GENERATED  # type: ignore[attr-defined]
+
+
 def _make(cls: T, frozen: bool, eq: bool, slots: bool) -> T:
     own = cls.__dict__
-    made = dataclasses.dataclass(cls, repr=False, eq=False, frozen=frozen, slots=slots)
+    made = _dataclass(cls, frozen, slots)
     fields = dataclasses.fields(made)
     made.__record_shown__ = tuple(f.name for f in fields if f.repr)
     if "__repr__" not in own:

@@ -13,7 +13,6 @@ second dot, a link planted in the folder are all a 404).
 
 from __future__ import annotations
 
-import html
 import os
 import re
 import stat
@@ -53,6 +52,8 @@ def _read(name: str) -> Optional[bytes]:
 
 
 def _index(names: List[str]) -> bytes:
+    import html  # the index is asked for rarely: serve starts without it
+
     items = "".join(f'<li><a href="{html.escape(name)}">{html.escape(name[:-3])}</a></li>\n' for name in names)
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>storpath runbooks</title></head>\n"
             f"<body><h1>storpath runbooks</h1>\n<p>One page per alert: what it means, how to confirm it by "

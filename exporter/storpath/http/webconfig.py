@@ -20,7 +20,6 @@ certificate is a clear error at start, and on reload the old file stays in force
 
 from __future__ import annotations
 
-import hashlib
 import os
 import ssl
 import tempfile
@@ -339,6 +338,8 @@ class Authenticator:
         self._dummy = b"$2b$%02d$" % cost + b"." * 53
 
     def check(self, user: str, password: str) -> bool:
+        import hashlib  # only where basic auth is configured: serve without it starts without
+
         hashed = self.users.get(user)
         key = hashlib.sha256(b"\0".join([user.encode(), password.encode(), hashed or b""])).digest()
         with self._lock:
