@@ -120,6 +120,7 @@ class Built:
         alternated at 2048 PCI functions (docs/performance.md, "Serving without prometheus_client")."""
         if self._complete and not self._settled:
             self._settled = True
+            gc.unfreeze()  # what the command line froze while it loaded (storpath.cli.main) is collected too
             gc.collect()
             gc.freeze()
             gc.set_threshold(YOUNG_COLLECTION, *gc.get_threshold()[1:])
