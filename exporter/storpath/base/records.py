@@ -23,10 +23,7 @@ A method the class writes itself is kept, as dataclasses keep it.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import reprlib
-import sys
-import threading
 from operator import attrgetter
 from typing import Any, Callable, Optional, Tuple, TypeVar, overload
 
@@ -84,23 +81,22 @@ def _frozen_methods(cls: type, fields: list, globals: dict) -> tuple:
 # Python 3.11's and 3.12's dataclasses compile a frozen class's `__setattr__` and `__delattr__`
 # with an `exec` each (a third of what the decorator costs at start-up), through
 # `_frozen_get_del_attr(cls, fields, globals)`; while a record is made, that function is
-# `_frozen_methods`. Python 3.13 compiles all of a class's methods in one `exec` and takes
+# `_frozen_methods`. Python 3.13 compiles all of a class's methods in one `exec` and passes
 # other arguments there: where the function is not the one expected, it is left alone.
+# (Two threads making records at once may each put back the function the other swapped in:
+# what either gets is the same, and the last one leaves the standard function in place.)
 _GENERATED = getattr(dataclasses, "_frozen_get_del_attr", None)
-_OURS = (_GENERATED is not None and sys.version_info < (3, 13)
-         and list(inspect.signature(_GENERATED).parameters) == ["cls", "fields", "globals"])
-_SWAP = threading.Lock()
+_OURS = getattr(getattr(_GENERATED, "__code__", None), "co_varnames", ())[:3] == ("cls", "fields", "globals")
 
 
 def _dataclass(cls: T, frozen: bool, slots: bool) -> T:
     if not (frozen and _OURS):
         return dataclasses.dataclass(cls, repr=False, eq=False, frozen=frozen, slots=slots)
-    with _SWAP:
-        dataclasses._frozen_get_del_attr = _frozen_methods  # type: ignore[attr-defined]
-        try:
-            return dataclasses.dataclass(cls, repr=False, eq=False, frozen=True, slots=slots)
-        finally:
-            dataclasses._frozen_get_del_attr = _GENERATED  # type: ignore[attr-defined]
+    dataclasses._frozen_get_del_attr = _frozen_methods  # type: ignore[attr-defined]
+    try:
+        return dataclasses.dataclass(cls, repr=False, eq=False, frozen=True, slots=slots)
+    finally:
+        dataclasses._frozen_get_del_attr = _GENERATED  # type: ignore[attr-defined]
 
 
 def _make(cls: T, frozen: bool, eq: bool, slots: bool) -> T:
