@@ -2,11 +2,13 @@
 included) is that task's failure on the next scrape: its source fails with the reason
 (its collector with it only where the collector's series need it), or the zpool task's
 `storpath_zfs_zpool_up` is 0. Before, the exception was logged and
-the scrape said success 1 with the results of the run before (or none at all)."""
+the scrape said success 1 with the results of the run before (or none at all). A run blocked
+in a read past the server's bound fails its source the same way, reported blocked."""
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import tempfile
 
@@ -14,6 +16,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from storpath.base.background import Scheduler
+from storpath.base.log import forget_once_keys
 from storpath.collectors.base import Context
 from storpath.collectors.nvme import NvmeCollector
 from storpath.collectors.nvme_health import NvmeHealthCollector
@@ -127,3 +130,73 @@ def test_a_controller_states_task_that_raises_leaves_the_scrape_reading_the_stat
     assert [r.getMessage() for r in records if r.levelname == "ERROR"] == ["background task failed"]
     assert _value(text, 'storpath_scrape_source_success{source="nvme_subsystems"}') == 1
     assert _value(text, 'storpath_nvme_subsystem_paths_live{subsystem="nvme-subsys1"}') == 0
+
+
+def test_a_task_blocked_in_a_read_fails_its_source_as_blocked_until_the_read_returns(tmp_path):
+    """A run whose read of a counter does not return (an expander that stopped answering an
+    SMP request: a FIFO nobody writes to here) is no pass: once that read has been outstanding
+    longer than web.read_blocked_after, the source is served blocked (success 0, blocked 1,
+    the file named once in the log) rather than the last pass's counters as current. When the
+    read returns, the run goes on and its counters are served."""
+    import os
+    import threading
+    import time
+
+    b = machines.load("supermicro-x11ssh-sas3008").build(str(tmp_path), "healthy")
+    fifo = os.path.realpath(f"{b.sys}/class/sas_phy/phy-0:0/invalid_dword_count")
+    scheduler = Scheduler()
+    collector = SasCollector(Context(roots=Roots(sysfs=b.sys), config=dict(SasCollector.config_defaults),
+                                     scheduler=scheduler, full_config={"web": {"read_blocked_after": 0.3}}))
+    exporter = StorpathExporter([collector], blocked_after=0.3)
+    task = scheduler.tasks["sas-link-errors"]
+    task.run_once()  # a pass, inline: its counters are served
+    counter = 'storpath_sas_phy_invalid_dwords_total{phy="phy-0:0"}'
+    first = generate_latest(exporter).decode()
+    assert _value(first, counter) is not None and _value(first, 'storpath_scrape_source_blocked{source="sas_errors"}') == 0
+    with open(fifo, "rb") as handle:
+        held = handle.read()
+    os.unlink(fifo)
+    os.mkfifo(fifo)
+    scheduler.start()  # every task runs at once: this one blocks opening the FIFO
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (task.thread_id and _waits_on(task.thread_id, fifo)):
+            time.sleep(0.02)
+        time.sleep(0.5)  # past the bound
+        forget_once_keys()  # an earlier test's failure of the same source was said already
+        with log_records("storpath") as records:
+            blocked = [generate_latest(exporter).decode() for _ in range(2)]
+        for text in blocked:
+            assert _value(text, 'storpath_scrape_source_success{source="sas_errors"}') == 0
+            assert _value(text, 'storpath_scrape_source_blocked{source="sas_errors"}') == 1
+            assert _value(text, counter) is None  # the last pass is not served as current
+            assert _value(text, 'storpath_scrape_collector_success{collector="sas"}') == 1  # the rates stay
+        said = [str(getattr(r, "fields", "")) for r in records if "sas_errors" in str(getattr(r, "fields", ""))]
+        assert len(said) == 1 and f"blocked reading {fifo}" in said[0], said
+    finally:
+        writer = threading.Thread(target=_write_fifo, args=(fifo, held))
+        writer.start()
+        writer.join(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and task.runs < 2:
+        time.sleep(0.02)
+    try:
+        text = generate_latest(exporter).decode()
+        assert _value(text, 'storpath_scrape_source_blocked{source="sas_errors"}') == 0
+        assert _value(text, 'storpath_scrape_source_success{source="sas_errors"}') == 1
+        assert _value(text, counter) == int(held)
+    finally:
+        exporter.close()
+        scheduler.stop()
+
+
+def _waits_on(thread_id: int, path: str) -> bool:
+    from storpath.base.sysfs import outstanding
+
+    reading = outstanding(thread_id)
+    return reading is not None and os.path.realpath(reading[0]) == path
+
+
+def _write_fifo(path: str, data: bytes) -> None:
+    with open(path, "wb") as handle:  # opens once the blocked reader is there: its read returns this
+        handle.write(data)

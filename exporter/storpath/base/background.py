@@ -11,7 +11,9 @@ A run that raises (anything: a RecursionError in a parser included) is that task
 failure, never a success that left the last results in place: until a run returns, the
 source that serves the task's results raises TaskFailed (storpath.scrape.slow: `SlowRead.failed`), so the
 scrape reports the source and its collectors failed with the reason, or the collector
-reports the failure its own way (the zpool task: `storpath_zfs_zpool_up 0`).
+reports the failure its own way (the zpool task: `storpath_zfs_zpool_up 0`). So does a run
+that has had one read outstanding longer than the server's bound (TaskBlocked: a device that
+stopped answering, the source reported blocked), until that read returns.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ class TaskFailed(Exception):
     """The latest run of a background task raised: what it produced before is not current."""
 
 
+class TaskBlocked(TaskFailed):
+    """The run of a background task in progress has had one read outstanding longer than the
+    server's bound (web.read_blocked_after): a device that stopped answering. What the task
+    produced before is not current either; the scrape reports its source blocked."""
+
+
 class Task:
     def __init__(self, name: str, func: Callable[[], None], interval: float, jitter: float = 0.0,
                  initial_delay: float = 0.0):
@@ -53,6 +61,13 @@ class Task:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._started = 0.0  # time.monotonic() of start()
+
+    @property
+    def thread_id(self) -> Optional[int]:
+        """The identifier of the thread the task runs in; None before start() (and for a task
+        a one-shot command runs inline)."""
+        thread = self._thread
+        return thread.ident if thread is not None else None
 
     def trigger(self) -> None:
         self._wake.set()

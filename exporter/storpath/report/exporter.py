@@ -34,8 +34,9 @@ SOURCE_BLOCKED = Family(
     "web.read_blocked_after (1), or not (0).", ("source",),
     doc="1 while one read of the source (a file's open and read, a directory listing) has been outstanding longer "
         "than `web.read_blocked_after` (default 5 s, set by the server only): a device that stopped answering. The "
-        "source is not read again until that read returns; the log names the file. A busy CPU or a big tree never "
-        "sets it")
+        "source is not read again until that read returns; the log names the file. For a source a background task "
+        "reads (NVMe SMART, the SAS error counters, the controller states...), one read of the task's run in progress: "
+        "its last pass is then not served as current. A busy CPU or a big tree never sets it")
 DEADLINE_EXCEEDED = Family(
     "storpath_scrape_deadline_exceeded", GAUGE,
     "Whether this scrape's deadline (web.scrape_timeout) ran out before every part of the machine was read (1) or "

@@ -40,6 +40,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, Lis
 
 from storpath.base.records import datarecord
 from storpath.base import log, sysfs
+from storpath.base.background import TaskBlocked
 from storpath.analysis.nvme import Identified
 from storpath.analysis.observed import LinkChangeCounts, Observed
 from storpath.analysis.pcie import InstanceExpectations, PcieLink, expectations
@@ -397,6 +398,8 @@ class Snapshotter:
                     continue
                 if job.error is not None:
                     failed[name] = _describe(job.error)
+                    if isinstance(job.error, TaskBlocked):  # the background task behind it is blocked in a read
+                        blocked.append(name)
                     continue
                 value, found = job.value
                 problems.extend(found)
