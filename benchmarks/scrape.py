@@ -90,7 +90,7 @@ def run_node_exporter(binary: str, sysfs: str, workdir: str):
                                 stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/metrics"
     try:
-        wait_until_answers(proc, url, "node_exporter")
+        wait_until_answers(proc, url, "node_exporter", timeout=60)  # its first answer is a whole scrape
         yield proc, url
     finally:
         stop_process(proc)

@@ -58,7 +58,9 @@ def wait_until_answers(proc: subprocess.Popen, url: str, what: str, log: Callabl
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log()}")
         try:
-            if get(url, timeout=1).status_code == 200:
+            # Each try may take as long as one answer does (an exporter's first answer is a whole
+            # scrape: node_exporter's of 2048 PCI functions took over a second on a slow VM).
+            if get(url, timeout=max(1.0, min(10.0, deadline - time.monotonic()))).status_code == 200:
                 return
         except requests.RequestException:
             pass
