@@ -14,6 +14,7 @@ from typing import Callable, List
 import pytest
 
 from benchmarks.scrape import host_tree
+from storpath.http.server import LANDING_LANE
 from tests.conftest import run_exporter
 from tests.tls import bcrypt_hash
 
@@ -130,14 +131,21 @@ def test_landing_page_flood_does_not_delay_scrapes(big_host, tmp_path):
     with run_exporter(args, str(tmp_path)) as exporter:
         timed(lambda: exporter.get("/metrics", headers=PROMETHEUS, timeout=60))  # the page draws the last scrape
         baseline = min(timed(lambda: exporter.get("/metrics", headers=PROMETHEUS, timeout=60)) for _ in range(3))
+        draw = timed(lambda: exporter.get("/", timeout=60))  # one page drawn, alone
         with Flood(10, lambda: exporter.get("/", timeout=60)) as flood:
             time.sleep(1)
             took = [timed(lambda: exporter.get("/metrics", headers=PROMETHEUS, timeout=60)) for _ in range(4)]
             health = timed(lambda: exporter.get("/-/healthy", timeout=60))
-        print(f"landing flood: scrape alone {baseline:.3f} s, slowest during {max(took):.3f} s")
+        print(f"landing flood: scrape alone {baseline:.3f} s, a page alone {draw:.3f} s, slowest scrape "
+              f"during {max(took):.3f} s")
         pages = [a for a in flood.answers if getattr(a, "status_code", None) == 200]
     assert pages and "<ul class=\"tree\">" in pages[0].text
-    assert max(took) < PROMPT + baseline and health < PROMPT, (baseline, took, health)
+    # A scrape shares the interpreter with the landing lane's pages in flight, never waits behind
+    # the flood: at most (lane + 1) times its own time and a page's, beside PROMPT. (Measured, not a
+    # fixed bound: a VM that runs Python 2.5 times slower takes 2-3.3 s here; a server that queued
+    # the scrape behind the flood's pages would take tens of seconds.)
+    allowed = PROMPT + (LANDING_LANE + 1) * (baseline + draw)
+    assert max(took) < allowed and health < PROMPT, (baseline, draw, took, health)
     # Pages past the landing page's own lane are refused at once, never queued.
     assert {getattr(a, "status_code", None) for a in flood.answers} <= {200, 503}
 
