@@ -138,7 +138,6 @@ def test_a_task_blocked_in_a_read_fails_its_source_as_blocked_until_the_read_ret
     longer than web.read_blocked_after, the source is served blocked (success 0, blocked 1,
     the file named once in the log) rather than the last pass's counters as current. When the
     read returns, the run goes on and its counters are served."""
-    import os
     import threading
     import time
 

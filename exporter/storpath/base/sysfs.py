@@ -40,6 +40,20 @@ def outstanding(thread_id: int) -> Optional[Tuple[str, float]]:
     return _READING.get(thread_id)
 
 
+def overrun(thread_id: Optional[int], now: float, bound: float) -> Tuple[Optional[str], float]:
+    """Whether the read the thread has outstanding overran `bound` seconds (what calls a read
+    blocked: the scrape's reading lanes and the background tasks alike): (its file, `now`) when
+    it started `bound` or more before `now`; otherwise (None, when to look again): the moment
+    the read outstanding now would overrun, or `bound` from now when none is outstanding."""
+    reading = _READING.get(thread_id) if thread_id is not None else None
+    if reading is None:
+        return None, now + bound
+    path, since = reading
+    if now - since >= bound:
+        return path, now
+    return None, since + bound
+
+
 def _start(path: str) -> int:
     ident = threading.get_ident()
     _READING[ident] = (path, _now())

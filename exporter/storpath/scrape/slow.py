@@ -35,7 +35,7 @@ from storpath.analysis.observed import (ChangeCounter, EventCounter, LinkChangeC
                                        watched_links)
 from storpath.analysis.pcie import analyse
 from storpath.base.background import Scheduler, Task, TaskBlocked, TaskFailed
-from storpath.base.sysfs import outstanding
+from storpath.base.sysfs import overrun
 from storpath.scrape.probes import config as probes_config
 from storpath.base.problems import Problem
 from storpath.readers.dm_multipath import DmsetupStatus, find_dmsetup, multipath_here, read_dmsetup_status
@@ -725,34 +725,25 @@ class _Scheduled:
             with self._lock:
                 self._scrape_needs = needs
         for task in self.tasks:
-            blocked = self._blocked(task)
-            if blocked is not None:
-                with self._lock:
-                    record = self._record
-                try:
-                    return slow.failed(blocked, record, task.last_run_end), ()
-                except TaskFailed:  # the source fails as when its task raises, and is reported blocked
-                    raise TaskBlocked(blocked) from None
-            if task.last_error is not None:
-                with self._lock:
-                    record = self._record
+            # A run blocked in a read now (in the task's own thread) is no more a pass than one
+            # that raised: the source fails as then, and is reported blocked.
+            blocked, _ = overrun(task.thread_id, time.monotonic(), self._blocked_after)
+            if blocked is None and task.last_error is None:
+                continue
+            with self._lock:
+                record = self._record
+            if blocked is None:
                 return slow.failed(f"background task {task.name} failed: {task.last_error}", record,
                                    task.last_run_end), ()
+            why = f"background task {task.name} blocked reading {blocked} (outstanding longer than " \
+                  f"{self._blocked_after:g} s)"
+            try:
+                return slow.failed(why, record, task.last_run_end), ()
+            except TaskFailed:
+                raise TaskBlocked(why) from None
         fresh = slow.scraped(*needs)
         with self._lock:
             return (self._record if fresh is None else fresh), ()
-
-    def _blocked(self, task: Task) -> Optional[str]:
-        """Why the task's run in progress is not the source's latest pass: one of its reads
-        (through storpath.base.sysfs, in the task's own thread) outstanding longer than the
-        server's bound, as a scrape's read is called blocked; None when there is none. Once the
-        read returns the run goes on, and what it then makes is served."""
-        ident = task.thread_id
-        reading = outstanding(ident) if ident is not None else None
-        if reading is None or time.monotonic() - reading[1] <= self._blocked_after:
-            return None
-        return (f"background task {task.name} blocked reading {reading[0]} (outstanding longer than "
-                f"{self._blocked_after:g} s)")
 
     def _maybe_trigger(self, needs: Sequence[Any]) -> None:
         now = self.slow.changed(*needs)

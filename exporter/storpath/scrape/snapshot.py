@@ -302,18 +302,6 @@ class _Job:
         self.thread_id: Optional[int] = None
         self.blocked_on: Optional[str] = None  # the file whose read overran the bound, once it has
 
-    def overrun(self, now: float, bound: float) -> Tuple[Optional[str], float]:
-        """(file, None) when the read the job has outstanding started more than `bound` ago:
-        it is blocked on that file. Otherwise (None, when to look again): the moment the read
-        outstanding now would overrun, or `bound` from now when no read is outstanding."""
-        reading = sysfs.outstanding(self.thread_id) if self.thread_id is not None else None
-        if reading is None:
-            return None, now + bound
-        path, since = reading
-        if now - since >= bound:
-            return path, now
-        return None, since + bound
-
 
 class Snapshotter:
     """Takes snapshots of the machine from a fixed set of sources. One snapshot at a time
@@ -426,7 +414,7 @@ class Snapshotter:
         while not job.done.is_set():
             now = time.monotonic()
             if job.blocked_on is None:
-                path, look_again = job.overrun(now, self.blocked_after)
+                path, look_again = sysfs.overrun(job.thread_id, now, self.blocked_after)
                 if path is not None:
                     job.blocked_on = path
             if job.blocked_on is not None:
