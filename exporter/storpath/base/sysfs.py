@@ -45,7 +45,7 @@ def overrun(thread_id: Optional[int], now: float, bound: float) -> Tuple[Optiona
     blocked: the scrape's reading lanes and the background tasks alike): (its file, `now`) when
     it started `bound` or more before `now`; otherwise (None, when to look again): the moment
     the read outstanding now would overrun, or `bound` from now when none is outstanding."""
-    reading = _READING.get(thread_id) if thread_id is not None else None
+    reading = outstanding(thread_id) if thread_id is not None else None
     if reading is None:
         return None, now + bound
     path, since = reading
