@@ -113,10 +113,13 @@ def exporter_present() -> bool:
 
 
 def exporter_command() -> list[str]:
-    """How to start the exporter on the host: the installed console script, else from the source tree."""
-    script = shutil.which("storpath")
-    if script:
-        return [script]
+    """How to start the exporter on the host: the console script of the environment that runs
+    the tests (the checkout's .venv), else the package this interpreter imports. Never a
+    `storpath` found on PATH: that is whatever checkout was installed last (README's install
+    links one into /usr/local/bin), not necessarily the one under test."""
+    script = Path(sys.executable).with_name("storpath")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
     return [sys.executable, "-c", "import sys; from storpath.cli import main; sys.exit(main())"]
 
 
