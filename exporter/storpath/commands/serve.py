@@ -240,11 +240,11 @@ def run(args, config) -> int:
     while True:
         # With a timeout: a signal whose byte did not fit in the pipe is found by the next wait.
         received = signals.wait(1.0)
-        service.built.settle()
         stop = [s for s in STOP if s in received]
         if stop:
             log.kv(LOG, logging.INFO, "shutting down", signal=signal.Signals(stop[0]).name)
             break
+        service.built.settle()  # (not on the way out: its one full collection would only delay the stop)
         if RELOAD in received:
             # Every SIGHUP that came since the last reload is this one reload.
             log.kv(LOG, logging.INFO, "reloading", signal="SIGHUP")
