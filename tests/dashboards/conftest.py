@@ -131,6 +131,14 @@ def _history(prom_text: str, instance: str, job: str, now: float) -> Dict[str, L
     return out
 
 
+def pytest_collection_modifyitems(config, items):
+    # The fleet is one per pytest process: its tests run alone in the full suite (scripts/test),
+    # in one process, instead of each pytest-xdist worker starting a fleet of its own.
+    for item in items:
+        if "fleet_prometheus" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.alone)
+
+
 @pytest.fixture(scope="session")
 def fleet_prometheus(tmp_path_factory, machine_tree):
     from tests.integration import harness

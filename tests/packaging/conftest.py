@@ -24,6 +24,15 @@ NVME_SPEED = re.compile(r'^storpath_pcie_current_link_speed_transfers_per_second
                         re.M)
 
 
+def pytest_collection_modifyitems(config, items):
+    # Every packaging test runs alone in the full suite (scripts/test): they build with make,
+    # dpkg and the Docker engine, and install into temporary machines, each taking both cores.
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.alone)
+
+
 @pytest.fixture(scope="session")
 def dist_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("dist")
