@@ -29,6 +29,8 @@ LAZY = {
         "the landing page's modules (tree, findings) load on the first visit, not in a scrape-only exporter",
     ("storpath.http.webconfig", "bcrypt"): "only where --web.config.file configures basic auth",
     ("storpath.http.webconfig", "hashlib"): "keys the admitted users: only where basic auth is configured",
+    ("storpath.http.webconfig", "ssl"): "ssl and OpenSSL load only where --web.config.file configures TLS",
+    ("storpath.http.cheroot_patches", "ssl"): "a TLS handshake's errors: ssl is loaded with the TLS context by then",
     ("storpath.http.runbooks", "html"): "the runbooks' index page only, asked for rarely",
     ("storpath.scrape.slow", "storpath.scrape.probes.engine"): "fio's machinery only where probe targets are configured",
     ("storpath.commands.options", "storpath.base.configfile"): "PyYAML only where --config.file is given",

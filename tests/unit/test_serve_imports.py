@@ -43,7 +43,7 @@ print(json.dumps({"modules": sorted(sys.modules), "families": len(rows), "frozen
                   "young": [young, gc.get_threshold()[0]], "loading_garbage_freed": loaded() is None}))
 """
 
-NOT_SERVED = ("prometheus_client", "importlib.metadata", "yaml", "bcrypt", "hashlib", "html", "storpath.base.configfile", "storpath.report.tree", "storpath.report.findings", "storpath.http.landing",
+NOT_SERVED = ("prometheus_client", "importlib.metadata", "ssl", "_ssl", "yaml", "bcrypt", "hashlib", "html", "storpath.base.configfile", "storpath.report.tree", "storpath.report.findings", "storpath.http.landing",
               "storpath.report.capture", "storpath.manpage", "storpath.report.metricsdoc", "storpath.commands.check",
               "storpath.commands.tree", "storpath.commands.capture", "storpath.commands.probe",
               "storpath.scrape.probes.engine", "storpath.scrape.probes.fio", "tarfile", "secrets",

@@ -52,7 +52,6 @@ import importlib
 import logging
 import selectors
 import socket
-import ssl
 import sys
 import threading
 import time
@@ -81,10 +80,30 @@ def _metadata_back(stand_in: Optional[types.ModuleType]) -> None:
         del importlib.metadata  # type: ignore[attr-defined]
 
 
+def _without_ssl() -> bool:
+    """Before cheroot is imported: `import ssl` made to fail (None in sys.modules), as on a
+    Python built without it. cheroot._compat imports ssl only for two flags of OpenSSL's version
+    (it takes an ImportError, and only cheroot's own tests read them); loading ssl and OpenSSL
+    is a tenth of a plain HTTP exporter's start, and TLS loads them with its context
+    (storpath.http.webconfig). False where ssl or cheroot is loaded already (nothing changed)."""
+    if "cheroot" in sys.modules or "ssl" in sys.modules:
+        return False
+    sys.modules["ssl"] = None  # type: ignore[assignment]
+    return True
+
+
+def _ssl_back(absent: bool) -> None:
+    if absent:
+        del sys.modules["ssl"]
+
+
 _STAND_IN = _without_metadata()
+_NO_SSL = _without_ssl()
 try:
     import cheroot  # noqa: E402,F401  (the package itself, with the stand-in)
+    from cheroot import _compat  # noqa: E402,F401  (its one import of ssl, told there is none)
 finally:
+    _ssl_back(_NO_SSL)
     _metadata_back(_STAND_IN)
 
 from cheroot import connections as cheroot_connections  # noqa: E402
@@ -153,6 +172,8 @@ class _RequestIO(socket.SocketIO):
         return super().readinto(buffer)
 
     def _handshake(self) -> None:
+        import ssl  # (a TLS connection: loaded with its context)
+
         sock = self._sock
         try:
             sock.do_handshake()

@@ -21,7 +21,6 @@ certificate is a clear error at start, and on reload the old file stays in force
 from __future__ import annotations
 
 import os
-import ssl
 import tempfile
 import threading
 from dataclasses import field
@@ -56,14 +55,15 @@ CIPHER_SUITES = {
 }
 TLS13_SUITES = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
 
-VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1, "TLS12": ssl.TLSVersion.TLSv1_2,
-            "TLS13": ssl.TLSVersion.TLSv1_3}
+# The file's names -> the members of Python's ssl.TLSVersion and ssl's verify modes, by name:
+# `ssl` (and OpenSSL under it) is loaded only where a file configures TLS.
+VERSIONS = {"TLS10": "TLSv1", "TLS11": "TLSv1_1", "TLS12": "TLSv1_2", "TLS13": "TLSv1_3"}
 
 # Python's ssl either verifies a client certificate against a CA or does not ask for one:
 # the toolkit's RequestClientCert and RequireAnyClientCert (unverified certificates, which its
 # own docs call insecure) have no equivalent and are refused with a message.
-CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-               "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}
+CLIENT_AUTH = {"NoClientCert": "CERT_NONE", "VerifyClientCertIfGiven": "CERT_OPTIONAL",
+               "RequireAndVerifyClientCert": "CERT_REQUIRED"}
 
 # The headers the toolkit lets a file set, with the values it accepts where it restricts them.
 HEADERS: Dict[str, Optional[tuple]] = {
@@ -162,6 +162,8 @@ def _pem(tls: dict, inline: str, file_key: str, base: str) -> Optional[tuple]:
 
 
 def _ssl_context(tls: dict, base: str) -> ssl.SSLContext:
+    import ssl  # only where TLS is configured
+
     for key in tls:
         if key in UNSUPPORTED:
             raise WebConfigError(UNSUPPORTED[key])
@@ -179,7 +181,7 @@ def _ssl_context(tls: dict, base: str) -> ssl.SSLContext:
         value = tls.get(name) or default
         if value not in VERSIONS:
             raise WebConfigError(f"tls_server_config.{name}: {log.describe(value)} is not one of {', '.join(VERSIONS)}")
-        versions[name] = VERSIONS[value]
+        versions[name] = getattr(ssl.TLSVersion, VERSIONS[value])
     if versions["min_version"] > versions["max_version"]:
         raise WebConfigError("tls_server_config: min_version is above max_version")
     try:
@@ -213,7 +215,8 @@ def _ssl_context(tls: dict, base: str) -> ssl.SSLContext:
         raise WebConfigError(f"tls_server_config.client_auth_type: {log.describe(auth)} is not one of "
                              f"{', '.join(CLIENT_AUTH)}")
     ca = _pem(tls, "client_ca", "client_ca_file", base)
-    if CLIENT_AUTH[auth] != ssl.CERT_NONE:
+    verify = getattr(ssl, CLIENT_AUTH[auth])
+    if verify != ssl.CERT_NONE:
         if ca is None:
             raise WebConfigError(f"tls_server_config: client_auth_type {auth} needs client_ca_file")
         try:
@@ -226,12 +229,14 @@ def _ssl_context(tls: dict, base: str) -> ssl.SSLContext:
     elif ca is not None:
         raise WebConfigError("tls_server_config: client_ca_file is set but client_auth_type is NoClientCert; "
                              "set client_auth_type: RequireAndVerifyClientCert")
-    context.verify_mode = CLIENT_AUTH[auth]
+    context.verify_mode = verify
     return context
 
 
 def _load_chain(context: ssl.SSLContext, cert: tuple, key: tuple) -> None:
     """load_cert_chain reads files only: inline PEM goes through a private temporary file."""
+    import ssl  # (loaded by _ssl_context already)
+
     made = []
     try:
         paths = []
