@@ -28,7 +28,7 @@ What is changed:
 - cheroot's package looks its own version up with importlib.metadata when imported, only for
   the default `Server` header, which storpath replaces (`server_name`); importing
   importlib.metadata (email, zipfile, csv, pathlib and more: about 10 ms of the exporter's
-  start) is spared where nothing has loaded it yet (_import_cheroot).
+  start) is spared where nothing has loaded it yet (_stand_ins).
 - cheroot's selector loop ends on any accept error it does not know, and starts again at
   once: out of descriptors (EMFILE), the listening socket stays readable, so the loop spins,
   never expires an idle connection, never reads one that is ready, and never gets out.
@@ -47,8 +47,9 @@ from __future__ import annotations
 
 import _pyio
 import collections
+import contextlib
 import errno
-import importlib
+import importlib  # noqa: F401  (the parent _stand_ins sets `metadata` on)
 import logging
 import selectors
 import socket
@@ -59,52 +60,46 @@ import types
 from typing import Any, Deque, Dict, List, Optional
 
 
-def _without_metadata() -> Optional[types.ModuleType]:
-    """Before cheroot's package is imported: a stand-in for importlib.metadata whose `version`
-    says "unknown" (cheroot 9.0 and 11.1 both take their version from
-    `metadata.version('cheroot')` in their package's __init__ and fall back to "unknown" on
-    any error), put where the import finds it; None where the real module or cheroot is
-    loaded already (then nothing is changed)."""
-    if "cheroot" in sys.modules or "importlib.metadata" in sys.modules:
-        return None
+@contextlib.contextmanager
+def _stand_ins(modules: Dict[str, Optional[types.ModuleType]]):
+    """While cheroot's package is first imported: each named module that is not loaded yet is
+    replaced by its stand-in, or made to fail to import (None, as on a Python built without it);
+    afterwards every one is taken away, so a later import loads the real module. Nothing is
+    changed where cheroot is loaded already."""
+    placed = []
+    if "cheroot" not in sys.modules:
+        for name, stand_in in modules.items():
+            if name not in sys.modules:
+                sys.modules[name] = stand_in  # type: ignore[assignment]
+                placed.append(name)
+                parent, _, attribute = name.rpartition(".")
+                if stand_in is not None and parent:
+                    setattr(sys.modules[parent], attribute, stand_in)
+    try:
+        yield
+    finally:
+        for name in placed:
+            del sys.modules[name]
+            parent, _, attribute = name.rpartition(".")
+            if modules[name] is not None and parent:
+                delattr(sys.modules[parent], attribute)
+
+
+def _metadata_stand_in() -> types.ModuleType:
+    """importlib.metadata whose `version` says "unknown": cheroot 9.0 and 11.1 both take their
+    version from `metadata.version('cheroot')` in their package's __init__ and fall back to
+    "unknown" on any error."""
     stand_in = types.ModuleType("importlib.metadata")
     stand_in.version = lambda name: "unknown"  # type: ignore[attr-defined]
-    sys.modules["importlib.metadata"] = importlib.metadata = stand_in  # type: ignore[attr-defined]
     return stand_in
 
 
-def _metadata_back(stand_in: Optional[types.ModuleType]) -> None:
-    """The stand-in taken away: a later `import importlib.metadata` loads the real module."""
-    if stand_in is not None:
-        del sys.modules["importlib.metadata"]
-        del importlib.metadata  # type: ignore[attr-defined]
-
-
-def _without_ssl() -> bool:
-    """Before cheroot is imported: `import ssl` made to fail (None in sys.modules), as on a
-    Python built without it. cheroot._compat imports ssl only for two flags of OpenSSL's version
-    (it takes an ImportError, and only cheroot's own tests read them); loading ssl and OpenSSL
-    is a tenth of a plain HTTP exporter's start, and TLS loads them with its context
-    (storpath.http.webconfig). False where ssl or cheroot is loaded already (nothing changed)."""
-    if "cheroot" in sys.modules or "ssl" in sys.modules:
-        return False
-    sys.modules["ssl"] = None  # type: ignore[assignment]
-    return True
-
-
-def _ssl_back(absent: bool) -> None:
-    if absent:
-        del sys.modules["ssl"]
-
-
-_STAND_IN = _without_metadata()
-_NO_SSL = _without_ssl()
-try:
+# ssl: cheroot._compat imports it only for two flags of OpenSSL's version (it takes an
+# ImportError, and only cheroot's own tests read them); loading ssl and OpenSSL is a tenth of a
+# plain HTTP exporter's start, and TLS loads them with its context (storpath.http.webconfig).
+with _stand_ins({"importlib.metadata": _metadata_stand_in(), "ssl": None}):
     import cheroot  # noqa: E402,F401  (the package itself, with the stand-in)
     from cheroot import _compat  # noqa: E402,F401  (its one import of ssl, told there is none)
-finally:
-    _ssl_back(_NO_SSL)
-    _metadata_back(_STAND_IN)
 
 from cheroot import connections as cheroot_connections  # noqa: E402
 from cheroot import errors as cheroot_errors  # noqa: E402
