@@ -554,3 +554,35 @@ def test_landing_page_number_is_a_whole_number_or_a_clear_400():
         assert status.startswith("400") and b"page: a whole number from 1" in body, query
     for query in ("", "page=2", "other=1&page=3", "page=1&page=x"):
         assert get(query)[0] == "200 OK", query
+
+
+def test_stop_ends_the_selector_loop_without_waiting_for_its_timeout():
+    """A stop wakes the loop's select: with the loop's timeout (`expiration_interval`) at an
+    hour, an idle connection parked in the selector, the server still stops, and the selector's
+    own wake pipe is never handed out as a connection nor listed among them."""
+    import socket
+
+    from storpath.http.cheroot_patches import WSGIServer
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
+        return [b"ok\n"]
+
+    server = WSGIServer(("127.0.0.1", 0), app, numthreads=2, max=2, timeout=600)
+    server.expiration_interval = 3600
+    server.prepare()
+    serving = threading.Thread(target=server.serve, daemon=True)
+    serving.start()
+    manager = server._connections
+    with socket.create_connection(("127.0.0.1", server.bind_addr[1]), timeout=5) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        end = time.monotonic() + 30
+        while manager._open_all != 1 or len(manager._selector) != 2:  # the listening socket and this one
+            assert time.monotonic() < end, (manager._open_all, list(manager._selector.connections))
+            time.sleep(0.05)
+        assert all(conn is server or hasattr(conn, "last_used") for _, conn in manager._selector.connections)
+        stopping = threading.Thread(target=server.stop, daemon=True)
+        stopping.start()
+        stopping.join(60)  # without the wake: the hour of the loop's select
+        assert not stopping.is_alive() and not serving.is_alive()

@@ -51,6 +51,7 @@ import contextlib
 import errno
 import importlib  # noqa: F401  (the parent _stand_ins sets `metadata` on)
 import logging
+import os
 import selectors
 import socket
 import sys
@@ -123,6 +124,7 @@ QUIET_AFTER = 5.0  # seconds without a new refusal that end an episode (logged a
 # to a worker in that same round, instead of being closed, leaves its address over the cap;
 # past this many over, the new connection is closed at once.
 OVER_CAP = 16
+_WAKE = object()  # what the selector's own pipe carries as its data (_Selector)
 
 
 class _RequestIO(socket.SocketIO):
@@ -440,14 +442,47 @@ class _Episode:
 class _Selector(cheroot_connections._ThreadsafeSelector):
     """cheroot's selector, calling `before(timeout)` (which returns the timeout to use) before
     each select: the one point of each round of the loop where no ready connection is being
-    handed out, so connections can be closed and the listening socket watched again."""
+    handed out, so connections can be closed and the listening socket watched again.
+
+    It also watches a pipe of its own, which `wake` writes to, so that a stop ends the select
+    at once instead of after the loop's next timeout (up to `expiration_interval`, 0.5 s). The
+    pipe is neither handed out by `select` nor listed in `connections`."""
 
     def __init__(self, before):
         super().__init__()
         self._before = before
+        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # Private: `_selector` is the selectors.DefaultSelector cheroot's class wraps.
+        self._selector.register(self._wake_read, selectors.EVENT_READ, data=_WAKE)
+
+    def wake(self) -> None:
+        try:
+            os.write(self._wake_write, b"w")
+        except (BlockingIOError, OSError):  # full: a wake is pending already; closed: stopped
+            pass
 
     def select(self, timeout=None):
-        return super().select(self._before(timeout))
+        ready = []
+        for fd, data in super().select(self._before(timeout)):
+            if data is _WAKE:
+                with contextlib.suppress(OSError):
+                    os.read(self._wake_read, 4096)
+            else:
+                ready.append((fd, data))
+        return ready
+
+    @property
+    def connections(self):
+        return [(fd, conn) for fd, conn in super().connections if conn is not _WAKE]
+
+    def __len__(self):
+        return super().__len__() - 1
+
+    def close(self):
+        super().close()
+        for fd in (self._wake_read, self._wake_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class _ConnectionManager(cheroot_connections.ConnectionManager):
@@ -581,6 +616,13 @@ class _ConnectionManager(cheroot_connections.ConnectionManager):
         if self._accept_paused_until is None:
             self._selector.unregister(self.server.socket.fileno())
         self._accept_paused_until = time.monotonic() + ACCEPT_PAUSE
+
+    def stop(self):
+        # Private: cheroot's stop sets `_stop_requested` and waits for its loop to end, which
+        # sees the flag only when a select returns; the wake makes the select return now.
+        self._stop_requested = True
+        self._selector.wake()
+        super().stop()
 
     def _expire(self, threshold):
         # Private: called by cheroot's loop every `expiration_interval` (0.5 s).
