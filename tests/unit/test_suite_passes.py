@@ -51,3 +51,25 @@ def test_the_first_pass_holds_no_test_that_must_run_alone():
     assert "tests/dashboards/test_conventions.py" in files
     # What compares outputs only stays on every core, and so do the unit tests.
     assert {"tests/e2e/test_golden.py", "tests/e2e/test_capture.py", "tests/unit/test_serving.py"} <= files
+
+
+def test_the_second_pass_lanes_split_it_exactly():
+    """Each test of the second pass runs in exactly one of its three lanes, whatever marks it has
+    (evaluated with pytest's own marker expressions over every combination of the marks)."""
+    import itertools
+
+    from _pytest.mark.expression import Expression
+
+    text = (ROOT / "scripts" / "test").read_text()
+    lanes = {name: re.search(rf'^{name}="([^"]+)"$', text, re.M).group(1)
+             for name in ("LAB_LANE", "INTEGRATION_LANE", "ALONE_LANE")}
+    for name in lanes:  # each lane is run
+        assert f'-m "${name}"' in text, name
+    serial = Expression.compile(_serial_expression())
+    compiled = {name: Expression.compile(expression) for name, expression in lanes.items()}
+    marks = ("integration", "lab", "alone", "other")
+    for present in itertools.product((False, True), repeat=len(marks)):
+        have = {mark for mark, on in zip(marks, present) if on}
+        matcher = lambda name, **kwargs: name in have  # noqa: E731
+        inside = [name for name, expression in compiled.items() if expression.evaluate(matcher)]
+        assert len(inside) == (1 if serial.evaluate(matcher) else 0), (have, inside)
