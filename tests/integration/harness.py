@@ -222,28 +222,12 @@ def prometheus_config(jobs: dict[str, list[str]], rule_files: Iterable[str] = ()
     return cfg
 
 
-# Stand-in until rules/ has an alert for a PCIe link trained below its capability.
-# REPLACE-ME: used only while rules/ has no alert on storpath_pcie_*link_speed/width (see copy_rules).
-TEST_LOCAL_RULES = {
-    "groups": [{
-        "name": "storpath-integration-test-local",
-        "rules": [{
-            "alert": "StorpathTestLinkSpeedBelowExpected",
-            "expr": "storpath_pcie_current_link_speed_transfers_per_second"
-                    " < storpath_pcie_expected_link_speed_transfers_per_second",
-            "labels": {"severity": "warning", "test_local": "true"},
-            "annotations": {"summary": "test-local stand-in for the rules/ PCIe link alert"},
-        }],
-    }],
-}
-
-
 def copy_rules(dest: Path, src: Path = REPO / "rules") -> set[str]:
     """Copy src/*.yml to ``dest`` with every `for:` (and group interval) removed, so alerts fire on
     the first evaluation.
 
     Returns the names of the alerts on PCIe link speed or width (the fault of the generated fixture
-    tree); when src has none yet, writes the test-local stand-in and returns its name.
+    tree); a rules folder without one is an error, since the tests built on it would prove nothing.
     """
     dest.mkdir(parents=True, exist_ok=True)
     link_alerts: set[str] = set()
@@ -263,8 +247,7 @@ def copy_rules(dest: Path, src: Path = REPO / "rules") -> set[str]:
                     link_alerts.add(rule["alert"])
         (dest / path.name).write_text(yaml.safe_dump(doc, sort_keys=False))
     if not link_alerts:
-        (dest / "zz-test-local.yml").write_text(yaml.safe_dump(TEST_LOCAL_RULES, sort_keys=False))
-        link_alerts = {TEST_LOCAL_RULES["groups"][0]["rules"][0]["alert"]}
+        raise ValueError(f"{src} has no alert on storpath_pcie_current_link_speed or _width")
     make_world_readable(dest)
     return link_alerts
 
