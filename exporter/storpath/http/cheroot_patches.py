@@ -458,7 +458,7 @@ class _Selector(cheroot_connections._ThreadsafeSelector):
     def wake(self) -> None:
         try:
             os.write(self._wake_write, b"w")
-        except (BlockingIOError, OSError):  # full: a wake is pending already; closed: stopped
+        except OSError:  # BlockingIOError: full, a wake is pending already; EBADF: closed, stopped
             pass
 
     def select(self, timeout=None):
