@@ -586,3 +586,23 @@ def test_stop_ends_the_selector_loop_without_waiting_for_its_timeout():
         stopping.start()
         stopping.join(60)  # without the wake: the hour of the loop's select
         assert not stopping.is_alive() and not serving.is_alive()
+
+
+def test_a_closed_selector_neither_writes_nor_closes_its_wake_pipe_again():
+    """After close, the pipe's descriptor numbers may belong to other files: a late wake or a
+    second close must touch neither."""
+    from storpath.http.cheroot_patches import _Selector
+
+    selector = _Selector(lambda timeout: timeout)
+    selector.wake()
+    assert list(selector.select(0)) == []  # the wake is drained, not handed out
+    selector.close()
+    read_end, write_end = os.pipe()  # likely given the numbers just freed
+    try:
+        selector.wake()
+        selector.close()
+        os.write(write_end, b"x")
+        assert os.read(read_end, 16) == b"x"
+    finally:
+        os.close(read_end)
+        os.close(write_end)

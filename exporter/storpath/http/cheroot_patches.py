@@ -456,9 +456,11 @@ class _Selector(cheroot_connections._ThreadsafeSelector):
         self._selector.register(self._wake_read, selectors.EVENT_READ, data=_WAKE)
 
     def wake(self) -> None:
+        if self._wake_write < 0:  # closed: its number may be another file's by now
+            return
         try:
             os.write(self._wake_write, b"w")
-        except OSError:  # BlockingIOError: full, a wake is pending already; EBADF: closed, stopped
+        except BlockingIOError:  # full: a wake is pending already
             pass
 
     def select(self, timeout=None):
@@ -480,9 +482,10 @@ class _Selector(cheroot_connections._ThreadsafeSelector):
 
     def close(self):
         super().close()
-        for fd in (self._wake_read, self._wake_write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        if self._wake_write >= 0:
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+            self._wake_read = self._wake_write = -1
 
 
 class _ConnectionManager(cheroot_connections.ConnectionManager):
