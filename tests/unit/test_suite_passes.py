@@ -17,10 +17,15 @@ from tests.e2e.conftest import ALONE
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _serial_expression() -> str:
-    found = re.search(r'^SERIAL="([^"]+)"$', (ROOT / "scripts" / "test").read_text(), re.M)
-    assert found, "scripts/test names no SERIAL marker expression"
+def _script_variable(name: str) -> str:
+    """A marker expression scripts/test sets (NAME="...")."""
+    found = re.search(rf'^{name}="([^"]+)"$', (ROOT / "scripts" / "test").read_text(), re.M)
+    assert found, f"scripts/test sets no {name}"
     return found.group(1)
+
+
+def _serial_expression() -> str:
+    return _script_variable("SERIAL")
 
 
 def _collected(*args: str) -> list:
@@ -61,8 +66,7 @@ def test_the_second_pass_lanes_split_it_exactly():
     from _pytest.mark.expression import Expression
 
     text = (ROOT / "scripts" / "test").read_text()
-    lanes = {name: re.search(rf'^{name}="([^"]+)"$', text, re.M).group(1)
-             for name in ("LAB_LANE", "INTEGRATION_LANE", "ALONE_LANE")}
+    lanes = {name: _script_variable(name) for name in ("LAB_LANE", "INTEGRATION_LANE", "ALONE_LANE")}
     for name in lanes:  # each lane is run
         assert f'-m "${name}"' in text, name
     serial = Expression.compile(_serial_expression())
