@@ -516,6 +516,12 @@ def test_open_connections_are_counted_until_each_is_closed_however_it_ends():
                     assert sock.recv(4096).startswith(b"HTTP/1.1 400")
                 elif ending % 4 == 3:  # half a request, then gone
                     sock.sendall(b"GET / HT")
+        # A client may close before the server accepts its connection: accepted later, it would
+        # count against the idle ones below. One more request answered means the server has
+        # accepted every connection before it (the listen queue is first in, first out).
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as last:
+            last.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert last.recv(4096).startswith(b"HTTP/1.1 200")
         wait_until(lambda: manager._open_all == 0 and not manager._open)
         # Left idle, to be expired by the server after its idle timeout (below).
         idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
