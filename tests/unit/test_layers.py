@@ -196,9 +196,19 @@ def _dynamic_target(call, bound, own, is_package):
     return text
 
 
+_BINDINGS = {}
+
+
 def _bindings(tree, own, is_package):
     """A name the file binds by import -> the module it is, or "module.name" for a name
-    imported from a module."""
+    imported from a module. Once per content."""
+    key = (tree, own, is_package)
+    if key not in _BINDINGS:
+        _BINDINGS[key] = _bindings_of(tree, own, is_package)
+    return _BINDINGS[key]
+
+
+def _bindings_of(tree, own, is_package):
     bound = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -211,12 +221,22 @@ def _bindings(tree, own, is_package):
     return bound
 
 
+_IMPORTS = {}
+
+
 def _imports(path, known, own):
     """(imported module, at module level) of every import in a file, storpath's and others':
     relative ones resolved, those inside functions and under `if TYPE_CHECKING:` kept (a
     name imported for a type still ties the layers), importlib's and __import__'s included
-    (a target ending in * for one module below a package, "*" for any)."""
-    tree = _parse(path)
+    (a target ending in * for one module below a package, "*" for any). Worked out once per
+    content, module name and set of known modules: the planted copies differ in one file."""
+    key = (_parse(path), own, frozenset(known))
+    if key not in _IMPORTS:
+        _IMPORTS[key] = list(_imports_of(path, key[0], known, own))
+    return _IMPORTS[key]
+
+
+def _imports_of(path, tree, known, own):
     is_package = os.path.basename(path) == "__init__.py"
     parents = _parents(tree)
     bound = _bindings(tree, own, is_package)
@@ -258,7 +278,8 @@ def _layer(module, table=LAYERS):
 
 def _graph(package=PACKAGE):
     modules = _modules(package)
-    return modules, {m: list(_imports(path, modules, m)) for m, path in modules.items()}
+    known = frozenset(modules)
+    return modules, {m: _imports(path, known, m) for m, path in modules.items()}
 
 
 def _storpath_edges(graph, modules):
@@ -347,6 +368,19 @@ def _uses(node, skip):
     return found
 
 
+_TABLES = {}
+
+
+_FILE_USES = {}
+
+
+def _file_uses(tree):
+    """`_uses` of a whole file, its annotations left out: once per content."""
+    if tree not in _FILE_USES:
+        _FILE_USES[tree] = _uses(tree, _annotation_ids(tree))
+    return _FILE_USES[tree]
+
+
 class Reach:
     """What each name of each storpath module can reach outside the process, by its code:
     a name is pure when everything it uses is pure; a standard module is pure when
@@ -365,25 +399,33 @@ class Reach:
         if module not in self.tables:
             path = self.modules[module]
             tree = _parse(path)
-            is_package = os.path.basename(path) == "__init__.py"
-            skip = _annotation_ids(tree)
-            names = {k: ("import", v) for k, v in _bindings(tree, module, is_package).items()}
-            top_uses = set()
-            for node in tree.body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    names[node.name] = ("code", _uses(node, set(skip)))
-                elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    uses = _uses(node.value, set(skip)) if node.value is not None else set()
-                    for target in targets:
-                        for leaf in ast.walk(target):
-                            if isinstance(leaf, ast.Name):
-                                names[leaf.id] = ("code", uses)
-                elif not isinstance(node, (ast.Import, ast.ImportFrom)):
-                    top_uses |= _uses(node, set(skip))
-            names[None] = ("code", top_uses)  # statements that run when the module loads
-            self.tables[module] = names
+            key = (tree, module)
+            if key not in _TABLES:
+                _TABLES[key] = self._table(tree, module, os.path.basename(path) == "__init__.py")
+            self.tables[module] = _TABLES[key]
         return self.tables[module]
+
+    @staticmethod
+    def _table(tree, module, is_package):
+        """The table of one file's tree, worked out once per content (the planted copies
+        differ in one file)."""
+        skip = _annotation_ids(tree)
+        names = {k: ("import", v) for k, v in _bindings(tree, module, is_package).items()}
+        top_uses = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names[node.name] = ("code", _uses(node, set(skip)))
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                uses = _uses(node.value, set(skip)) if node.value is not None else set()
+                for target in targets:
+                    for leaf in ast.walk(target):
+                        if isinstance(leaf, ast.Name):
+                            names[leaf.id] = ("code", uses)
+            elif not isinstance(node, (ast.Import, ast.ImportFrom)):
+                top_uses |= _uses(node, set(skip))
+        names[None] = ("code", top_uses)  # statements that run when the module loads
+        return names
 
     def module(self, module, attribute=None):
         """Why `module` (or its `attribute`) is not pure, or None."""
@@ -469,7 +511,7 @@ def reader_logging(package=PACKAGE, table=LAYERS):
                   or any(d.startswith(x + ".") for x in LOGGING_MODULES)]
         tree = _parse(modules[m])
         bound = _bindings(tree, m, modules[m].endswith("__init__.py"))
-        for name, attribute in _uses(tree, _annotation_ids(tree)):
+        for name, attribute in _file_uses(tree):
             target = bound.get(name)
             if name == "print" and target is None:
                 found.append((m, "print()"))
@@ -507,7 +549,7 @@ def collectors_files(package=PACKAGE):
             continue
         tree = _parse(path)
         bound = _bindings(tree, module, path.endswith("__init__.py"))
-        for name, attribute in _uses(tree, _annotation_ids(tree)):
+        for name, attribute in _file_uses(tree):
             target = bound.get(name)
             if target is None:
                 if name == "open":

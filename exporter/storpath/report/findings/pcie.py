@@ -194,7 +194,7 @@ def check(facts: Facts, out: Outcome) -> None:
                                 "(the exporter samples it between scrapes: rules/gpu.yml).")
             out.add(Finding(
                 # The severity of the alert the rules fire for this link (PcieLinkSpeedBelowExpected,
-                # PcieLinkWidthBelowExpected: warning; tests/rules/test_check_agrees_with_alerts.py).
+                # PcieLinkWidthBelowExpected: warning; tests/rules/test_every_machine.py).
                 subject=address, severity=INFO if follows_load(device.static.class_code) else s(WARNING),
                 kind="pcie.link_trained_low" if (low_speed and low_width) else
                      ("pcie.link_speed_below_expected" if low_speed else "pcie.link_width_below_expected"),
