@@ -2,7 +2,7 @@
 # do not need make; these targets are shortcuts for working on storpath.
 PY ?= .venv/bin/python
 
-.PHONY: help setup test test-fast golden docs bench bench-load lint run
+.PHONY: help setup test test-fast golden docs bench bench-load run
 help:
 	@echo "make setup      venv with storpath and test deps (plus Debian packages)"
 	@echo "make test-fast  parsers, analysis, house and alert rules, golden expositions (no Docker, no QEMU): the inner loop, at most 5 minutes"

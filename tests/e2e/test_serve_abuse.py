@@ -13,7 +13,6 @@ from typing import Callable, List
 
 import pytest
 
-from benchmarks.scrape import host_tree
 from storpath.http.server import LANDING_LANE
 from tests.conftest import run_exporter
 from tests.tls import bcrypt_hash
@@ -119,11 +118,9 @@ def test_slowloris_costs_no_worker(exporter_on):
 
 
 @pytest.fixture(scope="module")
-def big_host(tmp_path_factory):
+def big_host(synthetic_host):
     """The 2048-PCI-device host of benchmarks/scrape.py (1024 drives below root ports)."""
-    root = str(tmp_path_factory.mktemp("host-1024"))
-    host_tree(root + "/host", 1024, "ports")
-    return root + "/host"
+    return synthetic_host(2048)
 
 
 def test_landing_page_flood_does_not_delay_scrapes(big_host, tmp_path):

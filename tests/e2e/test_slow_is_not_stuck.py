@@ -24,7 +24,7 @@ from typing import Dict, Iterator, List
 import pytest
 import requests
 
-from tests.conftest import ROOT, run_exporter
+from tests.conftest import run_exporter
 
 PATIENT = {"X-Prometheus-Scrape-Timeout-Seconds": "10"}  # Prometheus' default scrape timeout
 HASTY = {"X-Prometheus-Scrape-Timeout-Seconds": "0.001"}
@@ -68,29 +68,18 @@ def busy_cpu(per_core: int = 4) -> Iterator[int]:
             proc.wait()
 
 
-def _host(tmp_path_factory, functions: int) -> str:
-    """A host of `functions` PCI functions: NVMe drives, each below a root port of its own
-    (the scrape benchmark's `ports` layout)."""
-    sys.path.insert(0, ROOT)
-    from benchmarks.scrape import build_host
-
-    root = str(tmp_path_factory.mktemp(f"host{functions}"))
-    assert build_host(root, functions // 2, "ports") == functions
-    return root
-
-
 @pytest.fixture(scope="module")
-def big_host(tmp_path_factory) -> str:
+def big_host(synthetic_host) -> str:
     """8192 functions: a first scrape that may outlast its deadline under load."""
-    return _host(tmp_path_factory, 8192)
+    return synthetic_host(8192)
 
 
 @pytest.fixture(scope="module")
-def host_2048(tmp_path_factory) -> str:
+def host_2048(synthetic_host) -> str:
     """2048 functions (the benchmark's largest host): every scrape lasts far longer than a 1 ms
     client waits, and its answers are a quarter of the big host's, so the hasty clients do not
     spend the test's time receiving them."""
-    return _host(tmp_path_factory, 2048)
+    return synthetic_host(2048)
 
 
 def _start(root: str, tmp_path, *extra: str):

@@ -116,14 +116,10 @@ def input_series(exposition: str, instance: str) -> List[dict]:
 
 
 @pytest.fixture(scope="module")
-def check_says(tmp_path_factory) -> Dict[Tuple[str, str], Set[Tuple[str, str, str]]]:
+def check_says(machine_tree) -> Dict[Tuple[str, str], Set[Tuple[str, str, str]]]:
     """(machine, variant) -> the link alerts check's findings say must fire there."""
-    out = {}
-    for name, variant in machines.all_cases():
-        root = tmp_path_factory.mktemp(f"{name}-{variant}")
-        machines.load(name).build(str(root), variant)
-        out[(name, variant)] = expected_alerts(root)
-    return out
+    return {(name, variant): expected_alerts(Path(machine_tree(name, variant)))
+            for name, variant in machines.all_cases()}
 
 
 def _case(name: str, variant: str, check_alerts: Set[Tuple[str, str, str]]) -> dict:
