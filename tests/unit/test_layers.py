@@ -11,6 +11,7 @@ Every rule is shown to fail on violations planted in a copy of the package (PLAN
 end)."""
 
 import ast
+import functools
 import os
 import re
 import shutil
@@ -196,19 +197,10 @@ def _dynamic_target(call, bound, own, is_package):
     return text
 
 
-_BINDINGS = {}
-
-
+@functools.cache
 def _bindings(tree, own, is_package):
     """A name the file binds by import -> the module it is, or "module.name" for a name
-    imported from a module. Once per content."""
-    key = (tree, own, is_package)
-    if key not in _BINDINGS:
-        _BINDINGS[key] = _bindings_of(tree, own, is_package)
-    return _BINDINGS[key]
-
-
-def _bindings_of(tree, own, is_package):
+    imported from a module. Once per content (the planted copies differ in one file)."""
     bound = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -221,23 +213,18 @@ def _bindings_of(tree, own, is_package):
     return bound
 
 
-_IMPORTS = {}
-
-
 def _imports(path, known, own):
     """(imported module, at module level) of every import in a file, storpath's and others':
     relative ones resolved, those inside functions and under `if TYPE_CHECKING:` kept (a
     name imported for a type still ties the layers), importlib's and __import__'s included
-    (a target ending in * for one module below a package, "*" for any). Worked out once per
-    content, module name and set of known modules: the planted copies differ in one file."""
-    key = (_parse(path), own, frozenset(known))
-    if key not in _IMPORTS:
-        _IMPORTS[key] = list(_imports_of(path, key[0], known, own))
-    return _IMPORTS[key]
+    (a target ending in * for one module below a package, "*" for any)."""
+    return _imports_of(_parse(path), os.path.basename(path) == "__init__.py", frozenset(known), own)
 
 
-def _imports_of(path, tree, known, own):
-    is_package = os.path.basename(path) == "__init__.py"
+@functools.cache
+def _imports_of(tree, is_package, known, own):
+    """_imports of a parsed file: once per content, module name and set of known modules."""
+    found = []
     parents = _parents(tree)
     bound = _bindings(tree, own, is_package)
     for node in ast.walk(tree):
@@ -251,8 +238,8 @@ def _imports_of(path, tree, known, own):
             target = _dynamic_target(node, bound, own, is_package)
             if target is not None:
                 names = [target]
-        for name in names:
-            yield name, not _in_function(node, parents)
+        found += [(name, not _in_function(node, parents)) for name in names]
+    return found
 
 
 def _expand(name, known):
@@ -368,17 +355,10 @@ def _uses(node, skip):
     return found
 
 
-_TABLES = {}
-
-
-_FILE_USES = {}
-
-
+@functools.cache
 def _file_uses(tree):
     """`_uses` of a whole file, its annotations left out: once per content."""
-    if tree not in _FILE_USES:
-        _FILE_USES[tree] = _uses(tree, _annotation_ids(tree))
-    return _FILE_USES[tree]
+    return _uses(tree, _annotation_ids(tree))
 
 
 class Reach:
@@ -398,14 +378,11 @@ class Reach:
         """name -> (kind, what): ("import", "module" or "module.name") or ("code", uses)."""
         if module not in self.tables:
             path = self.modules[module]
-            tree = _parse(path)
-            key = (tree, module)
-            if key not in _TABLES:
-                _TABLES[key] = self._table(tree, module, os.path.basename(path) == "__init__.py")
-            self.tables[module] = _TABLES[key]
+            self.tables[module] = self._table(_parse(path), module, os.path.basename(path) == "__init__.py")
         return self.tables[module]
 
     @staticmethod
+    @functools.cache
     def _table(tree, module, is_package):
         """The table of one file's tree, worked out once per content (the planted copies
         differ in one file)."""
