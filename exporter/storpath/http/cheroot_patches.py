@@ -452,16 +452,18 @@ class _Selector(cheroot_connections._ThreadsafeSelector):
         super().__init__()
         self._before = before
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_lock = threading.Lock()  # a wake and the close never interleave
         # Private: `_selector` is the selectors.DefaultSelector cheroot's class wraps.
         self._selector.register(self._wake_read, selectors.EVENT_READ, data=_WAKE)
 
     def wake(self) -> None:
-        if self._wake_write < 0:  # closed: its number may be another file's by now
-            return
-        try:
-            os.write(self._wake_write, b"w")
-        except BlockingIOError:  # full: a wake is pending already
-            pass
+        with self._wake_lock:
+            if self._wake_write < 0:  # closed: its number may be another file's by now
+                return
+            try:
+                os.write(self._wake_write, b"w")
+            except BlockingIOError:  # full: a wake is pending already
+                pass
 
     def select(self, timeout=None):
         ready = []
@@ -482,10 +484,11 @@ class _Selector(cheroot_connections._ThreadsafeSelector):
 
     def close(self):
         super().close()
-        if self._wake_write >= 0:
-            os.close(self._wake_read)
-            os.close(self._wake_write)
-            self._wake_read = self._wake_write = -1
+        with self._wake_lock:
+            if self._wake_write >= 0:
+                os.close(self._wake_read)
+                os.close(self._wake_write)
+                self._wake_read = self._wake_write = -1
 
 
 class _ConnectionManager(cheroot_connections.ConnectionManager):
