@@ -101,7 +101,7 @@ def _ram_backed(need_bytes: int) -> Optional[str]:
     """A folder on a tmpfs with room for `need_bytes` twice over, or None."""
     try:
         with open("/proc/self/mounts", encoding="utf-8") as handle:
-            if not any(line.split()[1:3] == [RAM_FOLDER, "tmpfs"] for line in handle if len(line.split()) > 2):
+            if not any(line.split()[1:3] == [RAM_FOLDER, "tmpfs"] for line in handle):
                 return None
         found = os.statvfs(RAM_FOLDER)
     except OSError:
@@ -128,22 +128,23 @@ def tree_folder(tmp_path_factory):
     keeps its own folders for three sessions, and deletes them on the disk later); elsewhere a
     folder of pytest's. Not for files the product must take for a regular file's (a probe's
     target: it refuses paths under /dev)."""
-    made: List[str] = []
+    session: Optional[str] = None  # this session's folder on the tmpfs, made when first needed
 
     def folder(name: str, need_bytes: int) -> str:
+        nonlocal session
         ram = _ram_backed(need_bytes)
         if ram is None:
             return str(tmp_path_factory.mktemp(name))
-        if not made:
+        if session is None:
             _remove_orphans(ram)
-            made.append(tempfile.mkdtemp(prefix=f"storpath-tests-{os.getpid()}-", dir=ram))
-        return tempfile.mkdtemp(prefix=name + "-", dir=made[0])
+            session = tempfile.mkdtemp(prefix=f"storpath-tests-{os.getpid()}-", dir=ram)
+        return tempfile.mkdtemp(prefix=name + "-", dir=session)
 
     try:
         yield folder
     finally:
-        for path in made:
-            shutil.rmtree(path, ignore_errors=True)
+        if session is not None:
+            shutil.rmtree(session, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
